@@ -1,0 +1,38 @@
+# tide's build. `make help` lists the targets.
+GO      ?= go
+BIN     ?= bin/tide
+PKGS    ?= ./...
+# Tests that start servers and agents run one package at a time on this
+# 2-core machine; -race catches data races in the controller and agent.
+TESTFLAGS ?= -race -count=1 -timeout 20m -p 2
+
+.PHONY: help build test test-short bench fuzz vet fmt demo clean
+
+help: ## List the targets.
+	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
+
+build: ## Build bin/tide.
+	$(GO) build -o $(BIN) ./cmd/tide
+
+test: vet ## Run every test (needs PostgreSQL binaries for the store suite; .ci/run installs them).
+	$(GO) test $(TESTFLAGS) $(PKGS)
+
+test-short: ## Run the fast unit tests only.
+	$(GO) test -short -count=1 $(PKGS)
+
+bench: ## Run the benchmarks and print their tables.
+	$(GO) test -run '^$$' -bench . -benchmem ./internal/autoscaler ./internal/scheduler ./internal/store/...
+
+fuzz: ## Fuzz the spec parsers for 30s each.
+	$(GO) test -run '^$$' -fuzz FuzzParseCompute -fuzztime 30s ./internal/spec
+	$(GO) test -run '^$$' -fuzz FuzzParseJob -fuzztime 30s ./internal/spec
+
+vet: ## go vet and a gofmt check.
+	$(GO) vet $(PKGS)
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+demo: build ## Run tide's main job: a cluster that scales 0 -> 2 -> 0 around example jobs.
+	$(BIN) demo
+
+clean: ## Remove build output.
+	rm -rf bin

@@ -1,0 +1,375 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+)
+
+// Client talks to a tide server over its /v1 REST API. It is safe for
+// concurrent use. Every method that does I/O takes a context; callers bound
+// plain requests with a deadline and leave streams open as long as they want.
+type Client struct {
+	base  *url.URL
+	token string
+	hc    *http.Client
+}
+
+// NewClient returns a client for the server at server (for example
+// http://127.0.0.1:7430) that sends token as its bearer token. A nil hc
+// means http.DefaultClient; it should have no overall Timeout, since log
+// streams stay open for as long as a job runs.
+func NewClient(server, token string, hc *http.Client) (*Client, error) {
+	if server == "" {
+		return nil, errors.New("server: no server URL; pass --server or set TIDE_SERVER")
+	}
+	if !strings.Contains(server, "://") {
+		server = "http://" + server
+	}
+	u, err := url.Parse(server)
+	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+		return nil, fmt.Errorf("server %q: want a URL such as http://127.0.0.1:7430", server)
+	}
+	u.Path = strings.TrimRight(u.Path, "/")
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	return &Client{base: u, token: token, hc: hc}, nil
+}
+
+// Server is the base URL the client talks to.
+func (c *Client) Server() string { return c.base.String() }
+
+// Error is an error response from the server: its HTTP status and the
+// problem+json body (or a problem made up from the status when the body was
+// not one).
+type Error struct {
+	StatusCode int
+	Problem    Problem
+}
+
+// Error returns the problem's detail, which the server writes for people.
+func (e *Error) Error() string {
+	switch {
+	case e.Problem.Detail != "":
+		return e.Problem.Detail
+	case e.Problem.Title != "":
+		return e.Problem.Title
+	default:
+		return fmt.Sprintf("HTTP %d %s", e.StatusCode, http.StatusText(e.StatusCode))
+	}
+}
+
+// IsNotFound reports whether err is a server answer that the resource does
+// not exist.
+func IsNotFound(err error) bool {
+	var e *Error
+	return errors.As(err, &e) && (e.StatusCode == http.StatusNotFound || e.Problem.Code == CodeNotFound)
+}
+
+// ProblemCode returns the stable problem code of a server error, or "" when
+// err is not one.
+func ProblemCode(err error) string {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Problem.Code
+	}
+	return ""
+}
+
+// JobFilter narrows a job list; empty fields match everything.
+type JobFilter struct {
+	Compute string
+	Status  string
+}
+
+// path joins escaped segments under /v1.
+func v1(segments ...string) string {
+	var b strings.Builder
+	b.WriteString("/v1")
+	for _, s := range segments {
+		b.WriteByte('/')
+		b.WriteString(url.PathEscape(s))
+	}
+	return b.String()
+}
+
+// url joins the base URL and an already escaped path.
+func (c *Client) url(path string, q url.Values) string {
+	u := c.base.String() + path
+	if len(q) > 0 {
+		u += "?" + q.Encode()
+	}
+	return u
+}
+
+func (c *Client) newRequest(ctx context.Context, method, path string, q url.Values, body any) (*http.Request, error) {
+	var r io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return nil, fmt.Errorf("encoding request: %w", err)
+		}
+		r = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.url(path, q), r)
+	if err != nil {
+		return nil, err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	req.Header.Set("Accept", "application/json")
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	return req, nil
+}
+
+// do sends a request and decodes a JSON answer into out (when not nil). It
+// returns the status code so callers can tell created from updated.
+func (c *Client) do(ctx context.Context, method, path string, q url.Values, body, out any) (int, error) {
+	req, err := c.newRequest(ctx, method, path, q, body)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode >= 300 {
+		return resp.StatusCode, responseError(resp)
+	}
+	if out == nil || resp.StatusCode == http.StatusNoContent {
+		_, _ = io.Copy(io.Discard, resp.Body)
+		return resp.StatusCode, nil
+	}
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		return resp.StatusCode, fmt.Errorf("%s %s: decoding response: %w", method, path, err)
+	}
+	return resp.StatusCode, nil
+}
+
+// responseError reads an error response into an *Error.
+func responseError(resp *http.Response) error {
+	e := &Error{StatusCode: resp.StatusCode}
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	if (mt == "application/problem+json" || mt == "application/json") && json.Unmarshal(b, &e.Problem) == nil && (e.Problem.Title != "" || e.Problem.Detail != "" || e.Problem.Code != "") {
+		if e.Problem.Status == 0 {
+			e.Problem.Status = resp.StatusCode
+		}
+		return e
+	}
+	e.Problem = Problem{
+		Title:  http.StatusText(resp.StatusCode),
+		Status: resp.StatusCode,
+		Detail: strings.TrimSpace(string(b)),
+	}
+	if e.Problem.Detail == "" {
+		e.Problem.Detail = fmt.Sprintf("HTTP %d %s", resp.StatusCode, http.StatusText(resp.StatusCode))
+	}
+	if resp.StatusCode == http.StatusNotFound {
+		e.Problem.Code = CodeNotFound
+	}
+	return e
+}
+
+func list[T any](ctx context.Context, c *Client, path string, q url.Values) ([]T, error) {
+	var l List[T]
+	if _, err := c.do(ctx, http.MethodGet, path, q, nil, &l); err != nil {
+		return nil, err
+	}
+	return l.Value, nil
+}
+
+// Ready reports whether the server answers /readyz.
+func (c *Client) Ready(ctx context.Context) error {
+	_, err := c.do(ctx, http.MethodGet, "/readyz", nil, nil, nil)
+	return err
+}
+
+// Sizes lists the VM sizes the server offers.
+func (c *Client) Sizes(ctx context.Context) ([]Size, error) {
+	return list[Size](ctx, c, v1("sizes"), nil)
+}
+
+// Locations lists the places nodes come from.
+func (c *Client) Locations(ctx context.Context) ([]Location, error) {
+	return list[Location](ctx, c, v1("locations"), nil)
+}
+
+// Usages lists quota use per location, VM family and tier; an empty location
+// means every location.
+func (c *Client) Usages(ctx context.Context, location string) ([]Usage, error) {
+	var q url.Values
+	if location != "" {
+		q = url.Values{"location": {location}}
+	}
+	return list[Usage](ctx, c, v1("usages"), q)
+}
+
+// Workspaces lists the workspaces.
+func (c *Client) Workspaces(ctx context.Context) ([]Workspace, error) {
+	return list[Workspace](ctx, c, v1("workspaces"), nil)
+}
+
+// Workspace returns one workspace.
+func (c *Client) Workspace(ctx context.Context, name string) (*Workspace, error) {
+	var w Workspace
+	if _, err := c.do(ctx, http.MethodGet, v1("workspaces", name), nil, nil, &w); err != nil {
+		return nil, err
+	}
+	return &w, nil
+}
+
+// PutWorkspace creates or updates a workspace.
+func (c *Client) PutWorkspace(ctx context.Context, w Workspace) (*Workspace, error) {
+	var out Workspace
+	if _, err := c.do(ctx, http.MethodPut, v1("workspaces", w.Name), nil, w, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// Computes lists the computes of workspace ws.
+func (c *Client) Computes(ctx context.Context, ws string) ([]Compute, error) {
+	return list[Compute](ctx, c, v1("workspaces", ws, "computes"), nil)
+}
+
+// Compute returns one compute.
+func (c *Client) Compute(ctx context.Context, ws, name string) (*Compute, error) {
+	var out Compute
+	if _, err := c.do(ctx, http.MethodGet, v1("workspaces", ws, "computes", name), nil, nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// PutCompute creates or updates compute cp (by its name) and reports whether
+// it was created. Provisioning continues on the server; the returned
+// compute's provisioning_state tells how far it got.
+func (c *Client) PutCompute(ctx context.Context, ws string, cp *Compute) (out *Compute, created bool, err error) {
+	if cp.Name == "" {
+		return nil, false, errors.New("name: required")
+	}
+	out = new(Compute)
+	code, err := c.do(ctx, http.MethodPut, v1("workspaces", ws, "computes", cp.Name), nil, cp, out)
+	if err != nil {
+		return nil, false, err
+	}
+	return out, code == http.StatusCreated, nil
+}
+
+// PatchCompute changes the fields of a compute that may change while it runs.
+func (c *Client) PatchCompute(ctx context.Context, ws, name string, p ComputePatch) (*Compute, error) {
+	var out Compute
+	if _, err := c.do(ctx, http.MethodPatch, v1("workspaces", ws, "computes", name), nil, p, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// DeleteCompute deletes a compute. The server may answer before its nodes
+// are gone (202 Accepted); the compute then shows provisioning_state
+// Deleting until they are.
+func (c *Client) DeleteCompute(ctx context.Context, ws, name string) error {
+	_, err := c.do(ctx, http.MethodDelete, v1("workspaces", ws, "computes", name), nil, nil, nil)
+	return err
+}
+
+// Nodes lists the nodes of a compute.
+func (c *Client) Nodes(ctx context.Context, ws, compute string) ([]Node, error) {
+	return list[Node](ctx, c, v1("workspaces", ws, "computes", compute, "nodes"), nil)
+}
+
+// ComputeEvents lists what happened to a compute, oldest first.
+func (c *Client) ComputeEvents(ctx context.Context, ws, compute string) ([]Event, error) {
+	return list[Event](ctx, c, v1("workspaces", ws, "computes", compute, "events"), nil)
+}
+
+// CreateJob submits a job. An empty name asks the server to generate one.
+func (c *Client) CreateJob(ctx context.Context, ws string, j *Job) (*Job, error) {
+	var out Job
+	if _, err := c.do(ctx, http.MethodPost, v1("workspaces", ws, "jobs"), nil, j, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// Jobs lists the jobs of workspace ws in creation order.
+func (c *Client) Jobs(ctx context.Context, ws string, f JobFilter) ([]Job, error) {
+	q := url.Values{}
+	if f.Compute != "" {
+		q.Set("compute", f.Compute)
+	}
+	if f.Status != "" {
+		q.Set("status", f.Status)
+	}
+	return list[Job](ctx, c, v1("workspaces", ws, "jobs"), q)
+}
+
+// Job returns one job.
+func (c *Client) Job(ctx context.Context, ws, name string) (*Job, error) {
+	var out Job
+	if _, err := c.do(ctx, http.MethodGet, v1("workspaces", ws, "jobs", name), nil, nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// CancelJob asks the server to cancel a job; the job moves to
+// CancelRequested and then Canceled once its processes stopped.
+func (c *Client) CancelJob(ctx context.Context, ws, name string) (*Job, error) {
+	var out Job
+	if _, err := c.do(ctx, http.MethodPost, v1("workspaces", ws, "jobs", name, "cancel"), nil, nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// Logs returns the log lines of a job stored so far with Seq > after.
+func (c *Client) Logs(ctx context.Context, ws, job string, after int64) ([]LogLine, error) {
+	var q url.Values
+	if after > 0 {
+		q = url.Values{"after": {strconv.FormatInt(after, 10)}}
+	}
+	return list[LogLine](ctx, c, v1("workspaces", ws, "jobs", job, "logs"), q)
+}
+
+// Artifacts lists the files a job kept.
+func (c *Client) Artifacts(ctx context.Context, ws, job string) ([]Artifact, error) {
+	return list[Artifact](ctx, c, v1("workspaces", ws, "jobs", job, "artifacts"), nil)
+}
+
+// OpenArtifact starts downloading one artifact; the caller closes the body.
+// size is -1 when the server did not say.
+func (c *Client) OpenArtifact(ctx context.Context, ws, job, path string) (body io.ReadCloser, size int64, err error) {
+	p := v1("workspaces", ws, "jobs", job, "artifacts")
+	for _, seg := range strings.Split(strings.Trim(path, "/"), "/") {
+		p += "/" + url.PathEscape(seg)
+	}
+	req, err := c.newRequest(ctx, http.MethodGet, p, nil, nil)
+	if err != nil {
+		return nil, 0, err
+	}
+	req.Header.Set("Accept", "*/*")
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return nil, 0, err
+	}
+	if resp.StatusCode >= 300 {
+		defer resp.Body.Close()
+		return nil, 0, responseError(resp)
+	}
+	return resp.Body, resp.ContentLength, nil
+}

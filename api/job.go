@@ -1,0 +1,253 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// Job statuses, as in Azure ML.
+const (
+	JobNotStarted      = "NotStarted"
+	JobQueued          = "Queued"
+	JobPreparing       = "Preparing"
+	JobRunning         = "Running"
+	JobFinalizing      = "Finalizing"
+	JobCompleted       = "Completed"
+	JobFailed          = "Failed"
+	JobCanceled        = "Canceled"
+	JobCancelRequested = "CancelRequested"
+	JobNotResponding   = "NotResponding"
+)
+
+// JobTerminal reports whether a job in status s will not change again.
+func JobTerminal(s string) bool {
+	return s == JobCompleted || s == JobFailed || s == JobCanceled
+}
+
+// Job is an Azure ML command job. The first block is what the user writes in
+// YAML; the second is status set by the server.
+type Job struct {
+	Name                 string               `json:"name"`
+	Type                 string               `json:"type"`
+	DisplayName          string               `json:"display_name,omitempty"`
+	ExperimentName       string               `json:"experiment_name,omitempty"`
+	Description          string               `json:"description,omitempty"`
+	Tags                 map[string]string    `json:"tags,omitempty"`
+	Command              string               `json:"command"`
+	Code                 string               `json:"code,omitempty"`
+	Environment          *JobEnvironment      `json:"environment,omitempty"`
+	EnvironmentVariables map[string]string    `json:"environment_variables,omitempty"`
+	Inputs               map[string]JobInput  `json:"inputs,omitempty"`
+	Outputs              map[string]JobOutput `json:"outputs,omitempty"`
+	Compute              string               `json:"compute"`
+	Resources            *JobResources        `json:"resources,omitempty"`
+	Distribution         *Distribution        `json:"distribution,omitempty"`
+	Limits               *JobLimits           `json:"limits,omitempty"`
+
+	// Status, set by the server.
+	ID        string    `json:"id,omitempty"`
+	Workspace string    `json:"workspace,omitempty"`
+	Status    string    `json:"status,omitempty"`
+	CreatedOn time.Time `json:"created_on,omitzero"`
+	StartTime time.Time `json:"start_time,omitzero"`
+	EndTime   time.Time `json:"end_time,omitzero"`
+	ExitCode  *int      `json:"exit_code,omitempty"`
+	Error     string    `json:"error,omitempty"`
+	LogTail   []string  `json:"log_tail,omitempty"`
+	// Ranks are the job's nodes, by node rank, with what each reported.
+	Ranks []JobRank `json:"ranks,omitempty"`
+	// Attempt counts the times the job was started, from 1.
+	Attempt       int    `json:"attempt,omitempty"`
+	PendingReason string `json:"pending_reason,omitempty"`
+	Etag          string `json:"etag,omitempty"`
+}
+
+// JobRank is one node of a running or finished job attempt.
+type JobRank struct {
+	Node     string `json:"node"`
+	Status   string `json:"status,omitempty"`
+	ExitCode *int   `json:"exit_code,omitempty"`
+	Error    string `json:"error,omitempty"`
+	// LastNodeSeq is the last log line the node produced (0 while running).
+	LastNodeSeq int64 `json:"last_node_seq,omitempty"`
+}
+
+// Artifact is one file a job kept (under outputs/ or logs/).
+type Artifact struct {
+	Path string `json:"path"`
+	Size int64  `json:"size"`
+}
+
+// InstanceCount is the number of nodes the job runs on (at least 1).
+func (j *Job) InstanceCount() int {
+	if j.Resources == nil || j.Resources.InstanceCount < 1 {
+		return 1
+	}
+	return j.Resources.InstanceCount
+}
+
+// JobEnvironment is either a reference to a registered environment
+// ("azureml:NAME:VERSION", "azureml:NAME@latest") or an inline one.
+type JobEnvironment struct {
+	Ref       string `json:"-"`
+	Image     string `json:"image,omitempty"`
+	CondaFile string `json:"conda_file,omitempty"`
+}
+
+// MarshalJSON writes a reference as a string and an inline environment as an object.
+func (e JobEnvironment) MarshalJSON() ([]byte, error) {
+	if e.Ref != "" {
+		return json.Marshal(e.Ref)
+	}
+	type inline JobEnvironment
+	return json.Marshal(inline(e))
+}
+
+// UnmarshalJSON accepts a string reference or an inline object.
+func (e *JobEnvironment) UnmarshalJSON(b []byte) error {
+	if len(b) > 0 && b[0] == '"' {
+		return json.Unmarshal(b, &e.Ref)
+	}
+	type inline JobEnvironment
+	var v inline
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	*e = JobEnvironment(v)
+	return nil
+}
+
+// Input types.
+const (
+	InputLiteral   = "literal"
+	InputURIFile   = "uri_file"
+	InputURIFolder = "uri_folder"
+)
+
+// JobInput is a literal value (a string, number or boolean in YAML) or a data
+// input with a type, a path and a mode.
+type JobInput struct {
+	Type  string `json:"type,omitempty"`
+	Path  string `json:"path,omitempty"`
+	Mode  string `json:"mode,omitempty"`
+	Value string `json:"value,omitempty"`
+}
+
+// MarshalJSON writes a literal as its bare value, as the YAML has it.
+func (in JobInput) MarshalJSON() ([]byte, error) {
+	if in.Type == InputLiteral || in.Type == "" {
+		return json.Marshal(in.Value)
+	}
+	type obj JobInput
+	return json.Marshal(obj(in))
+}
+
+// UnmarshalJSON accepts a bare value (string, number, boolean) or an object.
+func (in *JobInput) UnmarshalJSON(b []byte) error {
+	if len(b) > 0 && b[0] == '{' {
+		type obj JobInput
+		var v obj
+		dec := json.NewDecoder(bytes.NewReader(b))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&v); err != nil {
+			return err
+		}
+		*in = JobInput(v)
+		return nil
+	}
+	var v any
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	switch x := v.(type) {
+	case string:
+		in.Value = x
+	case float64, bool:
+		in.Value = string(b)
+	default:
+		return fmt.Errorf("input must be a string, number, boolean or object, got %s", string(b))
+	}
+	in.Type = InputLiteral
+	return nil
+}
+
+// JobOutput is a named output: a folder (or file) the job writes.
+type JobOutput struct {
+	Type string `json:"type,omitempty"`
+	Mode string `json:"mode,omitempty"`
+	Path string `json:"path,omitempty"`
+}
+
+// JobResources is the job's shape on its compute.
+type JobResources struct {
+	InstanceCount int    `json:"instance_count,omitempty"`
+	ShmSize       string `json:"shm_size,omitempty"`
+}
+
+// Distribution configures a distributed launcher.
+type Distribution struct {
+	Type                    string `json:"type"`
+	ProcessCountPerInstance int    `json:"process_count_per_instance,omitempty"`
+	WorkerCount             int    `json:"worker_count,omitempty"`
+	ParameterServerCount    int    `json:"parameter_server_count,omitempty"`
+}
+
+// JobLimits bounds a job.
+type JobLimits struct {
+	// Timeout is the job's maximum run time in seconds.
+	Timeout int `json:"timeout,omitempty"`
+}
+
+// Node states, as in Azure ML (lower case, as its node lists print them).
+const (
+	NodePreparing = "preparing"
+	NodeIdle      = "idle"
+	NodeRunning   = "running"
+	NodeLeaving   = "leaving"
+	NodePreempted = "preempted"
+	NodeUnusable  = "unusable"
+)
+
+// Node is one agent of a compute.
+type Node struct {
+	ID            string    `json:"id"`
+	Compute       string    `json:"compute"`
+	Workspace     string    `json:"workspace"`
+	Location      string    `json:"location"`
+	Provider      string    `json:"provider"`
+	ProviderID    string    `json:"provider_id,omitempty"`
+	State         string    `json:"state"`
+	Job           string    `json:"job,omitempty"`
+	VCPUs         int       `json:"vcpus"`
+	MemoryGB      float64   `json:"memory_gb"`
+	GPUs          int       `json:"gpus"`
+	Address       string    `json:"address,omitempty"`
+	CreatedOn     time.Time `json:"created_on,omitzero"`
+	StateSince    time.Time `json:"state_since,omitzero"`
+	LastHeartbeat time.Time `json:"last_heartbeat,omitzero"`
+	Error         string    `json:"error,omitempty"`
+}
+
+// LogLine is one line of a job's log. The agent numbers the lines of one
+// attempt on one node with NodeSeq (dense, from 1) so that a batch resent
+// after a reconnect is stored once; the store assigns Seq, dense per job from
+// 1, which is the cursor clients resume from (SSE Last-Event-ID).
+type LogLine struct {
+	Seq     int64     `json:"seq"`
+	Attempt int       `json:"attempt"`
+	Node    int       `json:"node"`
+	NodeSeq int64     `json:"node_seq"`
+	Time    time.Time `json:"time"`
+	Stream  string    `json:"stream,omitempty"`
+	Text    string    `json:"text"`
+}
+
+// Event is something that happened to a compute or a job.
+type Event struct {
+	Seq     int64     `json:"seq"`
+	Time    time.Time `json:"time"`
+	Kind    string    `json:"kind"`
+	Message string    `json:"message"`
+}

@@ -1,0 +1,59 @@
+// Command tide is the tide binary: the CLI, the server and the node agent.
+// It only wires configuration to those components; see internal/cli for
+// the commands.
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/tideml/tide/internal/agent"
+	"github.com/tideml/tide/internal/cli"
+	"github.com/tideml/tide/internal/server"
+)
+
+// version is set at build time: -ldflags "-X main.version=v0.1.0".
+var version string
+
+func main() {
+	os.Exit(run())
+}
+
+func run() int {
+	// SIGINT and SIGTERM cancel the context: the server and the agent shut
+	// down gracefully, a log stream stops following.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	app := &cli.App{
+		Stdin:   os.Stdin,
+		Stdout:  os.Stdout,
+		Stderr:  os.Stderr,
+		Version: version,
+		Roles: cli.Roles{
+			Server: server.Run,
+			Agent:  runAgent,
+		},
+	}
+	return app.Run(ctx, os.Args[1:])
+}
+
+// runAgent runs `tide agent` with the flags a provider passed and the token
+// from the environment (never from argv, where other users can read it).
+func runAgent(ctx context.Context, args []string, log *slog.Logger) error {
+	f, err := agent.ParseFlags(args)
+	if err != nil {
+		return &cli.UsageError{Err: err}
+	}
+	token := os.Getenv(agent.TokenEnv)
+	if token == "" {
+		return &cli.UsageError{Err: fmt.Errorf("%s: not set; providers pass the node's token in it", agent.TokenEnv)}
+	}
+	cfg := f.Config(token)
+	cfg.Logger = log
+	cfg.Version = version
+	return agent.Run(ctx, cfg)
+}

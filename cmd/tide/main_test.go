@@ -1,0 +1,179 @@
+package main
+
+// End-to-end tests of the tide command: testscript runs the scripts in
+// testdata/script, where "tide" is this test binary re-executed as the real
+// CLI (so `exec tide server ... &` starts a real server process, with a real
+// SQLite store in the script's work folder, and every CLI call is a real
+// process talking to it over HTTP).
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/rogpeppe/go-internal/testscript"
+)
+
+func TestMain(m *testing.M) {
+	testscript.Main(m, map[string]func(){
+		"tide": func() { os.Exit(run()) },
+	})
+}
+
+func TestScripts(t *testing.T) {
+	testscript.Run(t, testscript.Params{
+		Dir:                 "testdata/script",
+		RequireExplicitExec: true,
+		Setup:               setup,
+		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
+			"waitserver": waitServer,
+			"exits":      exits,
+		},
+	})
+}
+
+// setup gives every script its own port and config folders, so the server
+// writes its client config into the script's work folder and the CLI reads
+// it from there.
+func setup(env *testscript.Env) error {
+	port, err := freePort()
+	if err != nil {
+		return err
+	}
+	env.Setenv("PORT", strconv.Itoa(port))
+	env.Setenv("XDG_CONFIG_HOME", filepath.Join(env.WorkDir, "config"))
+	env.Setenv("XDG_DATA_HOME", filepath.Join(env.WorkDir, "share"))
+	env.Setenv("HOME", filepath.Join(env.WorkDir, "home"))
+	// Agents of the local provider run detached from the server (a server
+	// restart must not kill them), so a script that fails halfway could
+	// leave some behind: stop those this script's server started.
+	env.Defer(func() { stopAgents(filepath.Join(env.WorkDir, "data", "nodes")) })
+	return nil
+}
+
+// freePort asks the kernel for a port that is free now. Another process
+// could take it before the server binds it; on this test machine that is
+// unlikely enough.
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("finding a free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// waitServer waits until the server on $PORT answers /readyz and has
+// written the client config, or fails the script after a deadline.
+//
+//	waitserver [timeout]
+func waitServer(ts *testscript.TestScript, neg bool, args []string) {
+	if neg {
+		ts.Fatalf("unsupported: ! waitserver")
+	}
+	timeout := 30 * time.Second
+	if len(args) > 0 {
+		d, err := time.ParseDuration(args[0])
+		ts.Check(err)
+		timeout = d
+	}
+	url := fmt.Sprintf("http://127.0.0.1:%s/readyz", ts.Getenv("PORT"))
+	cfg := filepath.Join(ts.Getenv("XDG_CONFIG_HOME"), "tide", "config.json")
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	var lastErr error
+	for {
+		lastErr = ready(ctx, url, cfg)
+		if lastErr == nil {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			ts.Fatalf("server not ready after %s: %v", timeout, lastErr)
+		case <-tick.C:
+		}
+	}
+}
+
+func ready(ctx context.Context, url, cfg string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("/readyz: %s", resp.Status)
+	}
+	if _, err := os.Stat(cfg); err != nil {
+		return fmt.Errorf("client config: %w", err)
+	}
+	return nil
+}
+
+// exits runs a command and checks its exit code, since scripts must tell
+// exit code 1 (server error) from 2 (usage) from 3 (not found).
+//
+//	exits CODE command [args...]
+func exits(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) < 2 {
+		ts.Fatalf("usage: exits CODE command [args...]")
+	}
+	want, err := strconv.Atoi(args[0])
+	ts.Check(err)
+	err = ts.Exec(args[1], args[2:]...)
+	got := 0
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee):
+		got = ee.ExitCode()
+	case err != nil:
+		ts.Fatalf("%s: %v", args[1], err)
+	}
+	if got != want {
+		ts.Fatalf("%s exited with %d, want %d", args[1], got, want)
+	}
+}
+
+// stopAgents kills the agent processes recorded in the node folders of the
+// local provider (node.json holds the pid).
+func stopAgents(nodesDir string) {
+	files, _ := filepath.Glob(filepath.Join(nodesDir, "*", "node.json"))
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		var n struct {
+			PID int `json:"pid"`
+		}
+		if json.Unmarshal(b, &n) != nil || n.PID <= 0 {
+			continue
+		}
+		// Only a process that is still this node's agent (its command line
+		// names the node folder), never one that reused the pid.
+		cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", n.PID))
+		if err != nil || !bytes.Contains(cmdline, []byte(filepath.Dir(f))) {
+			continue
+		}
+		// The agent leads its own process group (Setsid): stop the group,
+		// which holds the agent and any job it runs.
+		_ = syscall.Kill(-n.PID, syscall.SIGKILL)
+	}
+}

@@ -1,0 +1,73 @@
+package agent
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+
+	"github.com/tideml/tide/api"
+)
+
+// TokenEnv is the environment variable that carries the agent's token.
+// Providers pass the token this way, never on the command line, where any
+// user of the machine can read it.
+const TokenEnv = "TIDE_AGENT_TOKEN"
+
+// Flags is the command-line contract between providers and `tide agent`:
+// providers build the arguments with Args, the command parses them with
+// ParseFlags, so the two cannot drift apart.
+type Flags struct {
+	// ServerURLs are the servers' base URLs (--server, comma-separated or repeated).
+	ServerURLs []string
+	NodeID     string
+	Dir        string
+	Capacity   api.Capacity
+}
+
+// Args returns the command-line arguments for f (without the "agent" verb).
+func (f Flags) Args() []string {
+	return []string{
+		"--server", strings.Join(f.ServerURLs, ","),
+		"--node-id", f.NodeID,
+		"--dir", f.Dir,
+		"--vcpus", strconv.Itoa(f.Capacity.VCPUs),
+		"--memory-gb", strconv.FormatFloat(f.Capacity.MemoryGB, 'f', -1, 64),
+		"--gpus", strconv.Itoa(f.Capacity.GPUs),
+		"--capacity-note", f.Capacity.Note,
+	}
+}
+
+// ParseFlags parses the arguments Args produces.
+func ParseFlags(args []string) (Flags, error) {
+	var f Flags
+	var servers string
+	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.StringVar(&servers, "server", "", "server base URLs, comma-separated")
+	fs.StringVar(&f.NodeID, "node-id", "", "node id the agent registers as")
+	fs.StringVar(&f.Dir, "dir", "", "the node's folder (jobs, checkpoints, state)")
+	fs.IntVar(&f.Capacity.VCPUs, "vcpus", 0, "logical vCPUs offered")
+	fs.Float64Var(&f.Capacity.MemoryGB, "memory-gb", 0, "logical memory offered, in GB")
+	fs.IntVar(&f.Capacity.GPUs, "gpus", 0, "GPUs offered")
+	fs.StringVar(&f.Capacity.Note, "capacity-note", "", "note on the capacity, e.g. that it is logical")
+	if err := fs.Parse(args); err != nil {
+		return Flags{}, fmt.Errorf("agent flags: %w", err)
+	}
+	if fs.NArg() > 0 {
+		return Flags{}, fmt.Errorf("agent flags: unexpected argument %q", fs.Arg(0))
+	}
+	for _, s := range strings.Split(servers, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			f.ServerURLs = append(f.ServerURLs, s)
+		}
+	}
+	return f, nil
+}
+
+// Config returns an agent Config for f, with the given token; the caller
+// sets the logger and anything else.
+func (f Flags) Config(token string) Config {
+	return Config{ServerURLs: f.ServerURLs, NodeID: f.NodeID, Token: token, Dir: f.Dir, Capacity: f.Capacity}
+}

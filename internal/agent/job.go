@@ -1,0 +1,402 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/tideml/tide/api"
+	"github.com/tideml/tide/internal/agent/runtime"
+)
+
+// defaultGrace is the time between SIGTERM and SIGKILL when neither the
+// assignment nor the cancel names one.
+const defaultGrace = 10 * time.Second
+
+// stopKind says why a job was asked to stop; the first reason wins.
+type stopKind int
+
+const (
+	stopNone stopKind = iota
+	stopCancel
+	stopTimeout
+	stopShutdown
+)
+
+// job is one assignment on this node.
+type job struct {
+	a   *agent
+	as  api.Assignment
+	log *slog.Logger
+
+	dir, outputsDir, logsDir, checkpointDir string
+
+	logs *shipper
+
+	mu         sync.Mutex
+	handle     runtime.Handle
+	startTime  string // the process's /proc start time, to recognise it after an agent restart
+	stopKind   stopKind
+	stopReason string
+	stopGrace  time.Duration
+	final      *api.AssignmentStatus
+
+	// running is closed once the Running status was reported (or given
+	// up); nil when the process never started.
+	running chan struct{}
+}
+
+func newJob(a *agent, as api.Assignment) *job {
+	j := &job{a: a, as: as, log: a.log.With(slog.String("assignment", as.ID))}
+	j.dir = filepath.Join(a.cfg.Dir, "jobs", as.Workspace, as.Job, strconv.Itoa(as.Attempt))
+	j.outputsDir = filepath.Join(j.dir, "outputs")
+	j.logsDir = filepath.Join(j.dir, "logs")
+	j.checkpointDir = filepath.Join(a.cfg.Dir, "checkpoints", as.Workspace, as.Job)
+	j.logs = newShipper(j)
+	return j
+}
+
+// status is what the agent reports for j at registration.
+func (j *job) status() api.AssignmentStatus {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.final != nil {
+		return *j.final
+	}
+	return api.AssignmentStatus{ID: j.as.ID, NodeRank: j.as.NodeRank, Status: api.JobRunning, LastNodeSeq: j.logs.last()}
+}
+
+func (j *job) grace() time.Duration {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.graceLocked()
+}
+
+func (j *job) graceLocked() time.Duration {
+	switch {
+	case j.stopGrace > 0:
+		return j.stopGrace
+	case j.as.GraceSeconds > 0:
+		return time.Duration(j.as.GraceSeconds) * time.Second
+	}
+	return defaultGrace
+}
+
+// stop asks the job's processes to stop: SIGTERM now, SIGKILL after the
+// grace period (grace 0: the assignment's, or 10s).
+func (j *job) stop(kind stopKind, reason string, grace time.Duration) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.stopKind != stopNone || j.final != nil {
+		return
+	}
+	j.stopKind, j.stopReason, j.stopGrace = kind, reason, grace
+	j.log.Info("stopping job", slog.String("reason", reason))
+	if j.handle != nil {
+		j.handle.Stop(j.graceLocked())
+	}
+}
+
+// run runs the assignment to its end and reports it.
+func (j *job) run() {
+	j.a.wg.Go(func() { j.logs.loop(j.a.jobCtx) })
+	st := j.execute()
+	j.finish(st)
+}
+
+// execute prepares the folders, runs the command and returns how it ended
+// (LastNodeSeq not set yet).
+func (j *job) execute() api.AssignmentStatus {
+	ctx := j.a.jobCtx
+	as := j.as
+	failed := func(msg string) api.AssignmentStatus {
+		j.logs.add("tide", "error: "+msg)
+		return api.AssignmentStatus{ID: as.ID, NodeRank: as.NodeRank, Status: api.JobFailed, Error: msg}
+	}
+	for _, part := range []string{as.Workspace, as.Job, strconv.Itoa(as.Attempt)} {
+		if !safeName(part) {
+			return failed(fmt.Sprintf("assignment %s: workspace, job and attempt must be plain names", as.ID))
+		}
+	}
+	for _, o := range as.Outputs {
+		if !safeName(o) {
+			return failed(fmt.Sprintf("outputs.%s: output names must be plain names (letters, digits, _ . -)", o))
+		}
+	}
+	dirs := []string{j.outputsDir, j.logsDir, j.checkpointDir}
+	for _, o := range as.Outputs {
+		dirs = append(dirs, filepath.Join(j.outputsDir, o))
+	}
+	for _, d := range dirs {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return failed(fmt.Sprintf("preparing job folder: %v", err))
+		}
+	}
+	if err := j.logs.openFile(filepath.Join(j.logsDir, "std_log.txt")); err != nil {
+		return failed(fmt.Sprintf("opening log file: %v", err))
+	}
+	j.saveState()
+
+	for _, n := range as.Notes {
+		j.logs.add("tide", n)
+	}
+	command, err := bindCommand(as.Command, as.Inputs, as.Outputs, j.outputsDir)
+	if err != nil {
+		return failed(err.Error())
+	}
+
+	stdout := &lineWriter{emit: func(s string) { j.logs.add("stdout", s) }}
+	stderr := &lineWriter{emit: func(s string) { j.logs.add("stderr", s) }}
+	j.mu.Lock()
+	if j.stopKind != stopNone {
+		j.mu.Unlock()
+		return j.stoppedStatus(nil)
+	}
+	h, err := j.a.cfg.Runtime.Start(ctx, runtime.Spec{
+		Command: command, Dir: j.dir, Env: j.environ(), Stdout: stdout, Stderr: stderr,
+	})
+	if err != nil {
+		j.mu.Unlock()
+		return failed(fmt.Sprintf("starting command: %v", err))
+	}
+	j.handle = h
+	j.startTime = procStartTime(h.Pid())
+	j.mu.Unlock()
+	j.saveState()
+	j.log.Info("job started", slog.Int("pid", h.Pid()))
+
+	// Report Running in the background: the job must not wait for a
+	// restarting server. finish waits for it, so the server always sees
+	// Running before the final status.
+	j.running = make(chan struct{})
+	go func() {
+		defer close(j.running)
+		_ = j.postStatus(ctx, api.AssignmentStatus{ID: as.ID, NodeRank: as.NodeRank, Status: api.JobRunning, Time: time.Now().UTC()})
+	}()
+
+	if as.TimeoutSeconds > 0 {
+		limit := time.Duration(as.TimeoutSeconds) * time.Second
+		t := time.AfterFunc(limit, func() {
+			j.stop(stopTimeout, fmt.Sprintf("timeout: ran longer than limits.timeout %s", limit), 0)
+		})
+		defer t.Stop()
+	}
+
+	code, err := h.Wait()
+	stdout.flush()
+	stderr.flush()
+	if err != nil {
+		j.log.Warn("waiting for job", slog.Any("error", err))
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.stopKind != stopNone {
+		return j.stoppedStatus(&code)
+	}
+	st := api.AssignmentStatus{ID: as.ID, NodeRank: as.NodeRank, Status: api.JobCompleted, ExitCode: &code}
+	if code != 0 {
+		st.Status, st.Error = api.JobFailed, fmt.Sprintf("exit code %d", code)
+	}
+	return st
+}
+
+// stoppedStatus is the final status of a job that was asked to stop; j.mu is held.
+func (j *job) stoppedStatus(code *int) api.AssignmentStatus {
+	st := api.AssignmentStatus{ID: j.as.ID, NodeRank: j.as.NodeRank, ExitCode: code, Error: j.stopReason}
+	switch j.stopKind {
+	case stopCancel:
+		st.Status = api.JobCanceled
+	default:
+		st.Status = api.JobFailed
+	}
+	return st
+}
+
+// finish delivers the log lines, the artifacts and the final status, each
+// retried until the server takes it (or the agent gives up at shutdown).
+func (j *job) finish(st api.AssignmentStatus) {
+	ctx := j.a.jobCtx
+	j.logs.close()
+	st.LastNodeSeq = j.logs.last()
+	st.Time = time.Now().UTC()
+	j.mu.Lock()
+	j.final = &st
+	j.mu.Unlock()
+	j.saveState()
+	j.log.Info("job ended", slog.String("status", st.Status), slog.String("error", st.Error))
+
+	<-j.logs.done
+	if j.running != nil {
+		<-j.running
+	}
+	if err := j.a.retry(ctx, "uploading artifacts", j.uploadArtifacts); err != nil {
+		j.log.Error("artifacts not uploaded", slog.Any("error", err))
+	}
+	if err := j.postStatus(ctx, st); err != nil {
+		j.log.Error("final status not reported; it stays in the state folder", slog.Any("error", err))
+		return
+	}
+	_ = os.Remove(j.statePath())
+}
+
+func (j *job) postStatus(ctx context.Context, st api.AssignmentStatus) error {
+	return j.a.retry(ctx, "reporting status "+st.Status, func(ctx context.Context) error {
+		return j.a.client.postJSON(ctx, j.path("status"), st, nil)
+	})
+}
+
+// path is the assignment's URL path for what; the id contains slashes.
+func (j *job) path(what string) string {
+	return "/v1/agent/assignments/" + url.PathEscape(j.as.ID) + "/" + what
+}
+
+// environ is the job's environment: the node's (without the agent's
+// token), the user's environment_variables, then the variables Azure ML
+// sets on its nodes and tide's own, which win so a job can rely on them.
+//
+//	AZUREML_RUN_ID                 job name
+//	AZUREML_ARM_PROJECT_NAME       experiment name (Azure ML's name for it)
+//	AZUREML_EXPERIMENT_NAME        experiment name (the obvious name)
+//	AZUREML_ARM_WORKSPACE_NAME     workspace
+//	AZUREML_NODE_COUNT             instance_count
+//	AZUREML_CR_NODE_RANK, AZ_BATCHAI_TASK_INDEX, NODE_RANK   this node's rank
+//	AZ_BATCH_HOST_LIST, AZ_BATCH_MASTER_NODE, AZ_BATCHAI_JOB_MASTER_NODE_IP   when the gang's addresses are known
+//	AZURE_ML_INPUT_<name>, AZURE_ML_OUTPUT_<name>   input values, output folders
+//	TIDE_WORKSPACE, TIDE_JOB_NAME, TIDE_ATTEMPT, TIDE_NODE_ID, TIDE_NODE_RANK,
+//	TIDE_NODE_COUNT, TIDE_OUTPUTS_DIR, TIDE_LOGS_DIR, TIDE_CHECKPOINT_DIR
+//
+// Launcher variables (MASTER_ADDR, WORLD_SIZE, RANK, ...) depend on the
+// job's distribution, which the assignment does not carry yet.
+func (j *job) environ() []string {
+	env := map[string]string{}
+	for _, kv := range os.Environ() {
+		k, v, _ := strings.Cut(kv, "=")
+		env[k] = v
+	}
+	delete(env, TokenEnv)
+	for k, v := range j.as.Env {
+		env[k] = v
+	}
+	as := j.as
+	count := max(as.NodeCount, 1)
+	rank := strconv.Itoa(as.NodeRank)
+	set := map[string]string{
+		"AZUREML_RUN_ID":             as.Job,
+		"AZUREML_ARM_PROJECT_NAME":   as.ExperimentName,
+		"AZUREML_EXPERIMENT_NAME":    as.ExperimentName,
+		"AZUREML_ARM_WORKSPACE_NAME": as.Workspace,
+		"AZUREML_NODE_COUNT":         strconv.Itoa(count),
+		"AZUREML_CR_NODE_RANK":       rank,
+		"AZ_BATCHAI_TASK_INDEX":      rank,
+		"NODE_RANK":                  rank,
+		"TIDE_WORKSPACE":             as.Workspace,
+		"TIDE_JOB_NAME":              as.Job,
+		"TIDE_ATTEMPT":               strconv.Itoa(as.Attempt),
+		"TIDE_NODE_ID":               j.a.cfg.NodeID,
+		"TIDE_NODE_RANK":             rank,
+		"TIDE_NODE_COUNT":            strconv.Itoa(count),
+		"TIDE_OUTPUTS_DIR":           j.outputsDir,
+		"TIDE_LOGS_DIR":              j.logsDir,
+		"TIDE_CHECKPOINT_DIR":        j.checkpointDir,
+	}
+	if len(as.Nodes) > 0 {
+		set["AZ_BATCH_HOST_LIST"] = strings.Join(as.Nodes, ",")
+		set["AZ_BATCH_MASTER_NODE"] = as.Nodes[0]
+		host := as.Nodes[0]
+		if h, _, ok := strings.Cut(host, ":"); ok {
+			host = h
+		}
+		set["AZ_BATCHAI_JOB_MASTER_NODE_IP"] = host
+	}
+	for k, v := range as.Inputs {
+		set["AZURE_ML_INPUT_"+k] = v
+	}
+	for _, o := range as.Outputs {
+		set["AZURE_ML_OUTPUT_"+o] = filepath.Join(j.outputsDir, o)
+	}
+	for k, v := range set {
+		env[k] = v
+	}
+	out := make([]string, 0, len(env))
+	for k, v := range env {
+		out = append(out, k+"="+v)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// safeName reports whether s can be one folder name.
+func safeName(s string) bool {
+	if s == "" || s == "." || s == ".." {
+		return false
+	}
+	for _, r := range s {
+		ok := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-' || r == '.'
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// lineWriter splits a stream into lines. exec copies each stream from one
+// goroutine, so it needs no lock.
+type lineWriter struct {
+	emit func(string)
+	buf  []byte
+}
+
+// maxLine splits very long lines so one line cannot exhaust memory.
+const maxLine = 64 << 10
+
+func (w *lineWriter) Write(p []byte) (int, error) {
+	w.buf = append(w.buf, p...)
+	for {
+		i := bytes.IndexByte(w.buf, '\n')
+		if i < 0 {
+			break
+		}
+		w.emit(strings.TrimSuffix(string(w.buf[:i]), "\r"))
+		w.buf = w.buf[i+1:]
+	}
+	for len(w.buf) >= maxLine {
+		w.emit(string(w.buf[:maxLine]))
+		w.buf = w.buf[maxLine:]
+	}
+	return len(p), nil
+}
+
+func (w *lineWriter) flush() {
+	if len(w.buf) > 0 {
+		w.emit(strings.TrimSuffix(string(w.buf), "\r"))
+		w.buf = nil
+	}
+}
+
+// procStartTime returns field 22 of /proc/<pid>/stat (start time in clock
+// ticks since boot), which tells a process from a later one with the same pid.
+func procStartTime(pid int) string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return ""
+	}
+	// The command name (field 2) may contain spaces; fields restart after ')'.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return ""
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 20 {
+		return ""
+	}
+	return f[19]
+}

@@ -1,0 +1,74 @@
+package runtime
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestProcess(t *testing.T) {
+	tests := []struct {
+		name    string
+		command string
+		stop    bool
+		code    int
+		out     string
+	}{
+		{name: "exit code", command: "echo hi; exit 4", code: 4, out: "hi\n"},
+		{name: "signal", command: "kill -KILL $$", code: 137},
+		{name: "stop", command: "echo up; sleep 300", stop: true, code: 143, out: "up\n"},
+		{name: "stop ignoring SIGTERM", command: "trap '' TERM; echo up; sleep 300", stop: true, code: 137, out: "up\n"},
+		// A background child holds stdout open: Wait still returns, and
+		// the child is killed with the group.
+		{name: "background child", command: "sleep 300 & echo $! > bg.pid; echo done", code: 0, out: "done\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			var out bytes.Buffer
+			h, err := Process{OutputDelay: 200 * time.Millisecond}.Start(t.Context(), Spec{
+				Command: tt.command, Dir: dir, Env: os.Environ(), Stdout: &out, Stderr: &out,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tt.stop {
+				// Stop once the command is past its trap.
+				deadline := time.Now().Add(5 * time.Second)
+				for !strings.Contains(readProcOut(h.Pid()), "sleep") && time.Now().Before(deadline) {
+					<-time.After(10 * time.Millisecond)
+				}
+				h.Stop(300 * time.Millisecond)
+			}
+			code, err := h.Wait()
+			if err != nil || code != tt.code {
+				t.Fatalf("Wait = %d, %v; want %d", code, err, tt.code)
+			}
+			if out.String() != tt.out {
+				t.Errorf("output %q, want %q", out.String(), tt.out)
+			}
+			if b, err := os.ReadFile(dir + "/bg.pid"); err == nil {
+				pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+				if stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil && !strings.Contains(string(stat), ") Z") {
+					t.Errorf("background child %d still alive", pid)
+				}
+			}
+		})
+	}
+}
+
+// readProcOut lists the commands of pid's children, to see when the shell
+// has started its sleep.
+func readProcOut(pid int) string {
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
+	var names []string
+	for _, c := range strings.Fields(string(b)) {
+		comm, _ := os.ReadFile("/proc/" + c + "/comm")
+		names = append(names, strings.TrimSpace(string(comm)))
+	}
+	return strings.Join(names, " ")
+}

@@ -1,0 +1,168 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/tideml/tide/api"
+)
+
+// Log batching: a batch leaves when flushLines lines wait or the oldest
+// waiting line is flushInterval old, so a chatty job sends few requests and
+// a quiet one shows its lines almost at once.
+const (
+	flushLines    = 100
+	flushInterval = 50 * time.Millisecond
+	maxBatch      = 1000
+)
+
+// shipper numbers a job's log lines (NodeSeq, dense from 1), writes them to
+// logs/std_log.txt and sends them to the server in batches. Lines stay
+// queued until the server took them, so nothing is lost while it restarts.
+type shipper struct {
+	j *job
+
+	mu      sync.Mutex
+	file    *os.File
+	pending []api.LogLine
+	seq     int64
+	closed  bool
+	firstAt time.Time
+
+	kick chan struct{}
+	done chan struct{}
+}
+
+func newShipper(j *job) *shipper {
+	return &shipper{j: j, kick: make(chan struct{}, 1), done: make(chan struct{})}
+}
+
+// openFile makes the shipper copy every line to path.
+func (s *shipper) openFile(path string) error {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.file = f
+	s.mu.Unlock()
+	return nil
+}
+
+// add queues one line.
+func (s *shipper) add(stream, text string) {
+	now := time.Now().UTC()
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return
+	}
+	s.seq++
+	s.pending = append(s.pending, api.LogLine{
+		Attempt: s.j.as.Attempt, Node: s.j.as.NodeRank, NodeSeq: s.seq, Time: now, Stream: stream, Text: text,
+	})
+	n := len(s.pending)
+	if n == 1 {
+		s.firstAt = now
+	}
+	if s.file != nil {
+		_, _ = fmt.Fprintln(s.file, text)
+	}
+	s.mu.Unlock()
+	if n == 1 || n >= flushLines {
+		s.signal()
+	}
+}
+
+func (s *shipper) signal() {
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+}
+
+// last is the NodeSeq of the last line produced.
+func (s *shipper) last() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.seq
+}
+
+// close stops accepting lines; loop sends what is queued and ends.
+func (s *shipper) close() {
+	s.mu.Lock()
+	s.closed = true
+	if s.file != nil {
+		_ = s.file.Close()
+		s.file = nil
+	}
+	s.mu.Unlock()
+	s.signal()
+}
+
+// loop sends batches until the shipper is closed and empty, or ctx is done.
+func (s *shipper) loop(ctx context.Context) {
+	defer close(s.done)
+	failures := 0
+	for {
+		s.mu.Lock()
+		n, closed, first := len(s.pending), s.closed, s.firstAt
+		s.mu.Unlock()
+		if n == 0 {
+			if closed {
+				return
+			}
+			select {
+			case <-s.kick:
+			case <-ctx.Done():
+				return
+			}
+			continue
+		}
+		if n < flushLines && !closed {
+			if wait := flushInterval - time.Since(first); wait > 0 {
+				t := time.NewTimer(wait)
+				select {
+				case <-t.C:
+				case <-s.kick:
+				case <-ctx.Done():
+					t.Stop()
+					return
+				}
+				t.Stop()
+				continue
+			}
+		}
+		s.mu.Lock()
+		batch := append([]api.LogLine(nil), s.pending[:min(n, maxBatch)]...)
+		s.mu.Unlock()
+		rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		err := s.j.a.client.postJSON(rctx, s.j.path("logs"), api.LogBatch{Lines: batch}, nil)
+		cancel()
+		if err != nil && !permanent(err) {
+			d := s.j.a.backoff(failures)
+			failures++
+			s.j.log.WarnContext(ctx, "sending log lines failed; keeping them", slog.Any("error", err), slog.Int("lines", n), slog.Duration("retry_after", d))
+			if !sleepCtx(ctx, d) {
+				return
+			}
+			continue
+		}
+		if err != nil {
+			// The server refuses these lines for good (an assignment it no
+			// longer knows): drop them rather than block the job's end.
+			s.j.log.ErrorContext(ctx, "server refused log lines; dropping them", slog.Any("error", err), slog.Int("lines", len(batch)))
+		}
+		failures = 0
+		s.mu.Lock()
+		s.pending = s.pending[len(batch):]
+		if len(s.pending) > 0 {
+			s.firstAt = s.pending[0].Time
+		}
+		s.mu.Unlock()
+	}
+}

@@ -1,0 +1,128 @@
+package agent
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"os"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/tideml/tide/api"
+)
+
+// jobState is what the agent keeps on disk for each assignment it holds, so
+// that an agent that restarts (crash, upgrade) can still report it.
+type jobState struct {
+	Assignment api.Assignment        `json:"assignment"`
+	Pid        int                   `json:"pid,omitempty"`
+	StartTime  string                `json:"start_time,omitempty"`
+	Final      *api.AssignmentStatus `json:"final,omitempty"`
+}
+
+func (j *job) statePath() string {
+	return filepath.Join(j.a.cfg.Dir, "state", url.PathEscape(j.as.ID)+".json")
+}
+
+// saveState writes the job's state file atomically.
+func (j *job) saveState() {
+	j.mu.Lock()
+	st := jobState{Assignment: j.as, Final: j.final, StartTime: j.startTime}
+	if j.handle != nil {
+		st.Pid = j.handle.Pid()
+	}
+	j.mu.Unlock()
+	if err := writeJSONFile(j.statePath(), st); err != nil {
+		j.log.Warn("saving job state", slog.Any("error", err))
+	}
+}
+
+func writeJSONFile(path string, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// recover picks up the assignments an earlier run of this agent left in its
+// state folder. A finished one is reported again. One whose process still
+// runs cannot be followed any more (its output went to the old agent), so
+// its process group is killed and it is reported Failed; the server requeues
+// it according to the job's retry rules.
+func (a *agent) recover(ctx context.Context) {
+	dir := filepath.Join(a.cfg.Dir, "state")
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		if filepath.Ext(e.Name()) != ".json" {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		var st jobState
+		if err == nil {
+			err = json.Unmarshal(b, &st)
+		}
+		if err != nil {
+			a.log.WarnContext(ctx, "unreadable job state; removing it", slog.String("file", e.Name()), slog.Any("error", err))
+			_ = os.Remove(filepath.Join(dir, e.Name()))
+			continue
+		}
+		j := newJob(a, st.Assignment)
+		final := st.Final
+		if final == nil {
+			if st.Pid > 0 && st.StartTime != "" && procStartTime(st.Pid) == st.StartTime {
+				_ = syscall.Kill(-st.Pid, syscall.SIGKILL)
+			}
+			final = &api.AssignmentStatus{
+				ID: st.Assignment.ID, NodeRank: st.Assignment.NodeRank, Status: api.JobFailed,
+				Error: "the node's agent restarted while the job ran; its process was stopped",
+				Time:  time.Now().UTC(),
+			}
+		}
+		// Resend the lines the log file holds; the server keeps each NodeSeq once.
+		j.logs.replay(filepath.Join(j.logsDir, "std_log.txt"))
+		final.LastNodeSeq = j.logs.last()
+		j.final = final
+		a.jobs[st.Assignment.ID] = j
+		a.log.InfoContext(ctx, "recovered assignment from an earlier agent run", slog.String("assignment", st.Assignment.ID), slog.String("status", final.Status))
+		a.wg.Go(func() {
+			j.a.wg.Go(func() { j.logs.loop(a.jobCtx) })
+			j.finish(*final)
+			a.mu.Lock()
+			delete(a.jobs, st.Assignment.ID)
+			a.mu.Unlock()
+		})
+	}
+}
+
+// replay queues the lines of a job's log file again, numbered from 1 as
+// they were the first time.
+func (s *shipper) replay(path string) {
+	f, err := os.Open(path)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 0, 64<<10), maxLine+1024)
+	for sc.Scan() {
+		s.add("stdout", sc.Text())
+	}
+	if err := sc.Err(); err != nil {
+		s.add("tide", fmt.Sprintf("error: reading %s after an agent restart: %v", filepath.Base(path), err))
+	}
+}

@@ -1,0 +1,170 @@
+// Package archive writes and safely unpacks the tar.gz archives tide moves
+// between nodes and the server (job artifacts; code snapshots). Unpacking
+// never writes outside its destination: absolute paths, ".." and links that
+// escape are rejected, and a size limit bounds what an archive may expand to.
+package archive
+
+import (
+	"archive/tar"
+	"compress/gzip"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+)
+
+// ErrTooLarge is returned when an archive expands beyond the limit.
+var ErrTooLarge = errors.New("archive too large")
+
+// Extract unpacks a tar.gz stream into dir, which it creates. limit bounds
+// the total size of the files in bytes (0: no limit).
+func Extract(r io.Reader, dir string, limit int64) error {
+	zr, err := gzip.NewReader(r)
+	if err != nil {
+		return fmt.Errorf("reading archive: %w", err)
+	}
+	defer zr.Close()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	tr := tar.NewReader(zr)
+	var total int64
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("reading archive: %w", err)
+		}
+		name, err := cleanName(h.Name)
+		if err != nil {
+			return err
+		}
+		if name == "" {
+			continue
+		}
+		dst := filepath.Join(dir, filepath.FromSlash(name))
+		switch h.Typeflag {
+		case tar.TypeDir:
+			if err := os.MkdirAll(dst, 0o755); err != nil {
+				return err
+			}
+		case tar.TypeReg:
+			total += h.Size
+			if limit > 0 && total > limit {
+				return fmt.Errorf("%w: more than %d bytes", ErrTooLarge, limit)
+			}
+			if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+				return err
+			}
+			f, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, fs.FileMode(h.Mode)&0o755|0o600)
+			if err != nil {
+				return err
+			}
+			_, err = io.Copy(f, io.LimitReader(tr, h.Size))
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
+			if err != nil {
+				return fmt.Errorf("writing %s: %w", name, err)
+			}
+		case tar.TypeSymlink:
+			target := h.Linkname
+			if filepath.IsAbs(target) {
+				return fmt.Errorf("archive entry %q: link to absolute path %q is not allowed", h.Name, target)
+			}
+			if _, err := cleanName(path.Join(path.Dir(name), target)); err != nil {
+				return fmt.Errorf("archive entry %q: link %q escapes the folder", h.Name, target)
+			}
+			if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+				return err
+			}
+			if err := os.Symlink(target, dst); err != nil {
+				return err
+			}
+		default:
+			return fmt.Errorf("archive entry %q: unsupported type %q", h.Name, string(h.Typeflag))
+		}
+	}
+}
+
+// cleanName returns a safe relative slash path, or an error for absolute
+// paths and paths that leave the destination.
+func cleanName(name string) (string, error) {
+	if strings.HasPrefix(name, "/") || filepath.IsAbs(name) {
+		return "", fmt.Errorf("archive entry %q: absolute paths are not allowed", name)
+	}
+	c := path.Clean(name)
+	if c == "." {
+		return "", nil
+	}
+	if c == ".." || strings.HasPrefix(c, "../") {
+		return "", fmt.Errorf("archive entry %q: paths may not leave the folder", name)
+	}
+	return c, nil
+}
+
+// Write packs the named folders under root (those that exist) into a
+// tar.gz stream. Symbolic links are stored as links.
+func Write(w io.Writer, root string, folders ...string) error {
+	zw := gzip.NewWriter(w)
+	tw := tar.NewWriter(zw)
+	for _, folder := range folders {
+		base := filepath.Join(root, folder)
+		if _, err := os.Lstat(base); errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		err := filepath.WalkDir(base, func(p string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			rel, err := filepath.Rel(root, p)
+			if err != nil {
+				return err
+			}
+			info, err := d.Info()
+			if err != nil {
+				return err
+			}
+			link := ""
+			if info.Mode()&fs.ModeSymlink != 0 {
+				if link, err = os.Readlink(p); err != nil {
+					return err
+				}
+			}
+			h, err := tar.FileInfoHeader(info, link)
+			if err != nil {
+				return err
+			}
+			h.Name = filepath.ToSlash(rel)
+			if d.IsDir() {
+				h.Name += "/"
+			}
+			if err := tw.WriteHeader(h); err != nil {
+				return err
+			}
+			if info.Mode().IsRegular() {
+				f, err := os.Open(p)
+				if err != nil {
+					return err
+				}
+				_, err = io.Copy(tw, f)
+				f.Close()
+				return err
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("packing %s: %w", folder, err)
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return err
+	}
+	return zw.Close()
+}

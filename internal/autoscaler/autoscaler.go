@@ -1,0 +1,337 @@
+// Package autoscaler decides how many nodes each compute cluster needs and
+// which nodes leave, the way Azure ML compute clusters scale between
+// min_instances and max_instances.
+//
+// Plan is a pure function: it does no I/O, never reads the clock (now is an
+// argument) and returns the same Result for the same input. The controller
+// calls scheduler.Place first, marks the nodes Place assigned as busy, passes
+// the jobs still waiting as Compute.Queued, calls Plan and applies its
+// actions. Plan returns NextWake so the controller can arm a timer for the
+// next idle-timer expiry instead of polling.
+//
+// The rules, per compute:
+//
+//   - Cap is the most nodes the compute may have: the lower of max_instances
+//     and the quota cap (QuotaMaxNodes).
+//   - A node counts as existing when it is preparing, idle or running (or in
+//     a state Plan does not know); leaving nodes are already going and are
+//     not counted; unusable and preempted nodes are deleted at once and not
+//     counted, so they are replaced when the demand still needs them.
+//   - A node is busy when it runs a job (Job set, or state running).
+//   - Queued demand is the sum of the instance counts of the queued jobs
+//     that fit the cap. A job whose instance_count exceeds the cap can never
+//     run: it adds no demand and is reported in Result.Unschedulable with a
+//     reason naming max_instances or the quota.
+//   - target = min(cap, max(min_instances, busy + queued demand + warm)),
+//     where warm comes from the compute's policy (0 for fixed).
+//   - Scale up: create target - existing nodes. Preparing nodes exist, so
+//     nodes that are still booting are never created twice.
+//   - Scale down: only idle nodes without a job leave, longest idle first,
+//     and only the surplus existing - target of them (so queued demand keeps
+//     the nodes it can use), never taking the compute below min_instances.
+//     An idle node leaves when now - IdleSince >= the policy's idle timeout
+//     (the edge is inclusive, as Azure's "idle for 120s" means 120s), except
+//     when the compute has more nodes than its cap (max_instances was
+//     lowered or quota shrank): then idle nodes above the cap leave at once.
+//     Preparing nodes are never deleted: they become idle and time out.
+//
+// Policies register by name in a Registry; "fixed" is Azure ML's behaviour.
+// A policy may only choose the idle timeout and the warm count, so the
+// invariants above (never above cap when creating, never below min when
+// deleting, never a busy node) hold for every policy.
+package autoscaler
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/tideml/tide/api"
+)
+
+// Snapshot is the state Plan decides from.
+type Snapshot struct {
+	// Computes are the compute clusters to plan, in any order.
+	Computes []Compute
+}
+
+// Compute is one compute cluster with its nodes and queued demand.
+type Compute struct {
+	// Key identifies the compute (for example workspace/name).
+	Key string
+	// Min is min_instances: nodes kept even when idle.
+	Min int
+	// Max is max_instances.
+	Max int
+	// QuotaMaxNodes is the most nodes the compute's reserved quota allows
+	// (usually equal to Max). It must be set: zero means the quota allows no
+	// node at all.
+	QuotaMaxNodes int
+	// IdleTimeout is idle_time_before_scale_down.
+	IdleTimeout time.Duration
+	// Policy names the autoscale policy; empty means DefaultPolicy.
+	Policy string
+	// Nodes are the compute's nodes in any state, with the assignments of
+	// the preceding scheduler.Place already applied (Job set).
+	Nodes []Node
+	// Queued are the compute's jobs still queued after scheduler.Place.
+	Queued []Demand
+}
+
+// Cap returns the most nodes the compute may have: the lower of Max and
+// QuotaMaxNodes, never negative. The controller passes it to
+// scheduler.Place as the compute's maxNodes.
+func (c *Compute) Cap() int {
+	return max(0, min(c.Max, c.QuotaMaxNodes))
+}
+
+// Node is a node of a compute as the autoscaler sees it.
+type Node struct {
+	// ID identifies the node.
+	ID string
+	// State is one of the api.Node* constants.
+	State string
+	// Job is the key of the job the node runs; empty when none.
+	Job string
+	// IdleSince is when the node last became idle; it must be set for idle
+	// nodes (a zero time counts as idle since forever).
+	IdleSince time.Time
+}
+
+// Demand is one queued job's need for nodes.
+type Demand struct {
+	// Job is the job's key.
+	Job string
+	// Instances is the job's instance_count; values below 1 count as 1.
+	Instances int
+}
+
+// ActionKind is what an Action does.
+type ActionKind string
+
+// Action kinds.
+const (
+	// ActionCreate asks the provider for Count new nodes of Compute.
+	ActionCreate ActionKind = "create"
+	// ActionDelete removes node Node of Compute.
+	ActionDelete ActionKind = "delete"
+)
+
+// Action is one change Plan asks the controller to make.
+type Action struct {
+	// Kind is create or delete.
+	Kind ActionKind
+	// Compute is the compute's key.
+	Compute string
+	// Node is the node to delete (delete only).
+	Node string
+	// Count is the number of nodes to create (create only).
+	Count int
+	// Reason explains the action in words a user reads in the compute's
+	// events, for example "idle for 125s >= idle_time_before_scale_down 120s".
+	Reason string
+}
+
+// Unschedulable is a queued job that can never run on its compute as it is
+// configured.
+type Unschedulable struct {
+	// Compute is the compute's key.
+	Compute string
+	// Job is the job's key.
+	Job string
+	// Instances is the job's instance_count.
+	Instances int
+	// Cap is the most nodes the compute may have.
+	Cap int
+	// Reason says why and what to change.
+	Reason string
+}
+
+// Warning is a problem Plan worked around, to be logged or shown.
+type Warning struct {
+	// Compute is the compute's key.
+	Compute string
+	// Message describes the problem.
+	Message string
+}
+
+// Result is what Plan decided.
+type Result struct {
+	// Actions are the creates and deletes, grouped by compute in snapshot
+	// order; per compute deletes of unusable and preempted nodes come first
+	// (in node order), then the create, then idle deletes (longest idle
+	// first).
+	Actions []Action
+	// Targets is the target node count per compute key
+	// (target_node_count in the compute's status).
+	Targets map[string]int
+	// NextWake is the earliest time an idle node's timer expires while the
+	// compute still has nodes to shed; Plan should be called again then.
+	// Zero when no timer is pending.
+	NextWake time.Time
+	// Unschedulable are the queued jobs that need more nodes than their
+	// compute may ever have.
+	Unschedulable []Unschedulable
+	// Warnings are problems Plan worked around (an unknown policy name).
+	Warnings []Warning
+}
+
+// Plan decides the node actions for every compute of s at now, using the
+// policies in policies (a compute whose policy is missing from it uses
+// Fixed, with a warning unless it asked for DefaultPolicy). Plan reads but
+// never modifies s.
+func Plan(s Snapshot, now time.Time, policies Registry) Result {
+	res := Result{Targets: make(map[string]int, len(s.Computes))}
+	for i := range s.Computes {
+		planCompute(&s.Computes[i], now, policies, &res)
+	}
+	return res
+}
+
+// planCompute appends the decisions for one compute to res.
+func planCompute(c *Compute, now time.Time, policies Registry, res *Result) {
+	name := cmp.Or(c.Policy, DefaultPolicy)
+	pol, ok := policies[name]
+	if !ok {
+		if name != DefaultPolicy {
+			res.Warnings = append(res.Warnings, Warning{Compute: c.Key,
+				Message: fmt.Sprintf("policy %q: unknown autoscale policy; using %q", name, DefaultPolicy)})
+		}
+		pol = Fixed{}
+	}
+	d := pol.Decide(c, now)
+	d.Warm = max(d.Warm, 0)
+	d.IdleTimeout = max(d.IdleTimeout, 0)
+	d.Setting = cmp.Or(d.Setting, "idle timeout")
+	limit := c.Cap()
+
+	var existing, busy, preparing int
+	var idle []int // indexes into c.Nodes of idle nodes without a job
+	for i := range c.Nodes {
+		n := &c.Nodes[i]
+		switch {
+		case n.State == api.NodeLeaving:
+		case n.State == api.NodeUnusable || n.State == api.NodePreempted:
+			res.Actions = append(res.Actions, Action{Kind: ActionDelete, Compute: c.Key, Node: n.ID,
+				Reason: fmt.Sprintf("node is %s; removing it so it can be replaced", n.State)})
+		case n.Job != "" || n.State == api.NodeRunning:
+			existing++
+			busy++
+		case n.State == api.NodeIdle:
+			existing++
+			idle = append(idle, i)
+		case n.State == api.NodePreparing:
+			existing++
+			preparing++
+		default:
+			// An unknown state: count it so nothing is created twice, and
+			// never delete it.
+			existing++
+		}
+	}
+
+	var queued, queuedJobs int
+	for _, q := range c.Queued {
+		need := max(q.Instances, 1)
+		if need > limit {
+			res.Unschedulable = append(res.Unschedulable, unschedulable(c, q.Job, need, limit))
+			continue
+		}
+		queued += need
+		queuedJobs++
+	}
+
+	target := min(limit, max(c.Min, busy+queued+d.Warm))
+	res.Targets[c.Key] = target
+
+	if target > existing {
+		res.Actions = append(res.Actions, Action{Kind: ActionCreate, Compute: c.Key, Count: target - existing,
+			Reason: fmt.Sprintf("scaling to %d nodes: %d busy, %d queued jobs need %d, %d warm, min_instances %d, cap %d; have %d (%d preparing)",
+				target, busy, queuedJobs, queued, d.Warm, c.Min, limit, existing, preparing)})
+		return
+	}
+
+	// Deletions: only surplus idle nodes, never below min_instances.
+	shed := min(existing-target, existing-c.Min)
+	if shed <= 0 || len(idle) == 0 {
+		return
+	}
+	overCap := existing - limit
+	slices.SortFunc(idle, func(a, b int) int {
+		x, y := &c.Nodes[a], &c.Nodes[b]
+		return cmp.Or(x.IdleSince.Compare(y.IdleSince), cmp.Compare(x.ID, y.ID))
+	})
+	deleted := 0
+	for _, i := range idle {
+		n := &c.Nodes[i]
+		if deleted == shed {
+			return
+		}
+		elapsed := now.Sub(n.IdleSince)
+		switch {
+		case deleted < overCap:
+			res.Actions = append(res.Actions, Action{Kind: ActionDelete, Compute: c.Key, Node: n.ID,
+				Reason: fmt.Sprintf("compute has %d nodes, more than its cap of %d (max_instances %d, quota %d nodes)",
+					existing, limit, c.Max, c.QuotaMaxNodes)})
+		case elapsed >= d.IdleTimeout:
+			res.Actions = append(res.Actions, Action{Kind: ActionDelete, Compute: c.Key, Node: n.ID,
+				Reason: fmt.Sprintf("idle for %s >= %s %s", seconds(elapsed, d.IdleTimeout), d.Setting, seconds(d.IdleTimeout, d.IdleTimeout))})
+		default:
+			// Longest idle first: this node's timer is the next to expire
+			// for this compute.
+			wake := n.IdleSince.Add(d.IdleTimeout)
+			if res.NextWake.IsZero() || wake.Before(res.NextWake) {
+				res.NextWake = wake
+			}
+			return
+		}
+		deleted++
+	}
+}
+
+// unschedulable explains why a job of need nodes can never run on c.
+func unschedulable(c *Compute, job string, need, limit int) Unschedulable {
+	u := Unschedulable{Compute: c.Key, Job: job, Instances: need, Cap: limit}
+	if need > c.Max {
+		u.Reason = fmt.Sprintf("instance_count %d > max_instances %d of compute %s; raise max_instances or lower instance_count",
+			need, c.Max, c.Key)
+	} else {
+		u.Reason = fmt.Sprintf("instance_count %d > %d nodes the quota of compute %s allows; request more quota or lower instance_count",
+			need, limit, c.Key)
+	}
+	return u
+}
+
+// seconds formats d in whole seconds ("125s") when unit is a whole number
+// of seconds, as Azure states idle_time_before_scale_down; otherwise as a
+// Go duration.
+func seconds(d, unit time.Duration) string {
+	if unit%time.Second == 0 {
+		return fmt.Sprintf("%ds", d/time.Second)
+	}
+	return d.String()
+}
+
+// Counts returns a compute's current_node_count and node_state_counts from
+// its nodes, as Azure ML reports them: every node that still exists counts,
+// leaving ones included, by its State.
+func Counts(nodes []api.Node) (current int, counts api.NodeStateCounts) {
+	for i := range nodes {
+		switch nodes[i].State {
+		case api.NodeIdle:
+			counts.Idle++
+		case api.NodeRunning:
+			counts.Running++
+		case api.NodePreparing:
+			counts.Preparing++
+		case api.NodeUnusable:
+			counts.Unusable++
+		case api.NodeLeaving:
+			counts.Leaving++
+		case api.NodePreempted:
+			counts.Preempted++
+		}
+	}
+	return len(nodes), counts
+}

@@ -1,0 +1,307 @@
+package cli
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/tideml/tide/api"
+)
+
+// requestTimeout bounds one plain API call (not streams or downloads).
+const requestTimeout = time.Minute
+
+func (r *run) computeCommand() *cobra.Command {
+	return group("compute", "Manage compute clusters (like az ml compute)",
+		r.computeCreate(), r.computeShow(), r.computeList(), r.computeUpdate(), r.computeDelete(),
+		r.computeListSizes(), r.computeListUsage(), r.computeListNodes(), r.computeEvents(),
+	)
+}
+
+func (r *run) computeCreate() *cobra.Command {
+	var (
+		file, name string
+		sets       []string
+	)
+	cmd := &cobra.Command{
+		Use:   "create -f FILE [--name NAME] [--set key=value ...]",
+		Short: "Create or update a compute from an Azure ML compute YAML file",
+		Long: `Create a compute cluster from the YAML file 'az ml compute create -f' reads,
+or update it when one of that name exists. Provisioning continues on the
+server; 'tide compute show NAME' tells how far it got.`,
+		Example: "  tide compute create -f cluster.yml --set max_instances=4",
+		Args:    r.exactArgs(),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			data, err := r.readSpecFile(file)
+			if err != nil {
+				return err
+			}
+			c, err := parseCompute(file, data, nameSet(name, sets))
+			if err != nil {
+				return err
+			}
+			cl, err := r.client()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), requestTimeout)
+			defer cancel()
+			out, _, err := cl.PutCompute(ctx, r.workspace, c)
+			if err != nil {
+				return err
+			}
+			p := r.printer()
+			return p.print(out, func(w io.Writer) { p.computeDetails(w, out) })
+		},
+	}
+	cmd.Flags().StringVarP(&file, "file", "f", "", "compute YAML file (- for standard input)")
+	cmd.Flags().StringVarP(&name, "name", "n", "", "compute name (overrides the file's)")
+	cmd.Flags().StringArrayVar(&sets, "set", nil, "override a field: --set max_instances=4 (repeatable)")
+	return cmd
+}
+
+func (r *run) computeShow() *cobra.Command {
+	return &cobra.Command{
+		Use:   "show NAME",
+		Short: "Show a compute and its status",
+		Args:  r.exactArgs("NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cl, err := r.client()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), requestTimeout)
+			defer cancel()
+			c, err := cl.Compute(ctx, r.workspace, args[0])
+			if err != nil {
+				return err
+			}
+			p := r.printer()
+			return p.print(c, func(w io.Writer) { p.computeDetails(w, c) })
+		},
+	}
+}
+
+func (r *run) computeList() *cobra.Command {
+	return &cobra.Command{
+		Use:   "list",
+		Short: "List the computes of the workspace",
+		Args:  r.exactArgs(),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cl, err := r.client()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), requestTimeout)
+			defer cancel()
+			cs, err := cl.Computes(ctx, r.workspace)
+			if err != nil {
+				return err
+			}
+			return r.printer().print(cs, func(w io.Writer) { computeTable(w, cs) })
+		},
+	}
+}
+
+func (r *run) computeUpdate() *cobra.Command {
+	var (
+		minN, maxN, idle int
+		desc             string
+	)
+	cmd := &cobra.Command{
+		Use:   "update NAME [--min-instances N] [--max-instances N] [--idle-time-before-scale-down S] [--description D]",
+		Short: "Change a compute's scale settings or description",
+		Long: `Change the settings that may change while a compute runs. Size, tier and
+location cannot change; delete and recreate the compute for that.`,
+		Args: r.exactArgs("NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var p api.ComputePatch
+			if changed(cmd, "min-instances") {
+				p.MinInstances = &minN
+			}
+			if changed(cmd, "max-instances") {
+				p.MaxInstances = &maxN
+			}
+			if changed(cmd, "idle-time-before-scale-down") {
+				p.IdleTimeBeforeScaleDown = &idle
+			}
+			if changed(cmd, "description") {
+				p.Description = &desc
+			}
+			if p == (api.ComputePatch{}) {
+				return usagef("nothing to update: pass --min-instances, --max-instances, --idle-time-before-scale-down or --description")
+			}
+			cl, err := r.client()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), requestTimeout)
+			defer cancel()
+			c, err := cl.PatchCompute(ctx, r.workspace, args[0], p)
+			if err != nil {
+				return err
+			}
+			pr := r.printer()
+			return pr.print(c, func(w io.Writer) { pr.computeDetails(w, c) })
+		},
+	}
+	f := cmd.Flags()
+	f.IntVar(&minN, "min-instances", 0, "minimum number of nodes")
+	f.IntVar(&maxN, "max-instances", 0, "maximum number of nodes")
+	f.IntVar(&idle, "idle-time-before-scale-down", 0, "seconds a node stays idle before it is removed")
+	f.StringVar(&desc, "description", "", "description")
+	return cmd
+}
+
+func (r *run) computeDelete() *cobra.Command {
+	var yes bool
+	cmd := &cobra.Command{
+		Use:   "delete NAME [--yes]",
+		Short: "Delete a compute and its nodes",
+		Long: `Delete a compute. Its nodes are stopped; jobs running on them fail.
+Asks for confirmation on a terminal; pass --yes in scripts.`,
+		Args: r.exactArgs("NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			name := args[0]
+			if !yes {
+				ok, err := r.confirm(fmt.Sprintf("Delete compute %s and stop its nodes? [y/N]: ", name))
+				if err != nil {
+					return err
+				}
+				if !ok {
+					fmt.Fprintln(r.app.Stderr, "Not deleted.")
+					return nil
+				}
+			}
+			cl, err := r.client()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), requestTimeout)
+			defer cancel()
+			if err := cl.DeleteCompute(ctx, r.workspace, name); err != nil {
+				return err
+			}
+			if r.output == "table" {
+				fmt.Fprintf(r.app.Stdout, "Deleted compute %s.\n", name)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "do not ask for confirmation")
+	return cmd
+}
+
+// confirm asks a yes/no question on a terminal. Without a terminal it
+// refuses: a script that forgot --yes must not hang or delete by accident.
+func (r *run) confirm(question string) (bool, error) {
+	if !isTerminal(r.app.Stdin) {
+		return false, usagef("%s: refusing to delete without confirmation because standard input is not a terminal; pass --yes", r.cmd.CommandPath())
+	}
+	fmt.Fprint(r.app.Stderr, question)
+	line, err := bufio.NewReader(r.app.Stdin).ReadString('\n')
+	if err != nil && line == "" {
+		return false, nil
+	}
+	switch strings.ToLower(strings.TrimSpace(line)) {
+	case "y", "yes":
+		return true, nil
+	}
+	return false, nil
+}
+
+func (r *run) computeListSizes() *cobra.Command {
+	return &cobra.Command{
+		Use:   "list-sizes",
+		Short: "List the VM sizes computes can use",
+		Args:  r.exactArgs(),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cl, err := r.client()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), requestTimeout)
+			defer cancel()
+			sizes, err := cl.Sizes(ctx)
+			if err != nil {
+				return err
+			}
+			return r.printer().print(sizes, func(w io.Writer) { sizeTable(w, sizes) })
+		},
+	}
+}
+
+func (r *run) computeListUsage() *cobra.Command {
+	var location string
+	cmd := &cobra.Command{
+		Use:   "list-usage [--location L]",
+		Short: "List vCPU quota use per VM family, tier and location",
+		Long: `List the vCPUs computes reserve (max_instances x the size's vCPUs) against
+the quota of their VM family, tier and location, as 'az ml compute list-usage' does.`,
+		Args: r.exactArgs(),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cl, err := r.client()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), requestTimeout)
+			defer cancel()
+			us, err := cl.Usages(ctx, location)
+			if err != nil {
+				return err
+			}
+			return r.printer().print(us, func(w io.Writer) { usageTable(w, us) })
+		},
+	}
+	cmd.Flags().StringVarP(&location, "location", "l", "", "only this location")
+	return cmd
+}
+
+func (r *run) computeListNodes() *cobra.Command {
+	return &cobra.Command{
+		Use:   "list-nodes NAME",
+		Short: "List the nodes of a compute",
+		Args:  r.exactArgs("NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cl, err := r.client()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), requestTimeout)
+			defer cancel()
+			ns, err := cl.Nodes(ctx, r.workspace, args[0])
+			if err != nil {
+				return err
+			}
+			p := r.printer()
+			return p.print(ns, func(w io.Writer) { p.nodeTable(w, ns) })
+		},
+	}
+}
+
+func (r *run) computeEvents() *cobra.Command {
+	return &cobra.Command{
+		Use:   "events NAME",
+		Short: "Show what happened to a compute (scaling decisions, node starts and failures)",
+		Args:  r.exactArgs("NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cl, err := r.client()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), requestTimeout)
+			defer cancel()
+			es, err := cl.ComputeEvents(ctx, r.workspace, args[0])
+			if err != nil {
+				return err
+			}
+			p := r.printer()
+			return p.print(es, func(w io.Writer) { p.eventTable(w, es) })
+		},
+	}
+}

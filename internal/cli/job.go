@@ -1,0 +1,159 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+
+	"github.com/tideml/tide/api"
+)
+
+func (r *run) jobCommand() *cobra.Command {
+	return group("job", "Submit and follow command jobs (like az ml job)",
+		r.jobCreate(), r.jobShow(), r.jobList(), r.jobStream(), r.jobCancel(), r.jobDownload(),
+	)
+}
+
+const streamExitHelp = `
+'stream' exits 0 when the job completed and 1 when it failed or was
+canceled, after a summary line on standard error. The job's log goes to
+standard output; status changes and waiting reasons go to standard error.`
+
+func (r *run) jobCreate() *cobra.Command {
+	var (
+		file, name string
+		sets       []string
+		stream     bool
+	)
+	cmd := &cobra.Command{
+		Use:   "create -f FILE [--name NAME] [--set key=value ...] [--stream]",
+		Short: "Submit a command job from an Azure ML job YAML file",
+		Long: `Submit the command job the YAML file describes (the file 'az ml job create -f'
+reads). Without a name in the file or --name, the server generates one.
+With --stream, follow the job's log until it ends.` + streamExitHelp,
+		Example: "  tide job create -f job.yml --set inputs.epochs=3 --stream",
+		Args:    r.exactArgs(),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			data, err := r.readSpecFile(file)
+			if err != nil {
+				return err
+			}
+			j, err := parseJob(file, data, nameSet(name, sets))
+			if err != nil {
+				return err
+			}
+			cl, err := r.client()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), requestTimeout)
+			defer cancel()
+			out, err := cl.CreateJob(ctx, r.workspace, j)
+			if err != nil {
+				return err
+			}
+			if stream {
+				fmt.Fprintf(r.app.Stderr, "Job %s submitted to %s.\n", out.Name, out.Compute)
+				return r.streamJob(cmd.Context(), cl, out.Name)
+			}
+			p := r.printer()
+			return p.print(out, func(w io.Writer) { p.jobDetails(w, out) })
+		},
+	}
+	cmd.Flags().StringVarP(&file, "file", "f", "", "job YAML file (- for standard input)")
+	cmd.Flags().StringVarP(&name, "name", "n", "", "job name (overrides the file's)")
+	cmd.Flags().StringArrayVar(&sets, "set", nil, "override a field: --set inputs.epochs=3 (repeatable)")
+	cmd.Flags().BoolVarP(&stream, "stream", "s", false, "follow the job's log until it ends")
+	return cmd
+}
+
+func (r *run) jobShow() *cobra.Command {
+	return &cobra.Command{
+		Use:   "show NAME",
+		Short: "Show a job: status, compute, times, exit code, error and why it waits",
+		Args:  r.exactArgs("NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cl, err := r.client()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), requestTimeout)
+			defer cancel()
+			j, err := cl.Job(ctx, r.workspace, args[0])
+			if err != nil {
+				return err
+			}
+			p := r.printer()
+			return p.print(j, func(w io.Writer) { p.jobDetails(w, j) })
+		},
+	}
+}
+
+func (r *run) jobList() *cobra.Command {
+	var f api.JobFilter
+	cmd := &cobra.Command{
+		Use:   "list [--compute C] [--status S]",
+		Short: "List jobs, oldest first",
+		Args:  r.exactArgs(),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cl, err := r.client()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), requestTimeout)
+			defer cancel()
+			js, err := cl.Jobs(ctx, r.workspace, f)
+			if err != nil {
+				return err
+			}
+			p := r.printer()
+			return p.print(js, func(w io.Writer) { p.jobTable(w, js) })
+		},
+	}
+	cmd.Flags().StringVar(&f.Compute, "compute", "", "only jobs on this compute")
+	cmd.Flags().StringVar(&f.Status, "status", "", "only jobs in this status (Queued, Running, Completed, ...)")
+	return cmd
+}
+
+func (r *run) jobStream() *cobra.Command {
+	return &cobra.Command{
+		Use:   "stream NAME",
+		Short: "Follow a job's log and status until it ends",
+		Long: `Follow a job's log from the start, showing status changes and, while the job
+waits, what it waits for. A dropped connection or a server restart is
+survived: the stream resumes where it stopped.` + streamExitHelp,
+		Args: r.exactArgs("NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cl, err := r.client()
+			if err != nil {
+				return err
+			}
+			return r.streamJob(cmd.Context(), cl, args[0])
+		},
+	}
+}
+
+func (r *run) jobCancel() *cobra.Command {
+	return &cobra.Command{
+		Use:   "cancel NAME",
+		Short: "Cancel a job",
+		Args:  r.exactArgs("NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cl, err := r.client()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), requestTimeout)
+			defer cancel()
+			j, err := cl.CancelJob(ctx, r.workspace, args[0])
+			if err != nil {
+				return err
+			}
+			return r.printer().print(j, func(w io.Writer) {
+				fmt.Fprintf(w, "Job %s: %s.\n", j.Name, j.Status)
+			})
+		},
+	}
+}

@@ -1,0 +1,373 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"reflect"
+	"sort"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/tideml/tide/api"
+)
+
+// printer writes results as a table (for people) or as the API's JSON or
+// YAML (for programs: exactly the API object, a list as an array).
+type printer struct {
+	format string
+	w      io.Writer
+	now    time.Time
+	loc    *time.Location
+}
+
+// print writes v in JSON or YAML, or calls table for the table format.
+func (p *printer) print(v any, table func(w io.Writer)) error {
+	switch p.format {
+	case "json":
+		b, err := marshalJSON(v)
+		if err != nil {
+			return err
+		}
+		_, err = p.w.Write(b)
+		return err
+	case "yaml":
+		b, err := marshalYAML(v)
+		if err != nil {
+			return err
+		}
+		_, err = p.w.Write(b)
+		return err
+	default:
+		table(p.w)
+		return nil
+	}
+}
+
+// marshalJSON indents v and prints a nil slice as [] rather than null, so a
+// program reading an empty list gets an array.
+func marshalJSON(v any) ([]byte, error) {
+	if rv := reflect.ValueOf(v); rv.Kind() == reflect.Slice && rv.IsNil() {
+		v = []any{}
+	}
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("encoding output: %w", err)
+	}
+	return append(b, '\n'), nil
+}
+
+// marshalYAML converts the JSON form to YAML, so YAML output has the API's
+// field names and order (the JSON tags), not Go's.
+func marshalYAML(v any) ([]byte, error) {
+	j, err := marshalJSON(v)
+	if err != nil {
+		return nil, err
+	}
+	var n yaml.Node
+	if err := yaml.Unmarshal(j, &n); err != nil {
+		return nil, fmt.Errorf("encoding output: %w", err)
+	}
+	blockStyle(&n)
+	var buf bytes.Buffer
+	enc := yaml.NewEncoder(&buf)
+	enc.SetIndent(2)
+	if err := enc.Encode(&n); err != nil {
+		return nil, fmt.Errorf("encoding output: %w", err)
+	}
+	return buf.Bytes(), nil
+}
+
+// blockStyle drops the flow and quoting styles that parsing JSON leaves on
+// the nodes; the encoder quotes what needs quoting.
+func blockStyle(n *yaml.Node) {
+	n.Style = 0
+	for _, c := range n.Content {
+		blockStyle(c)
+	}
+}
+
+// table writes aligned columns.
+func table(w io.Writer, header []string, rows [][]string) {
+	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, strings.Join(header, "\t"))
+	for _, r := range rows {
+		fmt.Fprintln(tw, strings.Join(r, "\t"))
+	}
+	tw.Flush()
+}
+
+// kv is one line of a key/value view.
+type kv struct{ k, v string }
+
+// details writes key/value lines with aligned values, skipping empty ones.
+func details(w io.Writer, lines []kv) {
+	tw := tabwriter.NewWriter(w, 0, 8, 1, ' ', 0)
+	for _, l := range lines {
+		if l.v == "" {
+			continue
+		}
+		fmt.Fprintf(tw, "%s:\t%s\n", l.k, l.v)
+	}
+	tw.Flush()
+}
+
+// age writes a duration the way kubectl does: the largest one or two units.
+func age(d time.Duration) string {
+	if d < 0 {
+		d = 0
+	}
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", int(d.Seconds()))
+	case d < 10*time.Minute:
+		s := int(d.Seconds()) % 60
+		if s == 0 {
+			return fmt.Sprintf("%dm", int(d.Minutes()))
+		}
+		return fmt.Sprintf("%dm%ds", int(d.Minutes()), s)
+	case d < time.Hour:
+		return fmt.Sprintf("%dm", int(d.Minutes()))
+	case d < 24*time.Hour:
+		m := int(d.Minutes()) % 60
+		if m == 0 {
+			return fmt.Sprintf("%dh", int(d.Hours()))
+		}
+		return fmt.Sprintf("%dh%dm", int(d.Hours()), m)
+	default:
+		return fmt.Sprintf("%dd", int(d.Hours()/24))
+	}
+}
+
+// when writes a time with its age, or "" for the zero time.
+func (p *printer) when(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return fmt.Sprintf("%s (%s ago)", t.In(p.loc).Format(time.DateTime), age(p.now.Sub(t)))
+}
+
+func (p *printer) ago(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return age(p.now.Sub(t))
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func itoa(i int) string { return strconv.Itoa(i) }
+
+func ftoa(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }
+
+func computeTable(w io.Writer, cs []api.Compute) {
+	rows := make([][]string, 0, len(cs))
+	for _, c := range cs {
+		rows = append(rows, []string{
+			c.Name, c.Type, c.Size, c.Tier, dash(c.Location),
+			itoa(c.MinInstances), itoa(c.MaxInstances),
+			fmt.Sprintf("%d/%d", c.CurrentNodeCount, c.TargetNodeCount),
+			dash(c.ProvisioningState), dash(c.AllocationState),
+		})
+	}
+	table(w, []string{"NAME", "TYPE", "SIZE", "TIER", "LOCATION", "MIN", "MAX", "NODES", "PROVISIONING", "ALLOCATION"}, rows)
+}
+
+func (p *printer) computeDetails(w io.Writer, c *api.Compute) {
+	n := c.NodeStateCounts
+	lines := []kv{
+		{"name", c.Name},
+		{"type", c.Type},
+		{"workspace", c.Workspace},
+		{"description", c.Description},
+		{"location", c.Location},
+		{"size", c.Size},
+		{"tier", c.Tier},
+		{"min_instances", itoa(c.MinInstances)},
+		{"max_instances", itoa(c.MaxInstances)},
+		{"idle_time_before_scale_down", fmt.Sprintf("%ds", c.IdleTimeBeforeScaleDown)},
+		{"provisioning_state", c.ProvisioningState},
+		{"allocation_state", c.AllocationState},
+		{"current_node_count", itoa(c.CurrentNodeCount)},
+		{"target_node_count", itoa(c.TargetNodeCount)},
+		{"node_state_counts", fmt.Sprintf("idle=%d running=%d preparing=%d unusable=%d leaving=%d preempted=%d",
+			n.Idle, n.Running, n.Preparing, n.Unusable, n.Leaving, n.Preempted)},
+		{"tags", joinMap(c.Tags)},
+		{"created_on", p.when(c.CreatedOn)},
+		{"modified_on", p.when(c.ModifiedOn)},
+	}
+	if c.SSHSettings != nil && c.SSHSettings.AdminUsername != "" {
+		lines = append(lines, kv{"ssh_admin_username", c.SSHSettings.AdminUsername})
+	}
+	if c.Identity != nil {
+		lines = append(lines, kv{"identity", c.Identity.Type})
+	}
+	details(w, lines)
+	for _, e := range c.Errors {
+		fmt.Fprintf(w, "error: %s: %s\n", e.Code, e.Message)
+	}
+}
+
+func joinMap(m map[string]string) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = k + "=" + m[k]
+	}
+	return strings.Join(parts, " ")
+}
+
+func sizeTable(w io.Writer, sizes []api.Size) {
+	rows := make([][]string, 0, len(sizes))
+	for _, s := range sizes {
+		low := "no"
+		if s.LowPriorityCapable {
+			low = "yes"
+		}
+		gpus := itoa(s.GPUs)
+		if s.GPUType != "" {
+			gpus += " x " + s.GPUType
+		}
+		rows = append(rows, []string{s.Name, s.Family, itoa(s.VCPUs), ftoa(s.MemoryGB), gpus, low, fmt.Sprintf("%.3f", s.PricePerHour)})
+	}
+	table(w, []string{"NAME", "FAMILY", "VCPUS", "MEMORY_GB", "GPUS", "LOW_PRIORITY", "PRICE_PER_HOUR"}, rows)
+}
+
+func usageTable(w io.Writer, us []api.Usage) {
+	rows := make([][]string, 0, len(us))
+	for _, u := range us {
+		rows = append(rows, []string{u.Location, u.Family, u.Tier, itoa(u.CurrentValue), itoa(u.Limit), u.Unit})
+	}
+	table(w, []string{"LOCATION", "FAMILY", "TIER", "CURRENT", "LIMIT", "UNIT"}, rows)
+}
+
+func (p *printer) nodeTable(w io.Writer, ns []api.Node) {
+	rows := make([][]string, 0, len(ns))
+	for _, n := range ns {
+		rows = append(rows, []string{n.ID, n.State, dash(n.Job), p.ago(n.CreatedOn), p.ago(n.StateSince), dash(n.Error)})
+	}
+	table(w, []string{"NODE", "STATE", "JOB", "AGE", "IN_STATE", "ERROR"}, rows)
+}
+
+func (p *printer) eventTable(w io.Writer, es []api.Event) {
+	rows := make([][]string, 0, len(es))
+	for _, e := range es {
+		rows = append(rows, []string{e.Time.In(p.loc).Format(time.DateTime), e.Kind, e.Message})
+	}
+	table(w, []string{"TIME", "KIND", "MESSAGE"}, rows)
+}
+
+func locationTable(w io.Writer, ls []api.Location) {
+	rows := make([][]string, 0, len(ls))
+	for _, l := range ls {
+		def := ""
+		if l.Default {
+			def = "*"
+		}
+		rows = append(rows, []string{l.Name, l.Provider, dash(l.Runtime), def})
+	}
+	table(w, []string{"NAME", "PROVIDER", "RUNTIME", "DEFAULT"}, rows)
+}
+
+func (p *printer) workspaceTable(w io.Writer, ws []api.Workspace) {
+	rows := make([][]string, 0, len(ws))
+	for _, x := range ws {
+		rows = append(rows, []string{x.Name, dash(x.Description), p.ago(x.CreatedOn)})
+	}
+	table(w, []string{"NAME", "DESCRIPTION", "AGE"}, rows)
+}
+
+// jobDuration is how long a job ran (or has been running), or "-".
+func (p *printer) jobDuration(j *api.Job) string {
+	switch {
+	case j.StartTime.IsZero():
+		return "-"
+	case j.EndTime.IsZero():
+		return age(p.now.Sub(j.StartTime))
+	default:
+		return age(j.EndTime.Sub(j.StartTime))
+	}
+}
+
+func (p *printer) jobTable(w io.Writer, js []api.Job) {
+	rows := make([][]string, 0, len(js))
+	for i := range js {
+		j := &js[i]
+		rows = append(rows, []string{j.Name, j.Status, j.Compute, p.ago(j.CreatedOn), p.jobDuration(j), dash(j.DisplayName)})
+	}
+	table(w, []string{"NAME", "STATUS", "COMPUTE", "AGE", "DURATION", "DISPLAY_NAME"}, rows)
+}
+
+func (p *printer) jobDetails(w io.Writer, j *api.Job) {
+	exit := ""
+	if j.ExitCode != nil {
+		exit = itoa(*j.ExitCode)
+	}
+	lines := []kv{
+		{"name", j.Name},
+		{"display_name", j.DisplayName},
+		{"experiment_name", j.ExperimentName},
+		{"status", j.Status},
+		{"compute", j.Compute},
+		{"instance_count", itoa(j.InstanceCount())},
+		{"attempt", nonZero(j.Attempt)},
+		{"created_on", p.when(j.CreatedOn)},
+		{"start_time", p.when(j.StartTime)},
+		{"end_time", p.when(j.EndTime)},
+	}
+	if !j.StartTime.IsZero() {
+		lines = append(lines, kv{"duration", p.jobDuration(j)})
+	}
+	lines = append(lines, kv{"exit_code", exit}, kv{"error", j.Error})
+	if !api.JobTerminal(j.Status) && j.PendingReason != "" {
+		lines = append(lines, kv{"pending_reason", fmt.Sprintf("%s (%s)", j.PendingReason, p.ago(j.CreatedOn))})
+	}
+	lines = append(lines, kv{"command", oneLine(j.Command)})
+	details(w, lines)
+	for i, rk := range j.Ranks {
+		s := fmt.Sprintf("node %s %s", rk.Node, dash(rk.Status))
+		if rk.ExitCode != nil {
+			s += fmt.Sprintf(" exit code %d", *rk.ExitCode)
+		}
+		if rk.Error != "" {
+			s += ": " + rk.Error
+		}
+		fmt.Fprintf(w, "rank %d: %s\n", i, s)
+	}
+	if j.Status == api.JobFailed && len(j.LogTail) > 0 {
+		fmt.Fprintln(w, "log tail:")
+		for _, l := range j.LogTail {
+			fmt.Fprintf(w, "  %s\n", l)
+		}
+	}
+}
+
+func nonZero(i int) string {
+	if i == 0 {
+		return ""
+	}
+	return itoa(i)
+}
+
+// oneLine shortens a multi-line command for a key/value view.
+func oneLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i] + " ..."
+	}
+	return s
+}

@@ -1,0 +1,59 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+
+	"github.com/tideml/tide/api"
+	"github.com/tideml/tide/internal/spec"
+)
+
+// readSpecFile reads a -f argument; "-" is standard input.
+func (r *run) readSpecFile(file string) ([]byte, error) {
+	if file == "" {
+		return nil, usagef("-f/--file: required; name the YAML file to create from")
+	}
+	if file == "-" {
+		b, err := io.ReadAll(r.app.Stdin)
+		if err != nil {
+			return nil, fmt.Errorf("reading standard input: %w", err)
+		}
+		return b, nil
+	}
+	b, err := os.ReadFile(file)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, usagef("-f %s: no such file", file)
+	}
+	if err != nil {
+		return nil, &UsageError{Err: fmt.Errorf("-f %s: %w", file, err)}
+	}
+	return b, nil
+}
+
+// nameSet turns --name into a --set, so the spec package validates it
+// like a name written in the file.
+func nameSet(name string, sets []string) []string {
+	if name == "" {
+		return sets
+	}
+	return append(append([]string(nil), sets...), "name="+name)
+}
+
+// parseCompute parses and validates a compute file locally, so mistakes are
+// reported with the file's line numbers before anything is sent.
+func parseCompute(file string, data []byte, sets []string) (*api.Compute, error) {
+	return spec.ParseCompute(file, data, sets)
+}
+
+// parseJob parses and validates a command job file locally.
+func parseJob(file string, data []byte, sets []string) (*api.Job, error) {
+	return spec.ParseJob(file, data, sets)
+}
+
+// isValidation reports whether err is a local validation error of a file.
+func isValidation(err error) bool {
+	return spec.AsErrors(err) != nil
+}

@@ -1,0 +1,221 @@
+// Package config is the tide server's configuration: where it keeps its
+// data, where it listens, which locations its nodes come from, and the VM
+// sizes and quotas it offers. Defaults are taken in one place (Default);
+// a YAML file may override them, TIDE_* environment variables override the
+// file, and flags override the environment (the CLI applies flags last).
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/tideml/tide/api"
+	"github.com/tideml/tide/internal/catalog"
+)
+
+// DefaultListen is the address the server listens on when none is given.
+const DefaultListen = "127.0.0.1:7430"
+
+// Server configures `tide server`.
+type Server struct {
+	// DataDir holds the SQLite database, node folders and artifacts.
+	// Default: $XDG_DATA_HOME/tide (~/.local/share/tide).
+	DataDir string `yaml:"data_dir"`
+	// Listen is the HOST:PORT the API listens on. Default 127.0.0.1:7430.
+	Listen string `yaml:"listen"`
+	// Store selects the backend: empty for SQLite in DataDir, or a
+	// postgres:// URL.
+	Store string `yaml:"store"`
+	// AdvertiseURL is the URL agents and clients use to reach this server.
+	// Default: http://<Listen>.
+	AdvertiseURL string `yaml:"advertise_url"`
+	// ClientConfig is where the server writes the CLI configuration on its
+	// first start. Default: api.DefaultConfigPath(). "-" disables writing.
+	ClientConfig string `yaml:"client_config"`
+	// Locations are where nodes come from. Default: "local" (the default
+	// location) and "westus", both on the local provider, so Azure ML
+	// example files that name westus run unchanged.
+	Locations []Location `yaml:"locations"`
+	// Sizes add to or replace sizes of the compiled-in VM size catalog.
+	Sizes []api.Size `yaml:"sizes"`
+	// Quotas are the vCPU limits per VM family, tier and location.
+	Quotas catalog.Quotas `yaml:"quotas"`
+	// HeartbeatInterval is how often agents report; a node that misses
+	// UnusableAfter worth of heartbeats becomes unusable.
+	HeartbeatInterval time.Duration `yaml:"heartbeat_interval"`
+	UnusableAfter     time.Duration `yaml:"unusable_after"`
+	// ProvisionTimeout is how long a node may take to register.
+	ProvisionTimeout time.Duration `yaml:"provision_timeout"`
+	// CancelGrace is how long a canceled job gets between SIGTERM and SIGKILL.
+	CancelGrace time.Duration `yaml:"cancel_grace"`
+	// Resync is the controller's safety-net period; decisions are driven by
+	// events, not by this.
+	Resync time.Duration `yaml:"resync"`
+}
+
+// Location is one place nodes come from.
+type Location struct {
+	// Name is what a compute's `location` field names.
+	Name string `yaml:"name"`
+	// Provider is the backend: "local" (others in later releases).
+	Provider string `yaml:"provider"`
+	// Default marks the location used when a compute names none.
+	Default bool `yaml:"default"`
+	// Runtime is how jobs run on its nodes: "process" (default).
+	Runtime string `yaml:"runtime"`
+	// Settings are the provider's own settings.
+	Settings map[string]any `yaml:"settings"`
+}
+
+// Default returns the configuration with every default filled in.
+func Default() Server {
+	c := Server{Quotas: catalog.DefaultQuotas()}
+	c.fill()
+	return c
+}
+
+func (c *Server) fill() {
+	if c.DataDir == "" {
+		c.DataDir = defaultDataDir()
+	}
+	if c.Listen == "" {
+		c.Listen = DefaultListen
+	}
+	if c.AdvertiseURL == "" {
+		c.AdvertiseURL = "http://" + c.Listen
+	}
+	if len(c.Locations) == 0 {
+		c.Locations = []Location{
+			{Name: "local", Provider: "local", Default: true},
+			{Name: "westus", Provider: "local"},
+		}
+	}
+	for i := range c.Locations {
+		if c.Locations[i].Runtime == "" {
+			c.Locations[i].Runtime = "process"
+		}
+	}
+	if c.HeartbeatInterval == 0 {
+		c.HeartbeatInterval = 2 * time.Second
+	}
+	if c.UnusableAfter == 0 {
+		c.UnusableAfter = 5 * c.HeartbeatInterval
+	}
+	if c.ProvisionTimeout == 0 {
+		c.ProvisionTimeout = 3 * time.Minute
+	}
+	if c.CancelGrace == 0 {
+		c.CancelGrace = 10 * time.Second
+	}
+	if c.Resync == 0 {
+		c.Resync = 30 * time.Second
+	}
+}
+
+func defaultDataDir() string {
+	if d := os.Getenv("XDG_DATA_HOME"); d != "" {
+		return filepath.Join(d, "tide")
+	}
+	if h, err := os.UserHomeDir(); err == nil {
+		return filepath.Join(h, ".local", "share", "tide")
+	}
+	return "tide-data"
+}
+
+// Load reads a YAML configuration file (path may be empty), applies TIDE_*
+// environment variables, fills defaults and validates.
+func Load(path string) (Server, error) {
+	// Quotas start at their defaults so a file that sets some limits keeps
+	// the defaults of the others.
+	c := Server{Quotas: catalog.DefaultQuotas()}
+	if path != "" {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return c, fmt.Errorf("reading config: %w", err)
+		}
+		dec := yaml.NewDecoder(bytes.NewReader(b))
+		dec.KnownFields(true)
+		if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
+			return c, fmt.Errorf("%s: %w", path, err)
+		}
+	}
+	c.applyEnv(os.Getenv)
+	c.fill()
+	return c, c.Validate()
+}
+
+func (c *Server) applyEnv(get func(string) string) {
+	set := func(dst *string, key string) {
+		if v := get(key); v != "" {
+			*dst = v
+		}
+	}
+	set(&c.DataDir, "TIDE_DATA_DIR")
+	set(&c.Listen, "TIDE_LISTEN")
+	set(&c.Store, "TIDE_STORE")
+	set(&c.AdvertiseURL, "TIDE_ADVERTISE_URL")
+}
+
+// Validate checks the configuration and names the field at fault.
+func (c *Server) Validate() error {
+	if !strings.Contains(c.Listen, ":") {
+		return fmt.Errorf("listen: want HOST:PORT, got %q", c.Listen)
+	}
+	seen := map[string]bool{}
+	defaults := 0
+	for i, l := range c.Locations {
+		if l.Name == "" {
+			return fmt.Errorf("locations[%d].name: required", i)
+		}
+		if seen[l.Name] {
+			return fmt.Errorf("locations[%d].name: %q is defined twice", i, l.Name)
+		}
+		seen[l.Name] = true
+		if l.Provider == "" {
+			return fmt.Errorf("locations[%d].provider: required (for example: local)", i)
+		}
+		if l.Default {
+			defaults++
+		}
+	}
+	if defaults > 1 {
+		return errors.New("locations: more than one location is marked default")
+	}
+	if err := c.Quotas.Validate(); err != nil {
+		return err
+	}
+	if c.UnusableAfter < c.HeartbeatInterval {
+		return fmt.Errorf("unusable_after: must be at least heartbeat_interval (%s)", c.HeartbeatInterval)
+	}
+	return nil
+}
+
+// DefaultLocation is the location a compute gets when it names none.
+func (c *Server) DefaultLocation() string {
+	for _, l := range c.Locations {
+		if l.Default {
+			return l.Name
+		}
+	}
+	if len(c.Locations) > 0 {
+		return c.Locations[0].Name
+	}
+	return ""
+}
+
+// LocationNames lists the configured location names.
+func (c *Server) LocationNames() []string {
+	var names []string
+	for _, l := range c.Locations {
+		names = append(names, l.Name)
+	}
+	return names
+}

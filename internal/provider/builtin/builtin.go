@@ -1,0 +1,19 @@
+// Package builtin lists the providers compiled into tide, by name, so the
+// server configuration can build a location's provider from its name. It is
+// separate from package provider because the providers import that package.
+package builtin
+
+import (
+	"github.com/tideml/tide/internal/provider"
+	"github.com/tideml/tide/internal/provider/fake"
+	"github.com/tideml/tide/internal/provider/local"
+)
+
+// Providers returns the builtin providers. "fake" is a programmable,
+// in-memory provider for tests and demos of the controller.
+func Providers() provider.Registry {
+	return provider.Registry{
+		local.Name: local.Factory,
+		fake.Name:  fake.Factory,
+	}
+}

@@ -1,0 +1,465 @@
+// Package local is the provider that runs nodes on this machine: a node is
+// a `tide agent` child process with its own folder, <DataDir>/nodes/<id>/.
+//
+// Agents are started in their own session (setsid), so a server restart
+// does not kill them, and the node folders are the provider's only state:
+// a new Provider on the same data dir finds the surviving agents, checking
+// each pid against the process's start time and command line so that a
+// reused pid is never mistaken for an agent.
+package local
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	goruntime "runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/tideml/tide/api"
+	"github.com/tideml/tide/internal/agent"
+	"github.com/tideml/tide/internal/provider"
+)
+
+// Name is the provider's registry name.
+const Name = "local"
+
+// Config configures the local provider.
+type Config struct {
+	// AgentCommand is the agent program and its leading arguments; the
+	// agent flags (agent.Flags.Args) are appended. Default: this
+	// executable followed by "agent".
+	AgentCommand []string
+	// DataDir holds the node folders, in DataDir/nodes/. Required.
+	DataDir string
+	// GracePeriod is how long Delete waits after SIGTERM before SIGKILL.
+	// It should exceed the jobs' grace periods, which the agent honours
+	// when it stops. Default 30s.
+	GracePeriod time.Duration
+	// Env is added to the agents' environment (the server's environment
+	// is inherited).
+	Env []string
+	// Logger receives the provider's logs. Default: discard.
+	Logger *slog.Logger
+}
+
+// Provider is the local provider.
+type Provider struct {
+	cfg Config
+	log *slog.Logger
+
+	mu sync.Mutex
+	// exited holds, for the agents this instance started, a channel
+	// closed once the child was reaped.
+	exited map[string]chan struct{}
+}
+
+var _ provider.Provider = (*Provider)(nil)
+
+// New returns a local provider.
+func New(cfg Config) (*Provider, error) {
+	if cfg.DataDir == "" {
+		return nil, errors.New("data_dir: required")
+	}
+	if len(cfg.AgentCommand) == 0 {
+		exe, err := os.Executable()
+		if err != nil {
+			return nil, fmt.Errorf("agent_command: finding this executable: %w", err)
+		}
+		cfg.AgentCommand = []string{exe, "agent"}
+	}
+	if cfg.GracePeriod <= 0 {
+		cfg.GracePeriod = 30 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if err := os.MkdirAll(filepath.Join(cfg.DataDir, "nodes"), 0o755); err != nil {
+		return nil, fmt.Errorf("data_dir: %w", err)
+	}
+	return &Provider{cfg: cfg, log: cfg.Logger.With(slog.String("provider", Name)), exited: map[string]chan struct{}{}}, nil
+}
+
+// Factory builds a local provider from a location's settings:
+// "agent_command" (a string or a list of strings), "grace_period" (a Go
+// duration such as "30s") and "data_dir" (default: deps.DataDir).
+func Factory(name string, settings map[string]any, deps provider.Deps) (provider.Provider, error) {
+	cfg := Config{DataDir: deps.DataDir, Logger: deps.Logger}
+	for k, v := range settings {
+		switch k {
+		case "agent_command":
+			switch x := v.(type) {
+			case string:
+				cfg.AgentCommand = strings.Fields(x)
+			case []any:
+				for _, e := range x {
+					s, ok := e.(string)
+					if !ok {
+						return nil, fmt.Errorf("agent_command: must be a list of strings (got %v)", e)
+					}
+					cfg.AgentCommand = append(cfg.AgentCommand, s)
+				}
+			default:
+				return nil, fmt.Errorf("agent_command: must be a string or a list of strings (got %T)", v)
+			}
+		case "grace_period":
+			s, _ := v.(string)
+			d, err := time.ParseDuration(s)
+			if err != nil {
+				return nil, fmt.Errorf("grace_period: must be a duration such as \"30s\" (got %v)", v)
+			}
+			cfg.GracePeriod = d
+		case "data_dir":
+			s, ok := v.(string)
+			if !ok || s == "" {
+				return nil, fmt.Errorf("data_dir: must be a folder path (got %v)", v)
+			}
+			cfg.DataDir = s
+		default:
+			return nil, fmt.Errorf("%s: unknown setting of the local provider; known: agent_command, grace_period, data_dir", k)
+		}
+	}
+	return New(cfg)
+}
+
+// Name returns "local".
+func (p *Provider) Name() string { return Name }
+
+// nodeFile is <nodeDir>/node.json.
+type nodeFile struct {
+	ID        string       `json:"id"`
+	Workspace string       `json:"workspace"`
+	Compute   string       `json:"compute"`
+	Created   time.Time    `json:"created"`
+	Pid       int          `json:"pid"`
+	StartTime string       `json:"start_time"`
+	Capacity  api.Capacity `json:"capacity"`
+}
+
+func (p *Provider) nodeDir(id string) string {
+	return filepath.Join(p.cfg.DataDir, "nodes", id)
+}
+
+// Create makes the node's folder and starts its agent.
+func (p *Provider) Create(ctx context.Context, req provider.NodeRequest) (*provider.Node, error) {
+	if !validID(req.ID) {
+		return nil, fmt.Errorf("node id %q: must be letters, digits, '-', '_' or '.'", req.ID)
+	}
+	dir := p.nodeDir(req.ID)
+	// Mkdir, not MkdirAll: it fails when the folder exists, which reserves
+	// the id even against another provider instance.
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return nil, &provider.AlreadyExistsError{ID: req.ID}
+		}
+		return nil, fmt.Errorf("creating node %s: %w", req.ID, err)
+	}
+	nf := nodeFile{
+		ID: req.ID, Workspace: req.Workspace, Compute: req.Compute, Created: time.Now().UTC(),
+		Capacity: api.Capacity{
+			VCPUs: req.Size.VCPUs, MemoryGB: req.Size.MemoryGB, GPUs: req.Size.GPUs,
+			// Nodes share this machine and nothing is reserved: the size's
+			// figures are what the scheduler counts, not what the node has.
+			Note: fmt.Sprintf("logical: host has %d cores", goruntime.NumCPU()),
+		},
+	}
+	n, err := p.start(req, dir, nf)
+	if err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, fmt.Errorf("creating node %s: %w", req.ID, err)
+	}
+	return n, nil
+}
+
+func (p *Provider) start(req provider.NodeRequest, dir string, nf nodeFile) (*provider.Node, error) {
+	logFile, err := os.OpenFile(filepath.Join(dir, "agent.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	flags := agent.Flags{ServerURLs: strings.Split(req.ServerURL, ","), NodeID: req.ID, Dir: dir, Capacity: nf.Capacity}
+	args := append(slices.Clone(p.cfg.AgentCommand[1:]), flags.Args()...)
+	cmd := exec.Command(p.cfg.AgentCommand[0], args...)
+	cmd.Dir = dir
+	cmd.Env = append(withoutToken(os.Environ()), p.cfg.Env...)
+	// The token goes through the environment: argv is readable by every
+	// user of the machine, /proc/<pid>/environ only by the owner.
+	cmd.Env = append(cmd.Env, agent.TokenEnv+"="+req.Token)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	// A new session: the agent survives the server's exit and terminal
+	// signals, and Delete can stop everything it started.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		logFile.Close()
+		return nil, fmt.Errorf("starting agent %s: %w", p.cfg.AgentCommand[0], err)
+	}
+	// Start returns after exec succeeded, so /proc shows the agent itself.
+	nf.Pid = cmd.Process.Pid
+	nf.StartTime = procStartTime(nf.Pid)
+	done := make(chan struct{})
+	p.mu.Lock()
+	p.exited[req.ID] = done
+	p.mu.Unlock()
+	// Reap the child when it exits, so no zombie remains.
+	go func() {
+		err := cmd.Wait()
+		logFile.Close()
+		p.log.Info("agent exited", slog.String("node", req.ID), slog.Any("status", err))
+		close(done)
+		p.mu.Lock()
+		if p.exited[req.ID] == done {
+			delete(p.exited, req.ID)
+		}
+		p.mu.Unlock()
+	}()
+	if err := writeJSONFile(filepath.Join(dir, "node.json"), nf); err != nil {
+		_ = syscall.Kill(-nf.Pid, syscall.SIGKILL)
+		return nil, fmt.Errorf("writing node.json: %w", err)
+	}
+	p.log.Info("agent started", slog.String("node", req.ID), slog.Int("pid", nf.Pid))
+	return p.view(dir, &nf), nil
+}
+
+// Get returns the node's state.
+func (p *Provider) Get(ctx context.Context, id string) (*provider.Node, error) {
+	if !validID(id) {
+		return nil, &provider.NotFoundError{ID: id}
+	}
+	return p.read(id)
+}
+
+func (p *Provider) read(id string) (*provider.Node, error) {
+	dir := p.nodeDir(id)
+	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+		return nil, &provider.NotFoundError{ID: id}
+	}
+	nf, err := readNodeFile(dir)
+	if err != nil {
+		// A server that stopped between the folder and node.json leaves
+		// this: report it so the controller deletes it.
+		return &provider.Node{ID: id, ProviderID: "none", State: provider.StateExited,
+			Reason: fmt.Sprintf("unreadable node.json (%v); delete the node", err)}, nil
+	}
+	return p.view(dir, nf), nil
+}
+
+// view turns a node file into the provider's view, checking the agent.
+func (p *Provider) view(dir string, nf *nodeFile) *provider.Node {
+	n := &provider.Node{
+		ID: nf.ID, ProviderID: "pid:" + strconv.Itoa(nf.Pid), State: provider.StateRunning,
+		Compute: nf.Compute, Workspace: nf.Workspace, CreatedAt: nf.Created, Capacity: nf.Capacity,
+	}
+	if !isAgent(nf.Pid, nf.StartTime, dir) {
+		n.State = provider.StateExited
+		n.Reason = "the agent process exited; see " + filepath.Join(dir, "agent.log")
+		if tail := lastLine(filepath.Join(dir, "agent.log")); tail != "" {
+			n.Reason += ": " + tail
+		}
+	}
+	return n
+}
+
+// List returns every node folder's node.
+func (p *Provider) List(ctx context.Context) ([]*provider.Node, error) {
+	entries, err := os.ReadDir(filepath.Join(p.cfg.DataDir, "nodes"))
+	if err != nil {
+		return nil, fmt.Errorf("listing nodes: %w", err)
+	}
+	var out []*provider.Node
+	for _, e := range entries {
+		if !e.IsDir() {
+			continue
+		}
+		n, err := p.read(e.Name())
+		if provider.IsNotFound(err) {
+			continue // deleted meanwhile
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// Delete stops the agent (SIGTERM to its process group, SIGKILL to its
+// whole session after GracePeriod) and removes the node's folder.
+func (p *Provider) Delete(ctx context.Context, id string) error {
+	if !validID(id) {
+		return &provider.NotFoundError{ID: id}
+	}
+	dir := p.nodeDir(id)
+	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+		return &provider.NotFoundError{ID: id}
+	}
+	nf, err := readNodeFile(dir)
+	if err == nil && isAgent(nf.Pid, nf.StartTime, dir) {
+		p.log.InfoContext(ctx, "stopping agent", slog.String("node", id), slog.Int("pid", nf.Pid))
+		_ = syscall.Kill(-nf.Pid, syscall.SIGTERM)
+		if !p.waitExit(ctx, id, nf, p.cfg.GracePeriod) {
+			p.log.WarnContext(ctx, "agent still running after the grace period; killing it", slog.String("node", id))
+		}
+	}
+	if err == nil && nf.Pid > 0 {
+		// Whatever is left of the session (the agent, jobs that outlived
+		// it) goes now; jobs run in their own process groups but stay in
+		// the agent's session.
+		killSession(nf.Pid)
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return fmt.Errorf("deleting node %s: removing its folder: %w", id, err)
+	}
+	return nil
+}
+
+// waitExit waits up to grace for the agent to exit; it reports whether it did.
+func (p *Provider) waitExit(ctx context.Context, id string, nf *nodeFile, grace time.Duration) bool {
+	p.mu.Lock()
+	done := p.exited[id]
+	p.mu.Unlock()
+	timer := time.NewTimer(grace)
+	defer timer.Stop()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	dir := p.nodeDir(id)
+	for {
+		if !isAgent(nf.Pid, nf.StartTime, dir) {
+			return true
+		}
+		select {
+		case <-done: // our own child: reaped
+			return true
+		case <-tick.C: // another instance's child: poll /proc
+		case <-timer.C:
+			return false
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
+func readNodeFile(dir string) (*nodeFile, error) {
+	b, err := os.ReadFile(filepath.Join(dir, "node.json"))
+	if err != nil {
+		return nil, err
+	}
+	var nf nodeFile
+	if err := json.Unmarshal(b, &nf); err != nil {
+		return nil, fmt.Errorf("decoding node.json: %w", err)
+	}
+	return &nf, nil
+}
+
+func writeJSONFile(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// isAgent reports whether pid is alive (not a zombie) and is the agent of
+// the node folder dir: same start time, and dir on its command line.
+func isAgent(pid int, startTime, dir string) bool {
+	if pid <= 0 || startTime == "" {
+		return false
+	}
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	f := statFields(stat)
+	if len(f) < 20 || f[0] == "Z" || f[0] == "X" || f[19] != startTime {
+		return false
+	}
+	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if err != nil {
+		return false
+	}
+	return slices.Contains(strings.Split(string(cmdline), "\x00"), dir)
+}
+
+// statFields returns the fields of /proc/<pid>/stat after the command name:
+// [0] is the state (field 3), [3] the session id (field 6), [19] the start
+// time (field 22).
+func statFields(stat []byte) []string {
+	i := bytes.LastIndexByte(stat, ')')
+	if i < 0 {
+		return nil
+	}
+	return strings.Fields(string(stat[i+1:]))
+}
+
+func procStartTime(pid int) string {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return ""
+	}
+	if f := statFields(stat); len(f) >= 20 {
+		return f[19]
+	}
+	return ""
+}
+
+// killSession sends SIGKILL to every process of session sid.
+func killSession(sid int) {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		if f := statFields(stat); len(f) > 3 && f[3] == strconv.Itoa(sid) {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+}
+
+func lastLine(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	return strings.TrimSpace(lines[len(lines)-1])
+}
+
+func withoutToken(env []string) []string {
+	return slices.DeleteFunc(slices.Clone(env), func(kv string) bool {
+		return strings.HasPrefix(kv, agent.TokenEnv+"=")
+	})
+}
+
+// validID reports whether id can be a folder name.
+func validID(id string) bool {
+	if id == "" || id == "." || id == ".." || len(id) > 200 {
+		return false
+	}
+	for _, r := range id {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.') {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,98 @@
+// Package provider defines how tide gets nodes: a Provider starts a tide
+// agent somewhere (a child process, a container, a VM, a Slurm allocation)
+// and stops it again. Everything else (scheduling, logs, outputs) happens
+// through the agent, so providers stay small.
+//
+// The shape follows Karpenter's cloud provider: five methods, typed errors
+// the controller can explain to users, and optional abilities as small
+// extra interfaces found by type assertion (see Preempter).
+//
+// Every implementation passes the conformance suite in providertest.
+package provider
+
+import (
+	"context"
+	"time"
+
+	"github.com/tideml/tide/api"
+)
+
+// Provider starts and stops nodes. Implementations are safe for concurrent use.
+type Provider interface {
+	// Name is the provider's registry name, e.g. "local".
+	Name() string
+	// Create starts an agent for req and returns once the request is
+	// accepted; the node registers with the server later. A request whose
+	// ID already exists fails with an *AlreadyExistsError.
+	Create(ctx context.Context, req NodeRequest) (*Node, error)
+	// Delete stops the node's agent and frees what it holds. It is
+	// idempotent: once the node is gone it returns an error wrapping
+	// ErrNotFound, which callers treat as success.
+	Delete(ctx context.Context, id string) error
+	// Get returns the provider's view of one node, or an error wrapping
+	// ErrNotFound.
+	Get(ctx context.Context, id string) (*Node, error)
+	// List returns every node the provider holds, including ones created by
+	// an earlier instance (before a server restart), so the controller can
+	// reconcile: no orphans, no forgotten nodes.
+	List(ctx context.Context) ([]*Node, error)
+}
+
+// Preempter is implemented by providers that can take a node away the way a
+// low-priority VM is evicted (the agent gets SIGTERM and a grace period).
+type Preempter interface {
+	Preempt(ctx context.Context, id string) error
+}
+
+// NodeRequest asks a provider for one node.
+type NodeRequest struct {
+	// ID is the node id chosen by the controller; it is unique and is what
+	// the agent registers with.
+	ID        string
+	Workspace string
+	Compute   string
+	// Location is the tide location the node comes from.
+	Location string
+	// Size is the VM size; its vCPUs, memory and GPUs become the node's
+	// (logical) capacity.
+	Size api.Size
+	// Tier is api.TierDedicated or api.TierLowPriority.
+	Tier string
+	// ServerURL is where the agent registers; several URLs may be given
+	// separated by commas (server replicas).
+	ServerURL string
+	// Token is the node's bearer token. Providers must not put it on a
+	// command line (other users can read argv).
+	Token  string
+	Labels map[string]string
+}
+
+// Node states, in the provider's view (the server's node state, idle or
+// running, comes from the agent's registration and heartbeats).
+const (
+	// StateStarting: the node was requested and is booting (cloud VMs,
+	// queued Slurm allocations).
+	StateStarting = "starting"
+	// StateRunning: the agent process (or its machine) is alive.
+	StateRunning = "running"
+	// StateExited: the agent is gone but the node still holds resources
+	// (its folder, a stopped VM); Delete frees them. Reason says why when known.
+	StateExited = "exited"
+	// StatePreempted: the provider took the node away (low priority).
+	StatePreempted = "preempted"
+)
+
+// Node is the provider's view of one node.
+type Node struct {
+	ID string
+	// ProviderID is the provider's own handle (a pid, a container or VM id).
+	ProviderID string
+	// State is one of the State* constants.
+	State     string
+	Compute   string
+	Workspace string
+	CreatedAt time.Time
+	// Reason explains State when it is not StateRunning.
+	Reason   string
+	Capacity api.Capacity
+}

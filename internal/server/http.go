@@ -1,0 +1,190 @@
+package server
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"runtime/debug"
+	"strings"
+
+	"github.com/tideml/tide/api"
+	"github.com/tideml/tide/internal/service"
+	"github.com/tideml/tide/internal/store"
+)
+
+// maxBody bounds request bodies other than artifact uploads.
+const maxBody = 4 << 20
+
+// auth says who may call a route.
+type auth int
+
+const (
+	authNone  auth = iota // health and metrics
+	authAdmin             // users' API tokens
+	authNode              // an agent's node token
+)
+
+// route is one API route. The mux and the OpenAPI document are both built
+// from the route table, and a test checks that every documented route is
+// served.
+type route struct {
+	method, pattern string
+	auth            auth
+	summary         string
+	request         any // a value of the request body's type, for the OpenAPI document
+	response        any // a value of the response body's type
+	status          int // success status
+	sse             bool
+	handler         func(w http.ResponseWriter, r *http.Request)
+}
+
+type principal struct {
+	role string
+	node string
+}
+
+type ctxKey struct{}
+
+func principalOf(r *http.Request) principal {
+	p, _ := r.Context().Value(ctxKey{}).(principal)
+	return p
+}
+
+// hashToken is how tokens are stored: only their SHA-256.
+func hashToken(secret string) string {
+	h := sha256.Sum256([]byte(secret))
+	return hex.EncodeToString(h[:])
+}
+
+func (s *Server) mux() http.Handler {
+	mux := http.NewServeMux()
+	for _, rt := range s.routes() {
+		rt := rt
+		mux.HandleFunc(rt.method+" "+rt.pattern, s.wrap(rt))
+	}
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeProblem(w, &api.Problem{Status: 404, Code: "RouteNotFound", Title: "Not Found",
+			Detail: fmt.Sprintf("no route %s %s; see /v1/openapi.json for the API", r.Method, r.URL.Path)})
+	})
+	return mux
+}
+
+// wrap adds authentication, panic recovery and body limits to a handler.
+func (s *Server) wrap(rt route) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			if v := recover(); v != nil {
+				s.log.Error("panic in handler", "route", rt.pattern, "panic", v, "stack", string(debug.Stack()))
+				writeProblem(w, &api.Problem{Status: 500, Code: api.CodeInternal, Title: "Internal Server Error", Detail: "internal error; the server log has the details"})
+			}
+		}()
+		if rt.auth != authNone {
+			p, err := s.authenticate(r)
+			if err != nil {
+				writeProblem(w, &api.Problem{Status: 401, Code: api.CodeUnauthorized, Title: "Unauthorized", Detail: err.Error()})
+				return
+			}
+			if rt.auth == authAdmin && p.role != "admin" || rt.auth == authNode && p.role != "node" {
+				writeProblem(w, &api.Problem{Status: 403, Code: "Forbidden", Title: "Forbidden", Detail: "this token may not call " + rt.pattern})
+				return
+			}
+			r = r.WithContext(context.WithValue(r.Context(), ctxKey{}, p))
+		}
+		if !strings.HasSuffix(rt.pattern, "/artifacts") {
+			r.Body = http.MaxBytesReader(w, r.Body, maxBody)
+		}
+		rt.handler(w, r)
+	}
+}
+
+func (s *Server) authenticate(r *http.Request) (principal, error) {
+	h := r.Header.Get("Authorization")
+	secret, ok := strings.CutPrefix(h, "Bearer ")
+	if !ok || secret == "" {
+		return principal{}, errors.New("missing 'Authorization: Bearer <token>'; the server wrote a token to the CLI config on its first start (or set TIDE_TOKEN)")
+	}
+	if id, ok := s.checkNodeToken(secret); ok {
+		return principal{role: "node", node: id}, nil
+	}
+	hash := hashToken(secret)
+	if p, ok := s.tokens.Load(hash); ok {
+		return p.(principal), nil
+	}
+	var t *store.Token
+	err := s.store.View(r.Context(), func(tx store.Tx) (err error) {
+		t, err = tx.GetToken(r.Context(), hash)
+		return err
+	})
+	if err != nil {
+		return principal{}, errors.New("invalid token")
+	}
+	p := principal{role: t.Role, node: t.Node}
+	s.tokens.Store(hash, p)
+	return p, nil
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}
+
+func writeProblem(w http.ResponseWriter, p *api.Problem) {
+	if p.Title == "" {
+		p.Title = http.StatusText(p.Status)
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(p.Status)
+	_ = json.NewEncoder(w).Encode(p)
+}
+
+// fail writes err as a problem: service errors keep their status and code;
+// anything else is a 500 whose details go to the log only.
+func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
+	var se *service.Error
+	var mbe *http.MaxBytesError
+	switch {
+	case errors.As(err, &se):
+		writeProblem(w, &api.Problem{Status: se.Status, Code: se.Code, Detail: se.Msg, Field: se.Field, Errors: se.Fields})
+	case errors.As(err, &mbe):
+		writeProblem(w, &api.Problem{Status: 413, Code: "RequestTooLarge", Detail: fmt.Sprintf("request body larger than %d bytes", mbe.Limit)})
+	case errors.Is(err, context.Canceled):
+		writeProblem(w, &api.Problem{Status: 499, Code: "Canceled", Detail: "request canceled"})
+	default:
+		s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+		writeProblem(w, &api.Problem{Status: 500, Code: api.CodeInternal, Detail: "internal error: " + err.Error()})
+	}
+}
+
+func readBody(r *http.Request) ([]byte, error) {
+	b, err := io.ReadAll(r.Body)
+	if err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// decodeStrict decodes a JSON body, rejecting unknown fields.
+func decodeStrict(b []byte, v any) error {
+	dec := json.NewDecoder(strings.NewReader(string(b)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return &service.Error{Status: 400, Code: api.CodeBadRequest, Msg: "request body: " + err.Error()}
+	}
+	return nil
+}
+
+func logRequests(log *slog.Logger, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		log.Debug("request", "method", r.Method, "path", r.URL.Path)
+		next.ServeHTTP(w, r)
+	})
+}

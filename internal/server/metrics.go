@@ -1,0 +1,75 @@
+package server
+
+import (
+	"context"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/tideml/tide/api"
+	"github.com/tideml/tide/internal/store"
+)
+
+// collector reads tide's long-lived numbers from the store at scrape time,
+// so every replica reports the same figures.
+type collector struct {
+	st       store.Store
+	nodes    *prometheus.Desc
+	target   *prometheus.Desc
+	jobs     *prometheus.Desc
+	maxNodes *prometheus.Desc
+	minNodes *prometheus.Desc
+}
+
+func newCollector(st store.Store) *collector {
+	return &collector{
+		st:       st,
+		nodes:    prometheus.NewDesc("tide_compute_nodes", "Nodes of a compute by state.", []string{"workspace", "compute", "state"}, nil),
+		target:   prometheus.NewDesc("tide_compute_target_nodes", "A compute's target node count.", []string{"workspace", "compute"}, nil),
+		minNodes: prometheus.NewDesc("tide_compute_min_instances", "A compute's min_instances.", []string{"workspace", "compute"}, nil),
+		maxNodes: prometheus.NewDesc("tide_compute_max_instances", "A compute's max_instances.", []string{"workspace", "compute"}, nil),
+		jobs:     prometheus.NewDesc("tide_jobs", "Unfinished jobs by status.", []string{"workspace", "compute", "status"}, nil),
+	}
+}
+
+func (c *collector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.nodes
+	ch <- c.target
+	ch <- c.jobs
+	ch <- c.minNodes
+	ch <- c.maxNodes
+}
+
+func (c *collector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var computes []api.Compute
+	var jobs []api.Job
+	err := c.st.View(ctx, func(tx store.Tx) (err error) {
+		if computes, err = tx.ListComputes(ctx, ""); err != nil {
+			return err
+		}
+		jobs, err = tx.ListJobs(ctx, store.JobFilter{Statuses: []string{api.JobQueued, api.JobPreparing, api.JobRunning, api.JobFinalizing, api.JobCancelRequested}})
+		return err
+	})
+	if err != nil {
+		return
+	}
+	for _, cp := range computes {
+		n := cp.NodeStateCounts
+		for state, v := range map[string]int{api.NodeIdle: n.Idle, api.NodeRunning: n.Running, api.NodePreparing: n.Preparing,
+			api.NodeUnusable: n.Unusable, api.NodeLeaving: n.Leaving, api.NodePreempted: n.Preempted} {
+			ch <- prometheus.MustNewConstMetric(c.nodes, prometheus.GaugeValue, float64(v), cp.Workspace, cp.Name, state)
+		}
+		ch <- prometheus.MustNewConstMetric(c.target, prometheus.GaugeValue, float64(cp.TargetNodeCount), cp.Workspace, cp.Name)
+		ch <- prometheus.MustNewConstMetric(c.minNodes, prometheus.GaugeValue, float64(cp.MinInstances), cp.Workspace, cp.Name)
+		ch <- prometheus.MustNewConstMetric(c.maxNodes, prometheus.GaugeValue, float64(cp.MaxInstances), cp.Workspace, cp.Name)
+	}
+	counts := map[[3]string]int{}
+	for _, j := range jobs {
+		counts[[3]string{j.Workspace, j.Compute, j.Status}]++
+	}
+	for k, v := range counts {
+		ch <- prometheus.MustNewConstMetric(c.jobs, prometheus.GaugeValue, float64(v), k[0], k[1], k[2])
+	}
+}

@@ -1,0 +1,329 @@
+package server
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/tideml/tide/api"
+	"github.com/tideml/tide/internal/service"
+	"github.com/tideml/tide/internal/store"
+)
+
+func (s *Server) routes() []route {
+	ws := "/v1/workspaces/{workspace}"
+	return []route{
+		{method: "GET", pattern: "/livez", auth: authNone, summary: "Liveness: the process serves HTTP", handler: s.livez},
+		{method: "GET", pattern: "/readyz", auth: authNone, summary: "Readiness: the store answers", handler: s.readyz},
+		{method: "GET", pattern: "/metrics", auth: authNone, summary: "Prometheus metrics", handler: s.metrics.ServeHTTP},
+		{method: "GET", pattern: "/v1/openapi.json", auth: authNone, summary: "This API's OpenAPI 3 document", handler: s.openapi},
+
+		{method: "GET", pattern: "/v1/sizes", auth: authAdmin, summary: "List VM sizes", response: api.List[api.Size]{}, handler: s.listSizes},
+		{method: "GET", pattern: "/v1/locations", auth: authAdmin, summary: "List locations", response: api.List[api.Location]{}, handler: s.listLocations},
+		{method: "GET", pattern: "/v1/usages", auth: authAdmin, summary: "Quota usage per location, VM family and tier", response: api.List[api.Usage]{}, handler: s.listUsages},
+
+		{method: "GET", pattern: "/v1/workspaces", auth: authAdmin, summary: "List workspaces", response: api.List[api.Workspace]{}, handler: s.listWorkspaces},
+		{method: "GET", pattern: ws, auth: authAdmin, summary: "Get a workspace", response: api.Workspace{}, handler: s.getWorkspace},
+		{method: "PUT", pattern: ws, auth: authAdmin, summary: "Create a workspace", request: api.Workspace{}, response: api.Workspace{}, status: 201, handler: s.putWorkspace},
+
+		{method: "GET", pattern: ws + "/computes", auth: authAdmin, summary: "List computes", response: api.List[api.Compute]{}, handler: s.listComputes},
+		{method: "PUT", pattern: ws + "/computes/{name}", auth: authAdmin, summary: "Create or update a compute", request: api.Compute{}, response: api.Compute{}, status: 201, handler: s.putCompute},
+		{method: "GET", pattern: ws + "/computes/{name}", auth: authAdmin, summary: "Get a compute", response: api.Compute{}, handler: s.getCompute},
+		{method: "PATCH", pattern: ws + "/computes/{name}", auth: authAdmin, summary: "Update a compute's scale settings", request: api.ComputePatch{}, response: api.Compute{}, handler: s.patchCompute},
+		{method: "DELETE", pattern: ws + "/computes/{name}", auth: authAdmin, summary: "Delete a compute", status: 202, handler: s.deleteCompute},
+		{method: "GET", pattern: ws + "/computes/{name}/nodes", auth: authAdmin, summary: "List a compute's nodes", response: api.List[api.Node]{}, handler: s.listNodes},
+		{method: "GET", pattern: ws + "/computes/{name}/events", auth: authAdmin, summary: "List a compute's events", response: api.List[api.Event]{}, handler: s.computeEvents},
+
+		{method: "POST", pattern: ws + "/jobs", auth: authAdmin, summary: "Submit a job", request: api.Job{}, response: api.Job{}, status: 201, handler: s.createJob},
+		{method: "GET", pattern: ws + "/jobs", auth: authAdmin, summary: "List jobs (filters: compute, status)", response: api.List[api.Job]{}, handler: s.listJobs},
+		{method: "GET", pattern: ws + "/jobs/{name}", auth: authAdmin, summary: "Get a job", response: api.Job{}, handler: s.getJob},
+		{method: "POST", pattern: ws + "/jobs/{name}/cancel", auth: authAdmin, summary: "Cancel a job", response: api.Job{}, status: 202, handler: s.cancelJob},
+		{method: "GET", pattern: ws + "/jobs/{name}/events", auth: authAdmin, summary: "List a job's events", response: api.List[api.Event]{}, handler: s.jobEvents},
+		{method: "GET", pattern: ws + "/jobs/{name}/logs", auth: authAdmin, summary: "A job's log: JSON, or server-sent events with Accept: text/event-stream (resumes from Last-Event-ID)", response: api.List[api.LogLine]{}, sse: true, handler: s.jobLogs},
+		{method: "GET", pattern: ws + "/jobs/{name}/artifacts", auth: authAdmin, summary: "List a job's artifacts (outputs/, logs/)", response: api.List[api.Artifact]{}, handler: s.listArtifacts},
+		{method: "GET", pattern: ws + "/jobs/{name}/artifacts/{path...}", auth: authAdmin, summary: "Download one artifact", handler: s.getArtifact},
+
+		{method: "POST", pattern: "/v1/agent/register", auth: authNode, summary: "Agent: register a node", request: api.AgentHello{}, response: api.AgentWelcome{}, handler: s.agentRegister},
+		{method: "GET", pattern: "/v1/agent/stream", auth: authNode, summary: "Agent: assignments and cancels as server-sent events", sse: true, handler: s.agentStream},
+		{method: "POST", pattern: "/v1/agent/heartbeat", auth: authNode, summary: "Agent: heartbeat", request: api.AgentHeartbeat{}, status: 204, handler: s.agentHeartbeat},
+		{method: "POST", pattern: "/v1/agent/assignments/{id}/logs", auth: authNode, summary: "Agent: a batch of log lines", request: api.LogBatch{}, status: 204, handler: s.agentLogs},
+		{method: "PUT", pattern: "/v1/agent/assignments/{id}/artifacts", auth: authNode, summary: "Agent: upload outputs/ and logs/ as tar.gz", status: 204, handler: s.agentArtifacts},
+		{method: "POST", pattern: "/v1/agent/assignments/{id}/status", auth: authNode, summary: "Agent: report an assignment's status", request: api.AssignmentStatus{}, status: 204, handler: s.agentStatus},
+	}
+}
+
+func (s *Server) livez(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, 200, map[string]string{"status": "ok"})
+}
+
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	err := s.store.View(r.Context(), func(tx store.Tx) error {
+		_, err := tx.GetWorkspace(r.Context(), api.DefaultWorkspace)
+		return err
+	})
+	if err != nil {
+		writeJSON(w, 503, map[string]string{"status": "unavailable", "error": err.Error()})
+		return
+	}
+	writeJSON(w, 200, map[string]any{"status": "ok", "leader": true, "replica": s.replica})
+}
+
+func list[T any](items []T) api.List[T] {
+	if items == nil {
+		items = []T{}
+	}
+	return api.List[T]{Value: items}
+}
+
+func (s *Server) listSizes(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, 200, list(s.svc.Catalog.Sizes()))
+}
+
+func (s *Server) listLocations(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, 200, list(s.svc.Locations()))
+}
+
+func (s *Server) listUsages(w http.ResponseWriter, r *http.Request) {
+	u, err := s.svc.Usages(r.Context(), r.URL.Query().Get("location"))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, 200, list(u))
+}
+
+func (s *Server) listWorkspaces(w http.ResponseWriter, r *http.Request) {
+	ws, err := s.svc.Workspaces(r.Context())
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, 200, list(ws))
+}
+
+func (s *Server) getWorkspace(w http.ResponseWriter, r *http.Request) {
+	ws, err := s.svc.Workspace(r.Context(), r.PathValue("workspace"))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, 200, ws)
+}
+
+func (s *Server) putWorkspace(w http.ResponseWriter, r *http.Request) {
+	var in api.Workspace
+	b, err := readBody(r)
+	if err == nil && len(strings.TrimSpace(string(b))) > 0 {
+		err = decodeStrict(b, &in)
+	}
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	in.Name = r.PathValue("workspace")
+	out, created, err := s.svc.PutWorkspace(r.Context(), in)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, createdStatus(created), out)
+}
+
+func createdStatus(created bool) int {
+	if created {
+		return 201
+	}
+	return 200
+}
+
+func (s *Server) listComputes(w http.ResponseWriter, r *http.Request) {
+	cs, err := s.svc.Computes(r.Context(), r.PathValue("workspace"))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, 200, list(cs))
+}
+
+// readOnly are the status fields a client may send back unchanged (for
+// example after `compute show -o json`); the server sets them, so they are
+// dropped from request bodies rather than rejected.
+var readOnly = []string{"id", "workspace", "provisioning_state", "allocation_state", "current_node_count",
+	"target_node_count", "node_state_counts", "created_on", "modified_on", "errors", "etag",
+	"status", "start_time", "end_time", "exit_code", "error", "log_tail", "ranks", "attempt", "pending_reason"}
+
+// stripReadOnly removes server-set fields from a JSON or YAML body. A body
+// that does not parse is returned as it is, for the spec parser to explain.
+func stripReadOnly(body []byte) []byte {
+	var doc map[string]any
+	if err := yaml.Unmarshal(body, &doc); err != nil || doc == nil {
+		return body
+	}
+	found := false
+	for _, k := range readOnly {
+		if _, ok := doc[k]; ok {
+			delete(doc, k)
+			found = true
+		}
+	}
+	if ssh, ok := doc["ssh_settings"].(map[string]any); ok {
+		for _, k := range []string{"has_admin_password", "has_ssh_key_value"} {
+			if _, ok := ssh[k]; ok {
+				delete(ssh, k)
+				found = true
+			}
+		}
+	}
+	if !found {
+		return body
+	}
+	out, err := json.Marshal(doc)
+	if err != nil {
+		return body
+	}
+	return out
+}
+
+func (s *Server) putCompute(w http.ResponseWriter, r *http.Request) {
+	b, err := readBody(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	c, err := s.svc.ParseCompute(stripReadOnly(b))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	out, created, err := s.svc.PutCompute(r.Context(), r.PathValue("workspace"), r.PathValue("name"), c, r.Header.Get("If-Match"))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	w.Header().Set("ETag", out.Etag)
+	writeJSON(w, createdStatus(created), out)
+}
+
+func (s *Server) getCompute(w http.ResponseWriter, r *http.Request) {
+	c, err := s.svc.Compute(r.Context(), r.PathValue("workspace"), r.PathValue("name"))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	w.Header().Set("ETag", c.Etag)
+	writeJSON(w, 200, c)
+}
+
+func (s *Server) patchCompute(w http.ResponseWriter, r *http.Request) {
+	b, err := readBody(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	var p api.ComputePatch
+	if err := decodeStrict(b, &p); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	c, err := s.svc.PatchCompute(r.Context(), r.PathValue("workspace"), r.PathValue("name"), &p, r.Header.Get("If-Match"))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	w.Header().Set("ETag", c.Etag)
+	writeJSON(w, 200, c)
+}
+
+func (s *Server) deleteCompute(w http.ResponseWriter, r *http.Request) {
+	if err := s.svc.DeleteCompute(r.Context(), r.PathValue("workspace"), r.PathValue("name")); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	w.WriteHeader(202)
+}
+
+func (s *Server) listNodes(w http.ResponseWriter, r *http.Request) {
+	ns, err := s.svc.Nodes(r.Context(), r.PathValue("workspace"), r.PathValue("name"))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, 200, list(ns))
+}
+
+func (s *Server) computeEvents(w http.ResponseWriter, r *http.Request) {
+	ev, err := s.svc.Events(r.Context(), r.PathValue("workspace"), "compute", r.PathValue("name"))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, 200, list(ev))
+}
+
+func (s *Server) jobEvents(w http.ResponseWriter, r *http.Request) {
+	ev, err := s.svc.Events(r.Context(), r.PathValue("workspace"), "job", r.PathValue("name"))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, 200, list(ev))
+}
+
+func (s *Server) createJob(w http.ResponseWriter, r *http.Request) {
+	b, err := readBody(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	j, err := s.svc.ParseJob(stripReadOnly(b))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	out, err := s.svc.SubmitJob(r.Context(), r.PathValue("workspace"), j)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, 201, out)
+}
+
+func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	f := store.JobFilter{Workspace: r.PathValue("workspace"), Compute: q.Get("compute")}
+	if st := q.Get("status"); st != "" {
+		f.Statuses = strings.Split(st, ",")
+	}
+	if n, err := strconv.Atoi(q.Get("limit")); err == nil {
+		f.Limit = n
+	}
+	js, err := s.svc.Jobs(r.Context(), f)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, 200, list(js))
+}
+
+func (s *Server) getJob(w http.ResponseWriter, r *http.Request) {
+	j, err := s.svc.Job(r.Context(), r.PathValue("workspace"), r.PathValue("name"))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, 200, j)
+}
+
+func (s *Server) cancelJob(w http.ResponseWriter, r *http.Request) {
+	j, err := s.svc.CancelJob(r.Context(), r.PathValue("workspace"), r.PathValue("name"))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, 202, j)
+}
+
+var _ = service.AssignmentID

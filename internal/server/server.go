@@ -1,0 +1,262 @@
+// Package server is tide's control plane process: it opens the store,
+// starts the controller, and serves the REST API, the agent protocol,
+// health checks and metrics. Handlers translate HTTP into calls on
+// internal/service and errors into problem+json responses; they hold no
+// business logic.
+package server
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/tideml/tide/api"
+	"github.com/tideml/tide/internal/catalog"
+	"github.com/tideml/tide/internal/config"
+	"github.com/tideml/tide/internal/controller"
+	"github.com/tideml/tide/internal/provider"
+	"github.com/tideml/tide/internal/provider/builtin"
+	"github.com/tideml/tide/internal/service"
+	"github.com/tideml/tide/internal/store"
+	"github.com/tideml/tide/internal/store/sqlite"
+)
+
+// Server is a running control plane.
+type Server struct {
+	cfg      config.Server
+	log      *slog.Logger
+	store    store.Store
+	svc      *service.Service
+	ctrl     *controller.Controller
+	hub      *controller.Hub
+	changes  *controller.Broadcast
+	metrics  http.Handler
+	tokens   sync.Map // token hash -> principal
+	nodeKey  []byte
+	replica  string
+	stopping chan struct{}
+	// AdminToken is set when this start created the admin token.
+	AdminToken string
+	// Addr is the address the API listens on, once listening.
+	Addr string
+}
+
+// Run starts a server and blocks until ctx ends, then shuts down
+// gracefully: in-flight requests finish, agent streams close (agents keep
+// running their jobs and reconnect to the next server).
+func Run(ctx context.Context, cfg config.Server, log *slog.Logger) error {
+	s, err := New(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	return s.Serve(ctx, nil)
+}
+
+// New opens the store and builds the server without listening yet.
+func New(ctx context.Context, cfg config.Server, log *slog.Logger) (*Server, error) {
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("data dir: %w", err)
+	}
+	st, err := openStore(ctx, cfg, log)
+	if err != nil {
+		return nil, err
+	}
+	cat, err := catalog.Default().WithOverrides(cfg.Sizes)
+	if err != nil {
+		st.Close()
+		return nil, fmt.Errorf("sizes: %w", err)
+	}
+	host, _ := os.Hostname()
+	s := &Server{cfg: cfg, log: log, store: st, hub: controller.NewHub(), changes: controller.NewBroadcast(),
+		replica: host, stopping: make(chan struct{})}
+	s.svc = &service.Service{Store: st, Catalog: cat, Config: cfg, Log: log}
+	if err := s.svc.Bootstrap(ctx); err != nil {
+		st.Close()
+		return nil, fmt.Errorf("bootstrapping store: %w", err)
+	}
+	if err := s.bootstrapSecrets(ctx); err != nil {
+		st.Close()
+		return nil, err
+	}
+	providers := map[string]provider.Provider{}
+	for _, l := range cfg.Locations {
+		p, err := builtin.Providers().New(l.Provider, l.Settings, provider.Deps{Logger: log.With("location", l.Name), DataDir: filepath.Join(cfg.DataDir, "locations", l.Name)})
+		if err != nil {
+			log.Error("location has no working provider", "location", l.Name, "err", err)
+			continue
+		}
+		providers[l.Name] = p
+	}
+	s.ctrl = controller.New(controller.Options{Store: st, Catalog: cat, Config: cfg, Providers: providers,
+		Hub: s.hub, Changes: s.changes, Log: log.With("component", "controller"), NodeToken: s.nodeToken})
+	s.svc.Notify = func() {
+		s.ctrl.Notify()
+		s.changes.Notify()
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}), newCollector(st))
+	s.metrics = promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
+	return s, nil
+}
+
+func openStore(ctx context.Context, cfg config.Server, log *slog.Logger) (store.Store, error) {
+	switch {
+	case cfg.Store == "" || strings.HasPrefix(cfg.Store, "sqlite:"):
+		path := strings.TrimPrefix(cfg.Store, "sqlite:")
+		if path == "" {
+			path = filepath.Join(cfg.DataDir, "tide.db")
+		}
+		return sqlite.Open(ctx, path, log)
+	default:
+		return nil, fmt.Errorf("store %q: unsupported; use an empty value (SQLite in the data dir) or sqlite:PATH", cfg.Store)
+	}
+}
+
+// bootstrapSecrets creates, on the first start, the key that signs node
+// tokens and the admin API token, and writes the client configuration so
+// that `tide` on this machine works with no flags.
+func (s *Server) bootstrapSecrets(ctx context.Context) error {
+	var token string
+	err := s.store.Update(ctx, func(tx store.Tx) error {
+		token = ""
+		key, err := tx.GetSetting(ctx, "node_token_key")
+		if store.IsNotFound(err) {
+			key = randomHex(32)
+			if err := tx.PutSetting(ctx, "node_token_key", key); err != nil {
+				return err
+			}
+		} else if err != nil {
+			return err
+		}
+		s.nodeKey, _ = hex.DecodeString(key)
+		if _, err := tx.GetSetting(ctx, "admin_token_created"); err == nil {
+			return nil
+		} else if !store.IsNotFound(err) {
+			return err
+		}
+		token = "tide_" + randomHex(24)
+		if err := tx.PutToken(ctx, &store.Token{Hash: hashToken(token), Name: "admin", Role: "admin"}); err != nil {
+			return err
+		}
+		return tx.PutSetting(ctx, "admin_token_created", time.Now().UTC().Format(time.RFC3339))
+	})
+	if err != nil {
+		return fmt.Errorf("creating secrets: %w", err)
+	}
+	if token == "" {
+		return nil
+	}
+	s.AdminToken = token
+	path := s.cfg.ClientConfig
+	if path == "-" {
+		return nil
+	}
+	if path == "" {
+		if path, err = api.DefaultConfigPath(); err != nil {
+			return err
+		}
+	}
+	if err := api.SaveClientConfig(path, api.ClientConfig{Server: s.cfg.AdvertiseURL, Token: token, Workspace: api.DefaultWorkspace}); err != nil {
+		return err
+	}
+	s.log.Info("created the admin token and wrote the CLI configuration", "path", path)
+	return nil
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// nodeToken signs a node id: "node.<id>.<mac>". Nothing is stored, and a
+// token stops working when its node is deleted.
+func (s *Server) nodeToken(id string) string {
+	m := hmac.New(sha256.New, s.nodeKey)
+	m.Write([]byte(id))
+	return "node." + id + "." + hex.EncodeToString(m.Sum(nil))
+}
+
+func (s *Server) checkNodeToken(secret string) (string, bool) {
+	rest, ok := strings.CutPrefix(secret, "node.")
+	if !ok {
+		return "", false
+	}
+	i := strings.LastIndex(rest, ".")
+	if i < 0 {
+		return "", false
+	}
+	id := rest[:i]
+	want := s.nodeToken(id)
+	return id, subtle.ConstantTimeCompare([]byte(want), []byte(secret)) == 1
+}
+
+// Serve listens (on ln, or on the configured address when ln is nil) and
+// runs the controller until ctx ends.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	defer s.store.Close()
+	if ln == nil {
+		var err error
+		if ln, err = net.Listen("tcp", s.cfg.Listen); err != nil {
+			return fmt.Errorf("listen: %w", err)
+		}
+	}
+	s.Addr = ln.Addr().String()
+	srv := &http.Server{Handler: logRequests(s.log, s.mux()), ReadHeaderTimeout: 10 * time.Second}
+	ctrlCtx, stopCtrl := context.WithCancel(context.WithoutCancel(ctx))
+	ctrlDone := make(chan struct{})
+	go func() {
+		defer close(ctrlDone)
+		_ = s.ctrl.Run(ctrlCtx)
+	}()
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	s.log.Info("tide server listening", "addr", s.Addr, "data_dir", s.cfg.DataDir)
+	var err error
+	select {
+	case <-ctx.Done():
+	case err = <-errc:
+	}
+	close(s.stopping)
+	shutdown, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_ = srv.Shutdown(shutdown)
+	stopCtrl()
+	<-ctrlDone
+	s.log.Info("tide server stopped")
+	if errors.Is(err, http.ErrServerClosed) {
+		err = nil
+	}
+	return err
+}
+
+// Handler returns the HTTP handler, for tests.
+func (s *Server) Handler() http.Handler { return s.mux() }
+
+func (s *Server) runtimeOf(ctx context.Context, node string) string {
+	var loc string
+	_ = s.store.View(ctx, func(tx store.Tx) error {
+		n, err := tx.GetNode(ctx, node)
+		if err == nil {
+			loc = n.Location
+		}
+		return err
+	})
+	return s.ctrl.Runtime(loc)
+}

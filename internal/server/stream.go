@@ -1,0 +1,324 @@
+package server
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tideml/tide/api"
+	"github.com/tideml/tide/internal/archive"
+	"github.com/tideml/tide/internal/service"
+)
+
+// sse writes server-sent events.
+type sse struct {
+	w http.ResponseWriter
+	f http.Flusher
+}
+
+func startSSE(w http.ResponseWriter) (*sse, bool) {
+	f, ok := w.(http.Flusher)
+	if !ok {
+		return nil, false
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.Header().Set("X-Accel-Buffering", "no")
+	w.WriteHeader(200)
+	f.Flush()
+	return &sse{w: w, f: f}, true
+}
+
+func (s *sse) send(event, id string, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	if id != "" {
+		if _, err := fmt.Fprintf(s.w, "id: %s\n", id); err != nil {
+			return err
+		}
+	}
+	if _, err := fmt.Fprintf(s.w, "event: %s\ndata: %s\n\n", event, b); err != nil {
+		return err
+	}
+	s.f.Flush()
+	return nil
+}
+
+func (s *sse) comment(text string) error {
+	if _, err := fmt.Fprintf(s.w, ": %s\n\n", text); err != nil {
+		return err
+	}
+	s.f.Flush()
+	return nil
+}
+
+// complete reports whether every rank of a terminal job has reported its
+// last log line and all of them are stored.
+func logsComplete(j *api.Job, lastSeq int64) bool {
+	if !api.JobTerminal(j.Status) {
+		return false
+	}
+	var want int64
+	for _, r := range j.Ranks {
+		want += r.LastNodeSeq
+	}
+	return lastSeq >= want
+}
+
+// jobLogs serves a job's log: JSON by default, or server-sent events that
+// follow the job until it ends and every line was sent.
+func (s *Server) jobLogs(w http.ResponseWriter, r *http.Request) {
+	ws, name := r.PathValue("workspace"), r.PathValue("name")
+	var after int64
+	if v := r.URL.Query().Get("after"); v != "" {
+		after, _ = strconv.ParseInt(v, 10, 64)
+	}
+	if v := r.Header.Get("Last-Event-ID"); v != "" {
+		after, _ = strconv.ParseInt(v, 10, 64)
+	}
+	if !strings.Contains(r.Header.Get("Accept"), "text/event-stream") {
+		lines, _, err := s.svc.Logs(r.Context(), ws, name, after, 10000)
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		writeJSON(w, 200, list(lines))
+		return
+	}
+	if _, err := s.svc.Job(r.Context(), ws, name); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	out, ok := startSSE(w)
+	if !ok {
+		s.fail(w, r, fmt.Errorf("streaming unsupported"))
+		return
+	}
+	lastStatus := ""
+	keepalive := time.NewTicker(15 * time.Second)
+	defer keepalive.Stop()
+	grace := time.Time{}
+	for {
+		wake := s.changes.Wait()
+		lines, j, err := s.svc.Logs(r.Context(), ws, name, after, 1000)
+		if err != nil {
+			return
+		}
+		for _, l := range lines {
+			if out.send("log", strconv.FormatInt(l.Seq, 10), l) != nil {
+				return
+			}
+			after = l.Seq
+		}
+		if len(lines) == 1000 {
+			continue
+		}
+		if j.Status != lastStatus || j.PendingReason != "" {
+			if j.Status != lastStatus {
+				if out.send("status", "", j) != nil {
+					return
+				}
+			}
+			lastStatus = j.Status
+		}
+		if api.JobTerminal(j.Status) {
+			// Lines may still be in flight from an agent; wait for them, but
+			// not forever (an agent that died never sends them).
+			if grace.IsZero() {
+				grace = time.Now().Add(5 * time.Second)
+			}
+			if logsComplete(j, after) || time.Now().After(grace) {
+				_ = out.send("end", "", j)
+				return
+			}
+		}
+		timer := time.NewTimer(time.Second)
+		select {
+		case <-r.Context().Done():
+			timer.Stop()
+			return
+		case <-wake:
+		case <-timer.C:
+		case <-keepalive.C:
+			if out.comment("keep-alive") != nil {
+				timer.Stop()
+				return
+			}
+		}
+		timer.Stop()
+	}
+}
+
+func (s *Server) artifactDir(ws, job string) string {
+	return filepath.Join(s.cfg.DataDir, "artifacts", ws, job)
+}
+
+func (s *Server) listArtifacts(w http.ResponseWriter, r *http.Request) {
+	ws, name := r.PathValue("workspace"), r.PathValue("name")
+	if _, err := s.svc.Job(r.Context(), ws, name); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	root := s.artifactDir(ws, name)
+	var out []api.Artifact
+	_ = filepath.Walk(root, func(p string, info os.FileInfo, err error) error {
+		if err != nil || !info.Mode().IsRegular() {
+			return nil
+		}
+		rel, _ := filepath.Rel(root, p)
+		out = append(out, api.Artifact{Path: filepath.ToSlash(rel), Size: info.Size()})
+		return nil
+	})
+	writeJSON(w, 200, list(out))
+}
+
+func (s *Server) getArtifact(w http.ResponseWriter, r *http.Request) {
+	ws, name := r.PathValue("workspace"), r.PathValue("name")
+	if _, err := s.svc.Job(r.Context(), ws, name); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	rel := filepath.Clean("/" + r.PathValue("path"))
+	p := filepath.Join(s.artifactDir(ws, name), rel)
+	info, err := os.Stat(p)
+	if err != nil || !info.Mode().IsRegular() {
+		writeProblem(w, &api.Problem{Status: 404, Code: api.CodeNotFound, Detail: fmt.Sprintf("artifact %q of job %s not found; run 'tide job download %s' to list what it kept", r.PathValue("path"), name, name)})
+		return
+	}
+	http.ServeFile(w, r, p)
+}
+
+func (s *Server) agentRegister(w http.ResponseWriter, r *http.Request) {
+	var h api.AgentHello
+	b, err := readBody(r)
+	if err == nil {
+		err = decodeStrict(b, &h)
+	}
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	node := principalOf(r).node
+	if h.NodeID != "" && h.NodeID != node {
+		writeProblem(w, &api.Problem{Status: 403, Code: "Forbidden", Detail: fmt.Sprintf("token belongs to node %s, not %s", node, h.NodeID)})
+		return
+	}
+	welcome, err := s.svc.Register(r.Context(), node, h)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, 200, welcome)
+}
+
+func (s *Server) agentHeartbeat(w http.ResponseWriter, r *http.Request) {
+	if err := s.svc.Heartbeat(r.Context(), principalOf(r).node); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	w.WriteHeader(204)
+}
+
+// agentStream holds an agent's connection: assignments and cancels are
+// pushed the moment the controller decides them.
+func (s *Server) agentStream(w http.ResponseWriter, r *http.Request) {
+	node := principalOf(r).node
+	sub := s.hub.Subscribe(node)
+	defer s.hub.Unsubscribe(node, sub)
+	out, ok := startSSE(w)
+	if !ok {
+		return
+	}
+	runtime := s.runtimeOf(r.Context(), node)
+	assign, cancel, err := s.svc.Pending(r.Context(), node, runtime)
+	if err != nil {
+		return
+	}
+	if assign != nil && out.send("assign", "", assign) != nil {
+		return
+	}
+	if cancel != nil && out.send("cancel", "", cancel) != nil {
+		return
+	}
+	keepalive := time.NewTicker(10 * time.Second)
+	defer keepalive.Stop()
+	for {
+		select {
+		case <-r.Context().Done():
+			return
+		case <-s.stopping:
+			return
+		case ev := <-sub:
+			if out.send(ev.Kind, "", ev.Data) != nil {
+				return
+			}
+		case <-keepalive.C:
+			if out.comment("keep-alive") != nil {
+				return
+			}
+		}
+	}
+}
+
+func (s *Server) agentLogs(w http.ResponseWriter, r *http.Request) {
+	var b api.LogBatch
+	body, err := readBody(r)
+	if err == nil {
+		err = decodeStrict(body, &b)
+	}
+	if err == nil {
+		err = s.svc.AppendLogs(r.Context(), principalOf(r).node, r.PathValue("id"), b.Lines)
+	}
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.changes.Notify()
+	w.WriteHeader(204)
+}
+
+// maxArtifacts bounds what one node may upload for one job.
+const maxArtifacts = 1 << 30
+
+func (s *Server) agentArtifacts(w http.ResponseWriter, r *http.Request) {
+	ws, job, _, err := service.ParseAssignmentID(r.PathValue("id"))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if _, err := s.svc.Job(r.Context(), ws, job); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if err := archive.Extract(http.MaxBytesReader(w, r.Body, maxArtifacts), s.artifactDir(ws, job), maxArtifacts); err != nil {
+		writeProblem(w, &api.Problem{Status: 400, Code: api.CodeBadRequest, Detail: "artifacts: " + err.Error()})
+		return
+	}
+	w.WriteHeader(204)
+}
+
+func (s *Server) agentStatus(w http.ResponseWriter, r *http.Request) {
+	var st api.AssignmentStatus
+	body, err := readBody(r)
+	if err == nil {
+		err = decodeStrict(body, &st)
+	}
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	st.ID = r.PathValue("id")
+	if err := s.svc.ReportStatus(r.Context(), principalOf(r).node, st); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.changes.Notify()
+	w.WriteHeader(204)
+}

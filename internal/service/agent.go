@@ -1,0 +1,421 @@
+package service
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tideml/tide/api"
+	"github.com/tideml/tide/internal/store"
+)
+
+// AssignmentID names one attempt of a job: "<workspace>/<job>/<attempt>".
+func AssignmentID(ws, job string, attempt int) string {
+	return ws + "/" + job + "/" + strconv.Itoa(attempt)
+}
+
+// ParseAssignmentID splits an assignment id.
+func ParseAssignmentID(id string) (ws, job string, attempt int, err error) {
+	parts := strings.Split(id, "/")
+	if len(parts) != 3 {
+		return "", "", 0, errorf(400, api.CodeBadRequest, "assignment id %q: want WORKSPACE/JOB/ATTEMPT", id)
+	}
+	attempt, err = strconv.Atoi(parts[2])
+	if err != nil {
+		return "", "", 0, errorf(400, api.CodeBadRequest, "assignment id %q: attempt is not a number", id)
+	}
+	return parts[0], parts[1], attempt, nil
+}
+
+// AssignmentFor builds what node rank `rank` of a job runs. The controller
+// pushes it; the stream handler re-sends it to an agent that reconnects
+// before it started the job.
+func AssignmentFor(j *api.Job, rank int, addresses []string, runtime string, grace int) api.Assignment {
+	a := api.Assignment{
+		ID:             AssignmentID(j.Workspace, j.Name, j.Attempt),
+		Workspace:      j.Workspace,
+		Job:            j.Name,
+		Attempt:        j.Attempt,
+		NodeRank:       rank,
+		NodeCount:      len(j.Ranks),
+		Nodes:          addresses,
+		Command:        j.Command,
+		Env:            j.EnvironmentVariables,
+		ExperimentName: j.ExperimentName,
+		GraceSeconds:   grace,
+	}
+	if j.Limits != nil {
+		a.TimeoutSeconds = j.Limits.Timeout
+	}
+	for name, in := range j.Inputs {
+		if in.Type == api.InputLiteral || in.Type == "" {
+			if a.Inputs == nil {
+				a.Inputs = map[string]string{}
+			}
+			a.Inputs[name] = in.Value
+		}
+	}
+	for name := range j.Outputs {
+		a.Outputs = append(a.Outputs, name)
+	}
+	if j.Environment != nil && j.Environment.Image != "" && runtime == "process" {
+		a.Notes = append(a.Notes, fmt.Sprintf("tide: environment.image %q is not used: this node's runtime is %q, which runs the command on the host (configure a location with runtime docker to run images)", j.Environment.Image, runtime))
+	}
+	return a
+}
+
+// Register records an agent's registration and reconciles what it runs
+// with what the store says it should run. It returns the assignments the
+// agent must stop.
+func (s *Service) Register(ctx context.Context, nodeID string, h api.AgentHello) (*api.AgentWelcome, error) {
+	w := &api.AgentWelcome{HeartbeatSeconds: int(s.Config.HeartbeatInterval.Seconds())}
+	if w.HeartbeatSeconds < 1 {
+		w.HeartbeatSeconds = 1
+	}
+	err := s.Store.Update(ctx, func(tx store.Tx) error {
+		w.Cancel = nil
+		n, err := tx.GetNode(ctx, nodeID)
+		if store.IsNotFound(err) {
+			return notFound("node", nodeID, "the node was deleted; stop this agent")
+		}
+		if err != nil {
+			return err
+		}
+		now := s.now()
+		n.LastHeartbeat = now
+		n.Address = h.Address
+		n.VCPUs, n.MemoryGB, n.GPUs = h.Capacity.VCPUs, h.Capacity.MemoryGB, h.Capacity.GPUs
+		kept := false
+		for _, r := range h.Running {
+			ws, name, attempt, err := ParseAssignmentID(r.ID)
+			if err != nil {
+				continue
+			}
+			j, err := tx.GetJob(ctx, ws, name)
+			if err != nil || j.Attempt != attempt || api.JobTerminal(j.Status) || r.NodeRank >= len(j.Ranks) || j.Ranks[r.NodeRank].Node != nodeID {
+				w.Cancel = append(w.Cancel, r.ID)
+				continue
+			}
+			kept = true
+			if j.Ranks[r.NodeRank].Status == "" {
+				j.Ranks[r.NodeRank].Status = api.JobRunning
+				if err := tx.PutJob(ctx, j, ""); err != nil {
+					return err
+				}
+			}
+		}
+		switch {
+		case n.State == api.NodeLeaving:
+		case kept || n.Job != "":
+			if n.State != api.NodeRunning {
+				n.State, n.StateSince = api.NodeRunning, now
+			}
+		case n.State != api.NodeIdle:
+			n.State, n.StateSince = api.NodeIdle, now
+			n.Error = ""
+		}
+		return tx.PutNode(ctx, n)
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.notify()
+	return w, nil
+}
+
+// Heartbeat records that a node's agent is alive.
+func (s *Service) Heartbeat(ctx context.Context, nodeID string) error {
+	err := s.Store.Update(ctx, func(tx store.Tx) error {
+		n, err := tx.GetNode(ctx, nodeID)
+		if store.IsNotFound(err) {
+			return notFound("node", nodeID, "the node was deleted; stop this agent")
+		}
+		if err != nil {
+			return err
+		}
+		n.LastHeartbeat = s.now()
+		return tx.PutNode(ctx, n)
+	})
+	return err
+}
+
+// Pending returns what a connecting agent must be told: the assignment of
+// the job its node holds if the agent has not started it, or a cancel.
+func (s *Service) Pending(ctx context.Context, nodeID string, runtime string) (assign *api.Assignment, cancel *api.Cancel, err error) {
+	err = s.Store.View(ctx, func(tx store.Tx) error {
+		n, err := tx.GetNode(ctx, nodeID)
+		if err != nil || n.Job == "" {
+			return err
+		}
+		ws, name, attempt, err := ParseAssignmentID(n.Job)
+		if err != nil {
+			return nil
+		}
+		j, err := tx.GetJob(ctx, ws, name)
+		if err != nil || j.Attempt != attempt {
+			return nil
+		}
+		rank := -1
+		for i, r := range j.Ranks {
+			if r.Node == nodeID {
+				rank = i
+			}
+		}
+		if rank < 0 || api.JobTerminal(j.Ranks[rank].Status) {
+			return nil
+		}
+		if j.Status == api.JobCancelRequested {
+			cancel = &api.Cancel{ID: n.Job, Reason: "canceled", GraceSeconds: int(s.Config.CancelGrace.Seconds())}
+			return nil
+		}
+		if j.Ranks[rank].Status == "" {
+			addrs, err := s.addresses(ctx, tx, j)
+			if err != nil {
+				return err
+			}
+			a := AssignmentFor(j, rank, addrs, runtime, int(s.Config.CancelGrace.Seconds()))
+			assign = &a
+		}
+		return nil
+	})
+	return assign, cancel, err
+}
+
+func (s *Service) addresses(ctx context.Context, tx store.Tx, j *api.Job) ([]string, error) {
+	addrs := make([]string, len(j.Ranks))
+	for i, r := range j.Ranks {
+		n, err := tx.GetNode(ctx, r.Node)
+		if store.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		addrs[i] = n.Address
+	}
+	return addrs, nil
+}
+
+// AppendLogs stores a batch of log lines from an agent.
+func (s *Service) AppendLogs(ctx context.Context, nodeID, assignment string, lines []api.LogLine) error {
+	ws, name, attempt, err := ParseAssignmentID(assignment)
+	if err != nil {
+		return err
+	}
+	for i := range lines {
+		lines[i].Attempt = attempt
+	}
+	return s.Store.Update(ctx, func(tx store.Tx) error {
+		return tx.AppendLog(ctx, ws, name, lines)
+	})
+}
+
+// ReportStatus records what a node reports about its rank of a job attempt
+// and moves the job along: Running when a rank starts; at the end Completed
+// when every rank exited 0, Failed with the first failure, Canceled when
+// canceled. A failing rank makes the controller stop the others.
+func (s *Service) ReportStatus(ctx context.Context, nodeID string, st api.AssignmentStatus) error {
+	ws, name, attempt, err := ParseAssignmentID(st.ID)
+	if err != nil {
+		return err
+	}
+	err = s.Store.Update(ctx, func(tx store.Tx) error {
+		j, err := tx.GetJob(ctx, ws, name)
+		if store.IsNotFound(err) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if j.Attempt != attempt || st.NodeRank < 0 || st.NodeRank >= len(j.Ranks) || j.Ranks[st.NodeRank].Node != nodeID {
+			return nil // a stale report of an earlier attempt: nothing to do
+		}
+		now := s.now()
+		r := &j.Ranks[st.NodeRank]
+		if api.JobTerminal(r.Status) {
+			return nil
+		}
+		r.Status, r.ExitCode, r.Error, r.LastNodeSeq = st.Status, st.ExitCode, st.Error, st.LastNodeSeq
+		switch {
+		case st.Status == api.JobRunning && j.Status == api.JobPreparing:
+			j.Status, j.StartTime, j.PendingReason = api.JobRunning, now, ""
+			if err := tx.AddEvent(ctx, ws, "job/"+name, &api.Event{Time: now, Kind: "Running", Message: fmt.Sprintf("started on node %s", nodeID)}); err != nil {
+				return err
+			}
+		case api.JobTerminal(st.Status):
+			if err := s.finishRank(ctx, tx, j, st.NodeRank, now); err != nil {
+				return err
+			}
+		}
+		return tx.PutJob(ctx, j, "")
+	})
+	if err != nil {
+		return err
+	}
+	s.notify()
+	return nil
+}
+
+// finishRank frees the rank's node and, when every rank has ended, ends the job.
+func (s *Service) finishRank(ctx context.Context, tx store.Tx, j *api.Job, rank int, now time.Time) error {
+	r := j.Ranks[rank]
+	if n, err := tx.GetNode(ctx, r.Node); err == nil && n.Job == AssignmentID(j.Workspace, j.Name, j.Attempt) {
+		n.Job = ""
+		if n.State == api.NodeRunning {
+			n.State, n.StateSince = api.NodeIdle, now
+		}
+		if err := tx.PutNode(ctx, n); err != nil {
+			return err
+		}
+	}
+	if r.Status != api.JobCompleted && (j.Status == api.JobRunning || j.Status == api.JobPreparing) {
+		// One failing rank fails the job; seeing it Finalizing, the
+		// controller stops the other ranks.
+		j.Status = api.JobFinalizing
+		if j.Error == "" {
+			j.Error = fmt.Sprintf("node %d: %s", rank, rankError(r))
+			j.ExitCode = r.ExitCode
+		}
+	}
+	for _, r := range j.Ranks {
+		if !api.JobTerminal(r.Status) {
+			return nil
+		}
+	}
+	return s.endJob(ctx, tx, j, now)
+}
+
+func rankError(r api.JobRank) string {
+	if r.Error != "" {
+		return r.Error
+	}
+	if r.ExitCode != nil {
+		return fmt.Sprintf("exit code %d", *r.ExitCode)
+	}
+	return strings.ToLower(r.Status)
+}
+
+// endJob sets a job's final status from its ranks and keeps its log tail.
+func (s *Service) endJob(ctx context.Context, tx store.Tx, j *api.Job, now time.Time) error {
+	status := api.JobCompleted
+	for i, r := range j.Ranks {
+		switch {
+		case j.Status == api.JobCancelRequested:
+			status = api.JobCanceled
+		case r.Status == api.JobFailed && status != api.JobCanceled:
+			status = api.JobFailed
+			if j.Error == "" {
+				j.Error = fmt.Sprintf("node %d: %s", i, rankError(r))
+			}
+		case r.Status == api.JobCanceled && status == api.JobCompleted:
+			status = api.JobFailed
+		}
+	}
+	if status == api.JobCompleted {
+		j.Error = ""
+		zero := 0
+		j.ExitCode = &zero
+	}
+	if status == api.JobCanceled {
+		j.Error = "canceled by the user"
+	}
+	if len(j.Ranks) == 1 && j.ExitCode == nil {
+		j.ExitCode = j.Ranks[0].ExitCode
+	}
+	j.Status, j.EndTime, j.PendingReason = status, now, ""
+	if status == api.JobFailed {
+		tail, err := logTail(ctx, tx, j.Workspace, j.Name, 20)
+		if err != nil {
+			return err
+		}
+		j.LogTail = tail
+	}
+	msg := status
+	if j.Error != "" {
+		msg += ": " + j.Error
+	}
+	return tx.AddEvent(ctx, j.Workspace, "job/"+j.Name, &api.Event{Time: now, Kind: status, Message: msg})
+}
+
+func logTail(ctx context.Context, tx store.Tx, ws, job string, n int) ([]string, error) {
+	var tail []string
+	var after int64
+	for {
+		lines, err := tx.ReadLog(ctx, ws, job, after, 1000)
+		if err != nil {
+			return nil, err
+		}
+		for _, l := range lines {
+			tail = append(tail, l.Text)
+			after = l.Seq
+		}
+		if len(tail) > n {
+			tail = tail[len(tail)-n:]
+		}
+		if len(lines) < 1000 {
+			return tail, nil
+		}
+	}
+}
+
+// ForceEnd ends an unfinished job with status and reason, whatever its
+// attempt (used when its compute is deleted).
+func ForceEnd(ctx context.Context, st store.Store, ws, name, status, reason string, now time.Time) (bool, error) {
+	return forceEnd(ctx, st, ws, name, -1, status, reason, now)
+}
+
+// ForceEndAttempt ends attempt `attempt` of a job with status and reason
+// when that attempt is still the job's current one and unfinished (used
+// when its nodes are lost). It reports whether it ended the job.
+func ForceEndAttempt(ctx context.Context, st store.Store, ws, name string, attempt int, status, reason string, now time.Time) (bool, error) {
+	return forceEnd(ctx, st, ws, name, attempt, status, reason, now)
+}
+
+func forceEnd(ctx context.Context, st store.Store, ws, name string, attempt int, status, reason string, now time.Time) (bool, error) {
+	ended := false
+	err := st.Update(ctx, func(tx store.Tx) error {
+		ended = false
+		j, err := tx.GetJob(ctx, ws, name)
+		if store.IsNotFound(err) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if api.JobTerminal(j.Status) || attempt >= 0 && j.Attempt != attempt {
+			return nil
+		}
+		id := AssignmentID(ws, name, j.Attempt)
+		for i := range j.Ranks {
+			r := &j.Ranks[i]
+			if n, err := tx.GetNode(ctx, r.Node); err == nil && n.Job == id {
+				n.Job = ""
+				if n.State == api.NodeRunning {
+					n.State, n.StateSince = api.NodeIdle, now
+				}
+				if err := tx.PutNode(ctx, n); err != nil {
+					return err
+				}
+			}
+			if !api.JobTerminal(r.Status) {
+				r.Status, r.Error = status, reason
+			}
+		}
+		j.Status, j.EndTime, j.PendingReason, j.Error = status, now, "", reason
+		if status == api.JobFailed {
+			tail, err := logTail(ctx, tx, ws, name, 20)
+			if err != nil {
+				return err
+			}
+			j.LogTail = tail
+		}
+		if err := tx.PutJob(ctx, j, ""); err != nil {
+			return err
+		}
+		ended = true
+		return tx.AddEvent(ctx, ws, "job/"+name, &api.Event{Time: now, Kind: status, Message: status + ": " + reason})
+	})
+	return ended, err
+}

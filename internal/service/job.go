@@ -1,0 +1,242 @@
+package service
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/tideml/tide/api"
+	"github.com/tideml/tide/internal/spec"
+	"github.com/tideml/tide/internal/store"
+)
+
+// ParseJob parses a job document (YAML or JSON) from a request body.
+func (s *Service) ParseJob(body []byte) (*api.Job, error) {
+	j, err := spec.ParseJob("request body", body, nil)
+	if err != nil {
+		return nil, validation(err)
+	}
+	return j, nil
+}
+
+// unsupported lists what a job may carry that this release does not honour
+// yet: such a job is rejected, never run as if the field were absent.
+func unsupported(j *api.Job) *Error {
+	field, what := "", ""
+	switch {
+	case j.Code != "":
+		field, what = "code", "code snapshots are"
+	case j.Distribution != nil:
+		field, what = "distribution", "distributed launchers are"
+	case j.Environment != nil && j.Environment.Ref != "":
+		field, what = "environment", "registered environments ("+j.Environment.Ref+") are"
+	case j.Environment != nil && j.Environment.CondaFile != "":
+		field, what = "environment.conda_file", "conda files are"
+	}
+	for name, in := range j.Inputs {
+		if field == "" && in.Type != api.InputLiteral && in.Type != "" {
+			field, what = "inputs."+name, in.Type+" inputs are"
+		}
+	}
+	for name, out := range j.Outputs {
+		if field == "" && out.Path != "" {
+			field, what = "outputs."+name+".path", "output paths are"
+		}
+	}
+	if field == "" {
+		return nil
+	}
+	e := errorf(400, api.CodeNotSupported, "%s: %s not supported yet by tide; remove the field to run the job", field, what)
+	e.Field = field
+	return e
+}
+
+// SubmitJob validates a job and queues it. Everything a job needs is
+// checked here, so a job that cannot run is rejected with the reason
+// instead of waiting forever.
+func (s *Service) SubmitJob(ctx context.Context, ws string, j *api.Job) (*api.Job, error) {
+	if err := spec.ValidateJob(j); err != nil {
+		return nil, validation(err)
+	}
+	if e := unsupported(j); e != nil {
+		return nil, e
+	}
+	j.Compute = strings.TrimPrefix(j.Compute, "azureml:")
+	err := s.Store.Update(ctx, func(tx store.Tx) error {
+		if _, err := s.workspace(ctx, tx, ws); err != nil {
+			return err
+		}
+		if err := s.resolveCompute(ctx, tx, ws, j); err != nil {
+			return err
+		}
+		c, err := tx.GetCompute(ctx, ws, j.Compute)
+		if err != nil {
+			return err
+		}
+		if n := j.InstanceCount(); n > c.MaxInstances {
+			e := errorf(400, api.CodeValidation, "resources.instance_count: %d nodes exceeds max_instances %d of compute %q, so the job could never start; lower instance_count or run 'tide compute update %s --max-instances %d'", n, c.MaxInstances, c.Name, c.Name, n)
+			e.Field = "resources.instance_count"
+			return e
+		}
+		if j.Name == "" {
+			for {
+				j.Name = newJobName()
+				if _, err := tx.GetJob(ctx, ws, j.Name); store.IsNotFound(err) {
+					break
+				}
+			}
+		} else if _, err := tx.GetJob(ctx, ws, j.Name); err == nil {
+			e := errorf(409, api.CodeConflict, "name: job %q already exists in workspace %s; job names are unique: choose another name or omit it to get a generated one", j.Name, ws)
+			e.Field = "name"
+			return e
+		}
+		if j.ExperimentName == "" {
+			j.ExperimentName = "Default"
+		}
+		if j.DisplayName == "" {
+			j.DisplayName = j.Name
+		}
+		if j.Type == "" {
+			j.Type = "command"
+		}
+		now := s.now()
+		j.Workspace = ws
+		j.ID = "/workspaces/" + ws + "/jobs/" + j.Name
+		j.Status = api.JobQueued
+		j.CreatedOn = now
+		j.StartTime, j.EndTime = time.Time{}, time.Time{}
+		j.ExitCode, j.Error, j.LogTail, j.Ranks, j.Attempt = nil, "", nil, nil, 0
+		j.PendingReason = "waiting for the scheduler"
+		if err := tx.PutJob(ctx, j, ""); err != nil {
+			return err
+		}
+		return tx.AddEvent(ctx, ws, "job/"+j.Name, &api.Event{Time: now, Kind: "Queued", Message: fmt.Sprintf("submitted to compute %s (%d node(s))", j.Compute, j.InstanceCount())})
+	})
+	if err != nil {
+		return nil, s.mapStoreErr(err, "job", j.Name)
+	}
+	s.notify()
+	return j, nil
+}
+
+// resolveCompute checks the job's compute, or picks the workspace's only
+// compute when the file names none (Azure ML's example files often do not).
+func (s *Service) resolveCompute(ctx context.Context, tx store.Tx, ws string, j *api.Job) error {
+	computes, err := tx.ListComputes(ctx, ws)
+	if err != nil {
+		return err
+	}
+	var names []string
+	for _, c := range computes {
+		if c.ProvisioningState != api.ProvisioningDeleting {
+			names = append(names, c.Name)
+		}
+	}
+	if j.Compute == "" {
+		if len(names) == 1 {
+			j.Compute = names[0]
+			return nil
+		}
+		e := errorf(400, api.CodeValidation, "compute: required when the workspace has %d computes (%s); add 'compute: azureml:NAME' to the file or pass --set compute=NAME", len(names), strings.Join(names, ", "))
+		if len(names) == 0 {
+			e.Msg = "compute: the job names no compute and workspace " + ws + " has none; create one with 'tide compute create -f cluster.yml'"
+		}
+		e.Field = "compute"
+		return e
+	}
+	if !contains(names, j.Compute) {
+		hint := "create it with 'tide compute create -f FILE'"
+		if len(names) > 0 {
+			hint = "known computes: " + strings.Join(names, ", ")
+		}
+		e := errorf(400, api.CodeValidation, "compute: compute %q not found in workspace %s; %s", j.Compute, ws, hint)
+		e.Field = "compute"
+		return e
+	}
+	return nil
+}
+
+func (s *Service) job(ctx context.Context, tx store.Tx, ws, name string) (*api.Job, error) {
+	if _, err := s.workspace(ctx, tx, ws); err != nil {
+		return nil, err
+	}
+	j, err := tx.GetJob(ctx, ws, name)
+	if store.IsNotFound(err) {
+		return nil, notFound("job", name, "run 'tide job list' to see the jobs of workspace "+ws)
+	}
+	return j, err
+}
+
+// Job returns one job.
+func (s *Service) Job(ctx context.Context, ws, name string) (*api.Job, error) {
+	var out *api.Job
+	err := s.Store.View(ctx, func(tx store.Tx) (err error) {
+		out, err = s.job(ctx, tx, ws, name)
+		return err
+	})
+	return out, err
+}
+
+// Jobs lists a workspace's jobs, newest last.
+func (s *Service) Jobs(ctx context.Context, f store.JobFilter) ([]api.Job, error) {
+	var out []api.Job
+	err := s.Store.View(ctx, func(tx store.Tx) (err error) {
+		if _, err := s.workspace(ctx, tx, f.Workspace); err != nil {
+			return err
+		}
+		out, err = tx.ListJobs(ctx, f)
+		return err
+	})
+	if out == nil {
+		out = []api.Job{}
+	}
+	return out, err
+}
+
+// CancelJob cancels a job: a queued job ends Canceled at once; a running
+// one becomes CancelRequested and the controller stops its processes.
+func (s *Service) CancelJob(ctx context.Context, ws, name string) (*api.Job, error) {
+	var out *api.Job
+	err := s.Store.Update(ctx, func(tx store.Tx) error {
+		j, err := s.job(ctx, tx, ws, name)
+		if err != nil {
+			return err
+		}
+		out = j
+		if api.JobTerminal(j.Status) || j.Status == api.JobCancelRequested {
+			return nil
+		}
+		now := s.now()
+		msg := "cancel requested"
+		if j.Status == api.JobQueued || j.Status == api.JobNotStarted {
+			j.Status, j.EndTime, j.PendingReason = api.JobCanceled, now, ""
+			msg = "canceled while queued"
+		} else {
+			j.Status = api.JobCancelRequested
+		}
+		if err := tx.PutJob(ctx, j, ""); err != nil {
+			return err
+		}
+		return tx.AddEvent(ctx, ws, "job/"+name, &api.Event{Time: now, Kind: "Cancel", Message: msg})
+	})
+	if err != nil {
+		return nil, s.mapStoreErr(err, "job", name)
+	}
+	s.notify()
+	return out, nil
+}
+
+// Logs returns up to limit log lines after seq.
+func (s *Service) Logs(ctx context.Context, ws, name string, after int64, limit int) ([]api.LogLine, *api.Job, error) {
+	var lines []api.LogLine
+	var job *api.Job
+	err := s.Store.View(ctx, func(tx store.Tx) (err error) {
+		if job, err = s.job(ctx, tx, ws, name); err != nil {
+			return err
+		}
+		lines, err = tx.ReadLog(ctx, ws, name, after, limit)
+		return err
+	})
+	return lines, job, err
+}

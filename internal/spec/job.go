@@ -1,0 +1,653 @@
+package spec
+
+import (
+	"math/rand/v2"
+	"regexp"
+	"slices"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/tideml/tide/api"
+)
+
+// Job defaults, from Azure ML's command job YAML reference.
+const (
+	JobTypeCommand        = "command"
+	DefaultExperimentName = "Default"
+	// DefaultInputMode and DefaultOutputMode are Azure's defaults for data
+	// inputs and outputs.
+	DefaultInputMode  = "ro_mount"
+	DefaultOutputMode = "rw_mount"
+	// DefaultOutputType is the type of an output declared without one.
+	DefaultOutputType = api.InputURIFolder
+)
+
+var unsupportedJobTypes = []string{"sweep", "pipeline", "parallel", "spark", "automl", "import", "data_transfer"}
+
+var jobFields = []string{
+	"$schema", "type", "name", "display_name", "experiment_name", "description", "tags",
+	"command", "code", "environment", "environment_variables", "inputs", "outputs",
+	"compute", "resources", "distribution", "limits",
+}
+
+// jobUnsupported are Azure ML command job fields tide does not implement,
+// with what to tell the user.
+var jobUnsupported = map[string]string{
+	"services":       "not supported yet (interactive services: VS Code, Jupyter, TensorBoard, SSH); remove it",
+	"identity":       "not supported yet; jobs run with the node's own credentials; remove it",
+	"queue_settings": "not supported yet; remove it",
+	"properties":     "not supported yet; use tags",
+	"parameters":     "not supported yet",
+	"trial":          "belongs to sweep jobs, which are not supported yet",
+	"search_space":   "belongs to sweep jobs, which are not supported yet",
+	"jobs":           "belongs to pipeline jobs, which are not supported yet",
+}
+
+// jobStatusFields are set by the server.
+var jobStatusFields = map[string]bool{
+	"id": true, "workspace": true, "status": true, "created_on": true, "start_time": true,
+	"end_time": true, "exit_code": true, "error": true, "log_tail": true, "ranks": true,
+	"attempt": true, "pending_reason": true, "etag": true, "creation_context": true,
+}
+
+var (
+	inputModes    = []string{"ro_mount", "download", "direct"}
+	outputModes   = []string{"rw_mount", "upload", "direct"}
+	modelTypes    = []string{"mlflow_model", "custom_model", "triton_model", "mltable"}
+	literalTypes  = []string{"string", "integer", "number", "boolean"}
+	distTypes     = []string{"pytorch", "mpi", "tensorflow"}
+	shmSizeRE     = regexp.MustCompile(`^[0-9]+[bkmgBKMG]?$`)
+	jobNameRE     = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,254}$`)
+	ioNameRE      = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,254}$`)
+	bindingRE     = regexp.MustCompile(`\$\{\{\s*([^{}]*?)\s*\}\}`)
+	optionalRE    = regexp.MustCompile(`(?s)\$\[\[(.*?)\]\]`)
+	referenceExpr = regexp.MustCompile(`^(inputs|outputs)\.([A-Za-z_][A-Za-z0-9_]*)$`)
+)
+
+// ParseJob parses a command job file (YAML or JSON). sets are "--set
+// path=value" overrides applied before decoding, as for ParseCompute. The
+// result has Azure's defaults (type command, experiment_name Default, data
+// input mode ro_mount, outputs uri_folder in rw_mount) and the compute
+// without its "azureml:" prefix. Name may be empty: the server then
+// generates one with NewJobName. It also runs ValidateJob. The error is an
+// Errors.
+func ParseJob(file string, data []byte, sets []string) (*api.Job, error) {
+	d := newDecoder(file)
+	root := d.parse(data, sets)
+	if root == nil {
+		return nil, d.err()
+	}
+	j := &api.Job{Type: JobTypeCommand}
+	if !d.jobType(root, j) {
+		return nil, d.err()
+	}
+	d.mapping(root, "", jobFields, func(key string, v *yaml.Node, fp string) bool {
+		switch key {
+		case "$schema", "type":
+		case "name":
+			j.Name, _ = d.str(v, fp)
+		case "display_name":
+			j.DisplayName, _ = d.str(v, fp)
+		case "experiment_name":
+			j.ExperimentName, _ = d.str(v, fp)
+		case "description":
+			j.Description, _ = d.str(v, fp)
+		case "tags":
+			j.Tags = d.strMap(v, fp)
+		case "command":
+			j.Command, _ = d.str(v, fp)
+		case "code":
+			j.Code, _ = d.str(v, fp)
+		case "environment":
+			j.Environment = d.environment(v, fp)
+		case "environment_variables":
+			j.EnvironmentVariables = d.strMap(v, fp)
+		case "inputs":
+			j.Inputs = d.inputs(v, fp)
+		case "outputs":
+			j.Outputs = d.outputs(v, fp)
+		case "compute":
+			j.Compute, _ = d.str(v, fp)
+		case "resources":
+			j.Resources = d.resources(v, fp)
+		case "distribution":
+			j.Distribution = d.distribution(v, fp)
+		case "limits":
+			j.Limits = d.limits(v, fp)
+		default:
+			if msg, ok := jobUnsupported[key]; ok {
+				d.notSupported(fp, msg)
+				return true
+			}
+			if jobStatusFields[key] {
+				d.readOnly(v, fp)
+				return true
+			}
+			return false
+		}
+		return true
+	})
+	if len(d.errs) == 0 {
+		defaultJob(j)
+		checkJob(j, func(field, format string, args ...any) {
+			d.add(d.lineFor(field), field, format, args...)
+		})
+	}
+	if err := d.err(); err != nil {
+		return nil, err
+	}
+	return j, nil
+}
+
+func (d *decoder) jobType(root *yaml.Node, j *api.Job) bool {
+	for i := 0; i+1 < len(root.Content); i += 2 {
+		if root.Content[i].Value != "type" {
+			continue
+		}
+		v := root.Content[i+1]
+		d.lines["type"] = lineOf(v, root.Content[i])
+		s, ok := d.str(v, "type")
+		if !ok {
+			return isNull(v) // null means the default
+		}
+		t := strings.ToLower(strings.TrimSpace(s))
+		switch {
+		case t == JobTypeCommand:
+			j.Type = t
+			return true
+		case slices.Contains(unsupportedJobTypes, t):
+			d.add(d.lines["type"], "type", "%s jobs are not supported yet; tide supports type: command", t)
+		default:
+			d.add(d.lines["type"], "type", "%q is not a job type; tide supports type: command", s)
+		}
+		return false
+	}
+	return true
+}
+
+func (d *decoder) environment(n *yaml.Node, path string) *api.JobEnvironment {
+	n = resolve(n)
+	if isNull(n) {
+		return nil
+	}
+	if n.Kind == yaml.ScalarNode {
+		s, _ := d.str(n, path)
+		return &api.JobEnvironment{Ref: s}
+	}
+	env := &api.JobEnvironment{}
+	d.mapping(n, path, []string{"image", "conda_file", "os_type"}, func(key string, v *yaml.Node, fp string) bool {
+		switch key {
+		case "image":
+			env.Image, _ = d.str(v, fp)
+		case "conda_file":
+			env.CondaFile, _ = d.str(v, fp)
+		case "os_type":
+			if s, ok := d.str(v, fp); ok && !strings.EqualFold(s, "linux") {
+				d.add(d.lines[fp], fp, "%s is not supported; tide runs Linux environments", s)
+			}
+		case "build":
+			d.notSupported(fp, "not supported yet (building images from a Docker context); use image")
+		case "name", "version", "description", "tags", "inference_config":
+			d.notSupported(fp, "not supported in an inline environment; register the environment or remove it")
+		default:
+			return false
+		}
+		return true
+	})
+	return env
+}
+
+func (d *decoder) inputs(n *yaml.Node, path string) map[string]api.JobInput {
+	if isNull(n) {
+		return nil
+	}
+	out := map[string]api.JobInput{}
+	d.mapping(n, path, nil, func(name string, v *yaml.Node, fp string) bool {
+		d.ioName(name, fp)
+		rv := resolve(v)
+		switch {
+		case isNull(rv):
+			d.add(d.lines[fp], fp, "needs a value, or a mapping with type and path")
+		case rv.Kind == yaml.ScalarNode:
+			out[name] = api.JobInput{Type: api.InputLiteral, Value: rv.Value}
+		case rv.Kind == yaml.MappingNode:
+			out[name] = d.dataInput(rv, fp)
+		default:
+			d.add(rv.Line, fp, "must be a value or a mapping with type and path, got %s", describe(rv))
+		}
+		return true
+	})
+	return out
+}
+
+func (d *decoder) dataInput(n *yaml.Node, path string) api.JobInput {
+	in := api.JobInput{}
+	var literal *yaml.Node
+	d.mapping(n, path, []string{"type", "path", "mode", "value", "default", "description", "optional"}, func(key string, v *yaml.Node, fp string) bool {
+		switch key {
+		case "type":
+			s, _ := d.str(v, fp)
+			in.Type = strings.ToLower(s)
+		case "path":
+			in.Path, _ = d.str(v, fp)
+		case "mode":
+			s, _ := d.str(v, fp)
+			in.Mode = strings.ToLower(s)
+		case "value", "default":
+			literal = v
+		case "description":
+			d.str(v, fp)
+		case "optional":
+			d.boolean(v, fp)
+		default:
+			return false
+		}
+		return true
+	})
+	typeLine := d.lineFor(path + ".type")
+	switch {
+	case in.Type == api.InputURIFile || in.Type == api.InputURIFolder:
+		if literal != nil {
+			d.add(d.lineFor(path+".value"), path+".value", "only literal inputs have a value; %s inputs have a path", in.Type)
+		}
+	case slices.Contains(literalTypes, in.Type) || (in.Type == "" && literal != nil):
+		if literal == nil || isNull(literal) || resolve(literal).Kind != yaml.ScalarNode {
+			d.add(typeLine, path+".value", "required for a %s input; or write the value directly (inputs.x: 3)", in.Type)
+		} else {
+			in = api.JobInput{Type: api.InputLiteral, Value: resolve(literal).Value}
+		}
+	case in.Type == "":
+		// Azure's default type for a mapping is uri_folder.
+		in.Type = api.InputURIFolder
+	case slices.Contains(modelTypes, in.Type):
+		d.add(typeLine, path+".type", "%s inputs are not supported yet; tide supports uri_file, uri_folder and literal values", in.Type)
+	default:
+		d.add(typeLine, path+".type", "unknown input type %q; use uri_file, uri_folder, or a literal value", in.Type)
+	}
+	return in
+}
+
+func (d *decoder) outputs(n *yaml.Node, path string) map[string]api.JobOutput {
+	if isNull(n) {
+		return nil
+	}
+	out := map[string]api.JobOutput{}
+	d.mapping(n, path, nil, func(name string, v *yaml.Node, fp string) bool {
+		d.ioName(name, fp)
+		o := api.JobOutput{}
+		if !isNull(v) {
+			d.mapping(v, fp, []string{"type", "mode", "path", "description"}, func(key string, v *yaml.Node, p string) bool {
+				switch key {
+				case "type":
+					s, _ := d.str(v, p)
+					o.Type = strings.ToLower(s)
+				case "mode":
+					s, _ := d.str(v, p)
+					o.Mode = strings.ToLower(s)
+				case "path":
+					o.Path, _ = d.str(v, p)
+				case "description":
+					d.str(v, p)
+				case "name", "version":
+					d.notSupported(p, "not supported yet (registering outputs as data assets); remove it")
+				default:
+					return false
+				}
+				return true
+			})
+		}
+		if slices.Contains(modelTypes, o.Type) {
+			d.add(d.lineFor(fp+".type"), fp+".type", "%s outputs are not supported yet; tide supports uri_folder and uri_file", o.Type)
+		}
+		out[name] = o
+		return true
+	})
+	return out
+}
+
+func (d *decoder) ioName(name, fp string) {
+	if !ioNameRE.MatchString(name) {
+		d.add(d.lines[fp], fp, "name %q must be letters, digits and '_', not starting with a digit", name)
+	}
+}
+
+func (d *decoder) resources(n *yaml.Node, path string) *api.JobResources {
+	if isNull(n) {
+		return nil
+	}
+	r := &api.JobResources{}
+	d.mapping(n, path, []string{"instance_count", "shm_size"}, func(key string, v *yaml.Node, fp string) bool {
+		switch key {
+		case "instance_count":
+			r.InstanceCount, _ = d.integer(v, fp)
+			if r.InstanceCount < 1 && !isNull(v) {
+				d.lineCheck(fp, "must be >= 1 (got %d)", r.InstanceCount)
+			}
+		case "shm_size":
+			r.ShmSize, _ = d.str(v, fp)
+		case "instance_type", "properties", "docker_args", "locations":
+			d.notSupported(fp, "not supported yet; the compute's size decides the node shape; remove it")
+		default:
+			return false
+		}
+		return true
+	})
+	return r
+}
+
+// lineCheck records a range problem on the field at fp, unless decoding it
+// already failed (the type error says enough).
+func (d *decoder) lineCheck(fp, format string, args ...any) {
+	for _, e := range d.errs {
+		if e.Field == fp {
+			return
+		}
+	}
+	d.add(d.lines[fp], fp, format, args...)
+}
+
+func (d *decoder) distribution(n *yaml.Node, path string) *api.Distribution {
+	if isNull(n) {
+		return nil
+	}
+	dist := &api.Distribution{}
+	fields := map[string]string{} // field -> the distribution type it belongs to
+	d.mapping(n, path, []string{"type", "process_count_per_instance", "worker_count", "parameter_server_count"}, func(key string, v *yaml.Node, fp string) bool {
+		switch key {
+		case "type":
+			s, _ := d.str(v, fp)
+			dist.Type = strings.ToLower(s)
+		case "process_count_per_instance":
+			dist.ProcessCountPerInstance, _ = d.integer(v, fp)
+			fields[key] = "pytorch or mpi"
+		case "worker_count":
+			dist.WorkerCount, _ = d.integer(v, fp)
+			fields[key] = "tensorflow"
+		case "parameter_server_count":
+			dist.ParameterServerCount, _ = d.integer(v, fp)
+			fields[key] = "tensorflow"
+		default:
+			return false
+		}
+		return true
+	})
+	for _, f := range sortedNames(fields) {
+		if dist.Type != "" && slices.Contains(distTypes, dist.Type) && !strings.Contains(fields[f], dist.Type) {
+			d.add(d.lines[path+"."+f], path+"."+f, "not a %s distribution field (it belongs to %s)", dist.Type, fields[f])
+		}
+	}
+	return dist
+}
+
+func (d *decoder) limits(n *yaml.Node, path string) *api.JobLimits {
+	if isNull(n) {
+		return nil
+	}
+	l := &api.JobLimits{}
+	d.mapping(n, path, []string{"timeout"}, func(key string, v *yaml.Node, fp string) bool {
+		switch key {
+		case "timeout":
+			l.Timeout, _ = d.integer(v, fp)
+		case "max_total_trials", "max_concurrent_trials", "trial_timeout":
+			d.notSupported(fp, "belongs to sweep jobs, which are not supported yet")
+		default:
+			return false
+		}
+		return true
+	})
+	return l
+}
+
+// defaultJob fills in Azure's defaults.
+func defaultJob(j *api.Job) {
+	if j.Type == "" {
+		j.Type = JobTypeCommand
+	}
+	if j.ExperimentName == "" {
+		j.ExperimentName = DefaultExperimentName
+	}
+	j.Compute = strings.TrimPrefix(strings.TrimSpace(j.Compute), "azureml:")
+	for name, in := range j.Inputs {
+		if (in.Type == api.InputURIFile || in.Type == api.InputURIFolder) && in.Mode == "" {
+			in.Mode = DefaultInputMode
+			j.Inputs[name] = in
+		}
+	}
+	for name, o := range j.Outputs {
+		if o.Type == "" {
+			o.Type = DefaultOutputType
+		}
+		if o.Mode == "" {
+			o.Mode = DefaultOutputMode
+		}
+		j.Outputs[name] = o
+	}
+}
+
+// ValidateJob checks a command job in full: type, names, command and its
+// ${{inputs.x}} / ${{outputs.y}} bindings, inputs, outputs, environment,
+// resources, distribution and limits. It does not apply defaults; ParseJob
+// does. The error is an Errors.
+func ValidateJob(j *api.Job) error {
+	var errs collector
+	checkJob(j, func(field, format string, args ...any) { errs.add(0, field, format, args...) })
+	return errs.err()
+}
+
+func checkJob(j *api.Job, bad func(field, format string, args ...any)) {
+	switch t := strings.ToLower(j.Type); {
+	case t == "" || t == JobTypeCommand:
+	case slices.Contains(unsupportedJobTypes, t):
+		bad("type", "%s jobs are not supported yet; tide supports type: command", t)
+	default:
+		bad("type", "%q is not a job type; tide supports type: command", j.Type)
+	}
+	if j.Name != "" && !jobNameRE.MatchString(j.Name) {
+		bad("name", "%q must be 1-255 letters, digits, '_' and '-', starting with a letter or digit", j.Name)
+	}
+	if j.ExperimentName != "" && !jobNameRE.MatchString(j.ExperimentName) {
+		bad("experiment_name", "%q must be 1-255 letters, digits, '_' and '-', starting with a letter or digit", j.ExperimentName)
+	}
+	if strings.TrimSpace(j.Command) == "" {
+		bad("command", "required; the shell command the job runs, e.g. python train.py --data ${{inputs.data}}")
+	} else {
+		for _, p := range commandProblems(j.Command, j.Inputs, j.Outputs) {
+			bad("command", "%s", p)
+		}
+	}
+	if j.Compute != "" {
+		if msg := computeNameProblem(j.Compute); msg != "" {
+			bad("compute", "%s", msg)
+		}
+	}
+	if e := j.Environment; e != nil && e.Ref == "" {
+		if e.Image == "" {
+			bad("environment.image", "required for an inline environment (a Docker image such as python:3.11); or name a registered environment")
+		}
+	}
+	for k := range j.EnvironmentVariables {
+		if k == "" || strings.ContainsAny(k, "=\x00") {
+			bad("environment_variables", "%q is not a valid variable name", k)
+		}
+	}
+	for _, name := range sortedNames(j.Inputs) {
+		in, fp := j.Inputs[name], "inputs."+name
+		switch in.Type {
+		case api.InputLiteral, "":
+		case api.InputURIFile, api.InputURIFolder:
+			if strings.TrimSpace(in.Path) == "" {
+				bad(fp+".path", "required for a %s input (a local path, an http(s) URL or a data reference)", in.Type)
+			}
+			if in.Mode != "" && !slices.Contains(inputModes, in.Mode) {
+				bad(fp+".mode", "must be one of %s, got %q", strings.Join(inputModes, ", "), in.Mode)
+			}
+		default:
+			if !slices.Contains(modelTypes, in.Type) {
+				bad(fp+".type", "unknown input type %q; use uri_file, uri_folder, or a literal value", in.Type)
+			}
+		}
+	}
+	for _, name := range sortedNames(j.Outputs) {
+		o, fp := j.Outputs[name], "outputs."+name
+		if o.Type != "" && o.Type != api.InputURIFolder && o.Type != api.InputURIFile && !slices.Contains(modelTypes, o.Type) {
+			bad(fp+".type", "unknown output type %q; use uri_folder or uri_file", o.Type)
+		}
+		if o.Mode != "" && !slices.Contains(outputModes, o.Mode) {
+			bad(fp+".mode", "must be one of %s, got %q", strings.Join(outputModes, ", "), o.Mode)
+		}
+	}
+	if r := j.Resources; r != nil {
+		if r.InstanceCount < 0 {
+			bad("resources.instance_count", "must be >= 1 (got %d)", r.InstanceCount)
+		}
+		if r.ShmSize != "" && !shmSizeRE.MatchString(r.ShmSize) {
+			bad("resources.shm_size", "%q must be a number with an optional unit b, k, m or g, e.g. 2g", r.ShmSize)
+		}
+	}
+	if dist := j.Distribution; dist != nil {
+		switch {
+		case dist.Type == "":
+			bad("distribution.type", "required; one of pytorch, mpi, tensorflow")
+		case !slices.Contains(distTypes, dist.Type):
+			bad("distribution.type", "%q is not supported; use pytorch, mpi or tensorflow", dist.Type)
+		}
+		if dist.ProcessCountPerInstance < 0 {
+			bad("distribution.process_count_per_instance", "must be >= 1 (got %d)", dist.ProcessCountPerInstance)
+		}
+		if dist.WorkerCount < 0 {
+			bad("distribution.worker_count", "must be >= 1 (got %d)", dist.WorkerCount)
+		}
+		if dist.ParameterServerCount < 0 {
+			bad("distribution.parameter_server_count", "must be >= 0 (got %d)", dist.ParameterServerCount)
+		}
+	}
+	if l := j.Limits; l != nil && l.Timeout < 0 {
+		bad("limits.timeout", "must be >= 1 second (got %d)", l.Timeout)
+	}
+}
+
+func sortedNames[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// commandProblems checks the ${{...}} bindings of a command. A binding
+// inside Azure's optional block $[[ ... ]] may name an input that is not
+// given: the block is then left out of the command.
+func commandProblems(cmd string, inputs map[string]api.JobInput, outputs map[string]api.JobOutput) []string {
+	var problems []string
+	seen := map[string]bool{}
+	optional := optionalRE.FindAllStringIndex(cmd, -1)
+	inOptional := func(pos int) bool {
+		for _, r := range optional {
+			if pos >= r[0] && pos < r[1] {
+				return true
+			}
+		}
+		return false
+	}
+	for _, m := range bindingRE.FindAllStringSubmatchIndex(cmd, -1) {
+		whole, expr := cmd[m[0]:m[1]], cmd[m[2]:m[3]]
+		if seen[whole] {
+			continue
+		}
+		seen[whole] = true
+		ref := referenceExpr.FindStringSubmatch(expr)
+		if ref == nil {
+			problems = append(problems, errorf("%s is not a binding tide knows; use ${{inputs.NAME}} or ${{outputs.NAME}}", whole))
+			continue
+		}
+		kind, name := ref[1], ref[2]
+		var ok bool
+		if kind == "inputs" {
+			_, ok = inputs[name]
+		} else {
+			_, ok = outputs[name]
+		}
+		if ok {
+			continue
+		}
+		if kind == "inputs" && inOptional(m[0]) {
+			continue
+		}
+		problems = append(problems, errorf("%s is not defined under %s; add %s.%s or remove the reference", whole, kind, kind, name))
+	}
+	return problems
+}
+
+// BindCommand substitutes ${{inputs.x}} and ${{outputs.y}} in cmd with the
+// given values (for data inputs and outputs, the paths on the node). An
+// optional block $[[ ... ]] is kept without its brackets when every input it
+// names has a value, and dropped otherwise. Bindings without a value are
+// left as they are; ValidateJob rejects those before a job is queued.
+func BindCommand(cmd string, inputs map[string]string, outputs map[string]string) string {
+	lookup := func(expr string) (string, bool) {
+		ref := referenceExpr.FindStringSubmatch(strings.TrimSpace(expr))
+		if ref == nil {
+			return "", false
+		}
+		if ref[1] == "inputs" {
+			v, ok := inputs[ref[2]]
+			return v, ok
+		}
+		v, ok := outputs[ref[2]]
+		return v, ok
+	}
+	substitute := func(s string) string {
+		return bindingRE.ReplaceAllStringFunc(s, func(whole string) string {
+			if v, ok := lookup(bindingRE.FindStringSubmatch(whole)[1]); ok {
+				return v
+			}
+			return whole
+		})
+	}
+	cmd = optionalRE.ReplaceAllStringFunc(cmd, func(block string) string {
+		inner := optionalRE.FindStringSubmatch(block)[1]
+		for _, m := range bindingRE.FindAllStringSubmatch(inner, -1) {
+			if _, ok := lookup(m[1]); !ok {
+				return ""
+			}
+		}
+		return substitute(inner)
+	})
+	return substitute(cmd)
+}
+
+// Words for NewJobName, in the style of the names Azure ML gives jobs.
+var (
+	nameAdjectives = []string{
+		"amiable", "bold", "brave", "bright", "busy", "calm", "clever", "cool", "crisp", "eager",
+		"gentle", "happy", "honest", "jolly", "keen", "kind", "lively", "loyal", "lucid", "mighty",
+		"modest", "neat", "nifty", "polite", "quiet", "quirky", "shy", "sincere", "steady", "sunny",
+		"swift", "tender", "tidy", "upbeat", "vivid", "wise", "witty", "zealous",
+	}
+	nameNouns = []string{
+		"apple", "badger", "basket", "brush", "cactus", "camera", "carrot", "cherry", "cloud", "coconut",
+		"engine", "feather", "garden", "ginger", "guava", "kettle", "kiwi", "lamp", "lemon", "lettuce",
+		"mango", "market", "napkin", "onion", "orange", "owl", "pasta", "peach", "pencil", "pepper",
+		"pillow", "plum", "rainbow", "river", "rocket", "spoon", "tomato", "tree", "yacht", "zebra",
+	}
+)
+
+const nameAlphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
+
+// NewJobName returns a job name such as sincere_apple_4bq7w2k9, as Azure ML
+// generates for jobs submitted without one: an adjective, a noun and eight
+// random lower-case letters and digits. r is passed in so tests and the
+// simulator are deterministic.
+func NewJobName(r *rand.Rand) string {
+	var b strings.Builder
+	b.WriteString(nameAdjectives[r.IntN(len(nameAdjectives))])
+	b.WriteByte('_')
+	b.WriteString(nameNouns[r.IntN(len(nameNouns))])
+	b.WriteByte('_')
+	for range 8 {
+		b.WriteByte(nameAlphabet[r.IntN(len(nameAlphabet))])
+	}
+	return b.String()
+}

@@ -1,0 +1,278 @@
+package spec
+
+import (
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"regexp"
+	"testing"
+
+	"github.com/tideml/tide/api"
+)
+
+func TestJobExamples(t *testing.T) {
+	tests := []struct {
+		file    string
+		wantErr string // the whole error; empty: parses
+		check   func(t *testing.T, j *api.Job)
+	}{
+		{"hello-code.yml", "", func(t *testing.T, j *api.Job) {
+			if j.Code != "src" || j.Environment.Image != "library/python:latest" || j.Command != "ls" {
+				t.Errorf("got %+v", j)
+			}
+		}},
+		{"hello-data-uri-folder.yml", "", func(t *testing.T, j *api.Job) {
+			in := j.Inputs["sampledata"]
+			if in.Type != api.InputURIFolder || in.Path != "azureml:local-folder-example@latest" || in.Mode != "ro_mount" {
+				t.Errorf("input = %+v", in)
+			}
+			if j.Environment.Ref != "azureml://registries/azureml/environments/sklearn-1.5/labels/latest" {
+				t.Errorf("environment = %+v", j.Environment)
+			}
+		}},
+		{"hello-dataset.yml", "", nil},
+		{"hello-git.yml", "", nil},
+		{"hello-interactive.yml", "hello-interactive.yml:6: services: not supported yet (interactive services: VS Code, Jupyter, TensorBoard, SSH); remove it", nil},
+		{"hello-iris-datastore-file.yml", "", func(t *testing.T, j *api.Job) {
+			if in := j.Inputs["iris_csv"]; in.Type != api.InputURIFile || in.Mode != DefaultInputMode {
+				t.Errorf("input = %+v", in)
+			}
+		}},
+		{"hello-iris-datastore-folder.yml", "", nil},
+		{"hello-iris-file.yml", "", nil},
+		{"hello-iris-folder.yml", "", nil},
+		{"hello-iris-literal.yml", "", func(t *testing.T, j *api.Job) {
+			// "type" here is an input called type, with the literal value uri_file.
+			if j.Inputs["type"].Value != "uri_file" || j.Inputs["iris_csv"].Type != api.InputLiteral {
+				t.Errorf("inputs = %+v", j.Inputs)
+			}
+		}},
+		{"hello-mlflow.yml", "", nil},
+		{"hello-model-as-input.yml", "hello-model-as-input.yml:13: inputs.my_model.type: mlflow_model inputs are not supported yet; tide supports uri_file, uri_folder and literal values", nil},
+		{"hello-model-as-output.yml", "hello-model-as-output.yml:17: inputs.input_model.type: mlflow_model inputs are not supported yet; tide supports uri_file, uri_folder and literal values\nhello-model-as-output.yml:21: outputs.output_folder.type: custom_model outputs are not supported yet; tide supports uri_folder and uri_file", nil},
+		{"hello-notebook.yml", "", nil},
+		{"hello-sweep.yml", "hello-sweep.yml:2: type: sweep jobs are not supported yet; tide supports type: command", nil},
+		{"hello-world-env-var.yml", "", func(t *testing.T, j *api.Job) {
+			if j.EnvironmentVariables["hello_env_var"] != "hello world" {
+				t.Errorf("environment_variables = %v", j.EnvironmentVariables)
+			}
+		}},
+		{"hello-world-input.yml", "", func(t *testing.T, j *api.Job) {
+			if j.Inputs["hello_number"].Value != "42" || j.Inputs["hello_string"].Value != "hello world" {
+				t.Errorf("inputs = %+v", j.Inputs)
+			}
+		}},
+		{"hello-world-org.yml", "", func(t *testing.T, j *api.Job) {
+			if j.ExperimentName != "hello-world-example" || j.DisplayName != "hello-world-example" || j.Tags["hello"] != "world" {
+				t.Errorf("got %+v", j)
+			}
+		}},
+		{"hello-world-output-data.yml", "", func(t *testing.T, j *api.Job) {
+			if o := j.Outputs["hello_output"]; o.Type != api.InputURIFolder || o.Mode != DefaultOutputMode {
+				t.Errorf("output = %+v", o)
+			}
+		}},
+		{"hello-world-output.yml", "", nil},
+		{"hello-world.yml", "", func(t *testing.T, j *api.Job) {
+			if j.Type != JobTypeCommand || j.ExperimentName != DefaultExperimentName || j.Name != "" || j.Command != `echo "hello world"` {
+				t.Errorf("got %+v", j)
+			}
+		}},
+	}
+	entries, err := os.ReadDir(filepath.Join(examples, "jobs/basics"))
+	if err != nil {
+		t.Skipf("example files not available: %v", err)
+	}
+	n := 0
+	for _, e := range entries {
+		if !e.IsDir() {
+			n++
+		}
+	}
+	if n != len(tests) {
+		t.Errorf("the example folder has %d files, the table %d: add the new ones", n, len(tests))
+	}
+	for _, tt := range tests {
+		t.Run(tt.file, func(t *testing.T) {
+			j, err := ParseJob(tt.file, readExample(t, "jobs/basics/"+tt.file), nil)
+			if tt.wantErr != "" {
+				if err == nil || err.Error() != tt.wantErr {
+					t.Fatalf("got:\n%v\nwant:\n%s", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := ValidateJob(j); err != nil {
+				t.Fatalf("ValidateJob: %v", err)
+			}
+			if tt.check != nil {
+				tt.check(t, j)
+			}
+		})
+	}
+}
+
+func TestJobErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		yaml string
+		sets []string
+		want string
+	}{
+		{"missing command", "environment:\n  image: python\n", nil,
+			"j.yml: command: required; the shell command the job runs, e.g. python train.py --data ${{inputs.data}}"},
+		{"unbound input", "command: echo ${{inputs.missing}}\n", nil,
+			"j.yml:1: command: ${{inputs.missing}} is not defined under inputs; add inputs.missing or remove the reference"},
+		{"unbound output", "command: echo ${{outputs.model}}\noutputs:\n  other:\n", nil,
+			"j.yml:1: command: ${{outputs.model}} is not defined under outputs; add outputs.model or remove the reference"},
+		{"optional input may be missing", "command: python t.py $[[--lr ${{inputs.lr}}]]\n", nil, ""},
+		{"unknown binding", "command: echo ${{search_space.B}}\n", nil,
+			"j.yml:1: command: ${{search_space.B}} is not a binding tide knows; use ${{inputs.NAME}} or ${{outputs.NAME}}"},
+		{"typo", "command: ls\nenviroment: python\n", nil, `j.yml:2: unknown field "enviroment"; did you mean "environment"?`},
+		{"inline environment without image", "command: ls\nenvironment:\n  conda_file: env.yml\n", nil,
+			"j.yml:2: environment.image: required for an inline environment (a Docker image such as python:3.11); or name a registered environment"},
+		{"build", "command: ls\nenvironment:\n  build:\n    path: docker\n", nil,
+			"j.yml:3: environment.build: not supported yet (building images from a Docker context); use image"},
+		{"data input without path", "command: cat ${{inputs.d}}\ninputs:\n  d:\n    type: uri_file\n", nil,
+			"j.yml:3: inputs.d.path: required for a uri_file input (a local path, an http(s) URL or a data reference)"},
+		{"bad mode", "command: ls\ninputs:\n  d:\n    type: uri_folder\n    path: ./data\n    mode: rw_mount\n", nil,
+			`j.yml:6: inputs.d.mode: must be one of ro_mount, download, direct, got "rw_mount"`},
+		{"bad input name", "command: ls\ninputs:\n  my-data: 3\n", nil,
+			`j.yml:3: inputs.my-data: name "my-data" must be letters, digits and '_', not starting with a digit`},
+		{"instance count", "command: ls\nresources:\n  instance_count: 0\n", nil, "j.yml:3: resources.instance_count: must be >= 1 (got 0)"},
+		{"instance count type", "command: ls\nresources:\n  instance_count: two\n", nil, `j.yml:3: resources.instance_count: must be an integer, got "two"`},
+		{"instance type", "command: ls\nresources:\n  instance_type: gpu\n", nil,
+			"j.yml:3: resources.instance_type: not supported yet; the compute's size decides the node shape; remove it"},
+		{"distribution field of another type", "command: ls\ndistribution:\n  type: tensorflow\n  process_count_per_instance: 2\n", nil,
+			"j.yml:4: distribution.process_count_per_instance: not a tensorflow distribution field (it belongs to pytorch or mpi)"},
+		{"distribution type", "command: ls\ndistribution:\n  type: ray\n", nil, `j.yml:3: distribution.type: "ray" is not supported; use pytorch, mpi or tensorflow`},
+		{"pipeline", "type: pipeline\njobs: {}\n", nil, "j.yml:1: type: pipeline jobs are not supported yet; tide supports type: command"},
+		{"read-only", "command: ls\nstatus: Running\n", nil, "j.yml:2: status: read-only; set by the server (remove it from the file)"},
+		{"compute name", "command: ls\ncompute: azureml:cpu_cluster\n", nil,
+			`j.yml:2: compute: "cpu_cluster" has "_"; use only letters, digits and '-'`},
+		{"job name", "command: ls\nname: my job\n", nil,
+			`j.yml:2: name: "my job" must be 1-255 letters, digits, '_' and '-', starting with a letter or digit`},
+		{"timeout", "command: ls\nlimits:\n  timeout: -1\n", nil, "j.yml:3: limits.timeout: must be >= 1 second (got -1)"},
+		{"shm", "command: ls\nresources:\n  shm_size: lots\n", nil, `j.yml:3: resources.shm_size: "lots" must be a number with an optional unit b, k, m or g, e.g. 2g`},
+		{"set", "command: ls\n", []string{"resources.instance_count=x"}, `--set: resources.instance_count: must be an integer, got "x"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := ParseJob("j.yml", []byte(tt.yaml), tt.sets)
+			if tt.want == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if err == nil || err.Error() != tt.want {
+				t.Errorf("got:\n%v\nwant:\n%s", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestParseJobFull(t *testing.T) {
+	src := `$schema: https://azuremlschemas.azureedge.net/latest/commandJob.schema.json
+name: train_1
+type: Command
+command: python train.py --data ${{inputs.data}} --lr ${{inputs.lr}} --out ${{outputs.model}}
+code: ./src
+environment: azureml:pytorch-env@latest
+compute: azureml:gpu-cluster
+inputs:
+  data:
+    type: uri_folder
+    path: ./data
+    mode: download
+  lr: 0.01
+outputs:
+  model:
+    type: uri_folder
+resources:
+  instance_count: 2
+  shm_size: 16g
+distribution:
+  type: PyTorch
+  process_count_per_instance: 4
+limits:
+  timeout: 3600
+`
+	j, err := ParseJob("j.yml", []byte(src), []string{"inputs.lr=0.1", "tags.team=ml"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j.Name != "train_1" || j.Type != "command" || j.Compute != "gpu-cluster" || j.Environment.Ref != "azureml:pytorch-env@latest" ||
+		j.Inputs["data"].Mode != "download" || j.Inputs["lr"].Value != "0.1" || j.Outputs["model"].Mode != DefaultOutputMode ||
+		j.InstanceCount() != 2 || j.Resources.ShmSize != "16g" || j.Distribution.Type != "pytorch" ||
+		j.Distribution.ProcessCountPerInstance != 4 || j.Limits.Timeout != 3600 || j.Tags["team"] != "ml" {
+		t.Errorf("got %+v", j)
+	}
+}
+
+func TestBindCommand(t *testing.T) {
+	in := map[string]string{"data": "/mnt/in/data", "lr": "0.1"}
+	out := map[string]string{"model": "/mnt/out/model"}
+	tests := []struct {
+		cmd, want string
+	}{
+		{"python t.py --data ${{inputs.data}} --out ${{outputs.model}}", "python t.py --data /mnt/in/data --out /mnt/out/model"},
+		{"echo ${{ inputs.lr }}${{inputs.lr}}", "echo 0.10.1"},
+		{"python t.py $[[--lr ${{inputs.lr}}]] $[[--seed ${{inputs.seed}}]]", "python t.py --lr 0.1 "},
+		{"echo ${{inputs.missing}}", "echo ${{inputs.missing}}"},
+		{"if [ -f ${{inputs.data}} ]; then ls; fi", "if [ -f /mnt/in/data ]; then ls; fi"},
+		{"no bindings", "no bindings"},
+	}
+	for _, tt := range tests {
+		if got := BindCommand(tt.cmd, in, out); got != tt.want {
+			t.Errorf("BindCommand(%q) = %q, want %q", tt.cmd, got, tt.want)
+		}
+	}
+}
+
+func TestNewJobName(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	re := regexp.MustCompile(`^[a-z]+_[a-z]+_[a-z0-9]{8}$`)
+	seen := map[string]bool{}
+	for range 1000 {
+		n := NewJobName(r)
+		if !re.MatchString(n) || !jobNameRE.MatchString(n) {
+			t.Fatalf("NewJobName = %q", n)
+		}
+		if seen[n] {
+			t.Fatalf("duplicate %q", n)
+		}
+		seen[n] = true
+	}
+	if a, b := NewJobName(rand.New(rand.NewPCG(7, 7))), NewJobName(rand.New(rand.NewPCG(7, 7))); a != b {
+		t.Errorf("not deterministic: %q != %q", a, b)
+	}
+}
+
+func FuzzParseJob(f *testing.F) {
+	dir := filepath.Join(examples, "jobs/basics")
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		if data, err := os.ReadFile(filepath.Join(dir, e.Name())); err == nil {
+			f.Add(data, "inputs.x=1")
+		}
+	}
+	f.Add([]byte("command: echo ${{inputs.a}} $[[${{inputs.b}}]]\ninputs: {a: 1}\n"), "compute=azureml:x")
+	f.Fuzz(func(t *testing.T, data []byte, set string) {
+		j, err := ParseJob("f.yml", data, []string{set})
+		if err == nil {
+			if j == nil {
+				t.Fatal("nil job without error")
+			}
+			in := map[string]string{}
+			for k, v := range j.Inputs {
+				in[k] = v.Value
+			}
+			_ = BindCommand(j.Command, in, nil)
+		} else if AsErrors(err) == nil {
+			t.Fatalf("error is not an Errors: %T %v", err, err)
+		}
+	})
+}

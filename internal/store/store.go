@@ -1,0 +1,110 @@
+// Package store defines how tide keeps its state. Every backend (SQLite, the
+// embedded default; PostgreSQL for production) implements Store and passes
+// the conformance suite in storetest.
+//
+// Resources are stored as JSON documents with a few indexed columns. Every
+// write bumps the resource's etag, and a write that names an expected etag
+// fails with ErrPrecondition when the stored one differs, so API clients and
+// concurrent server replicas cannot overwrite each other's changes.
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/tideml/tide/api"
+)
+
+// Sentinel errors. Backends wrap them; callers test with errors.Is.
+var (
+	ErrNotFound     = errors.New("not found")
+	ErrExists       = errors.New("already exists")
+	ErrPrecondition = errors.New("etag does not match")
+)
+
+// NotFound returns an error wrapping ErrNotFound that names the resource.
+func NotFound(kind, name string) error {
+	return fmt.Errorf("%s %q: %w", kind, name, ErrNotFound)
+}
+
+// IsNotFound reports whether err means the resource does not exist.
+func IsNotFound(err error) bool { return errors.Is(err, ErrNotFound) }
+
+// Store is a transactional store. Update runs fn in a read-write transaction
+// and commits when fn returns nil; View runs fn in a read-only one. A backend
+// may run fn more than once (on a serialization conflict), so fn must not
+// have effects outside the transaction.
+type Store interface {
+	Update(ctx context.Context, fn func(Tx) error) error
+	View(ctx context.Context, fn func(Tx) error) error
+	Close() error
+}
+
+// Tx is one transaction. Put methods create or replace; when ifMatch is not
+// empty the stored etag must equal it (ErrPrecondition otherwise; ErrNotFound
+// when nothing is stored). Put methods set the resource's Etag field to the
+// new etag. Lists are ordered by name (jobs: by creation order).
+type Tx interface {
+	GetWorkspace(ctx context.Context, name string) (*api.Workspace, error)
+	ListWorkspaces(ctx context.Context) ([]api.Workspace, error)
+	PutWorkspace(ctx context.Context, w *api.Workspace) error
+
+	GetCompute(ctx context.Context, workspace, name string) (*api.Compute, error)
+	// ListComputes lists one workspace's computes, or every workspace's when
+	// workspace is empty.
+	ListComputes(ctx context.Context, workspace string) ([]api.Compute, error)
+	PutCompute(ctx context.Context, c *api.Compute, ifMatch string) error
+	DeleteCompute(ctx context.Context, workspace, name string) error
+
+	GetJob(ctx context.Context, workspace, name string) (*api.Job, error)
+	ListJobs(ctx context.Context, f JobFilter) ([]api.Job, error)
+	PutJob(ctx context.Context, j *api.Job, ifMatch string) error
+
+	GetNode(ctx context.Context, id string) (*api.Node, error)
+	// ListNodes lists the nodes of one compute, or all nodes when compute is empty.
+	ListNodes(ctx context.Context, workspace, compute string) ([]api.Node, error)
+	PutNode(ctx context.Context, n *api.Node) error
+	DeleteNode(ctx context.Context, id string) error
+
+	// AppendLog stores lines for a job, assigning each a Seq (dense per job,
+	// from 1; the lines' Seq fields are updated). A line whose (Attempt, Node,
+	// NodeSeq) is already stored is skipped, so an agent may resend a batch
+	// after a reconnect.
+	AppendLog(ctx context.Context, workspace, job string, lines []api.LogLine) error
+	// ReadLog returns up to limit lines with Seq > after, in order.
+	ReadLog(ctx context.Context, workspace, job string, after int64, limit int) ([]api.LogLine, error)
+
+	// AddEvent records an event on a resource ("compute/NAME" or "job/NAME") and sets its Seq.
+	AddEvent(ctx context.Context, workspace, resource string, e *api.Event) error
+	ListEvents(ctx context.Context, workspace, resource string, after int64, limit int) ([]api.Event, error)
+
+	// GetToken returns the token record for a SHA-256 hash of a secret.
+	GetToken(ctx context.Context, hash string) (*Token, error)
+	PutToken(ctx context.Context, t *Token) error
+	DeleteToken(ctx context.Context, hash string) error
+
+	// GetSetting and PutSetting keep small server-wide values (for example
+	// that the admin token was created).
+	GetSetting(ctx context.Context, key string) (string, error)
+	PutSetting(ctx context.Context, key, value string) error
+}
+
+// JobFilter selects jobs. Empty fields match everything.
+type JobFilter struct {
+	Workspace string
+	Compute   string
+	Statuses  []string
+	// Limit caps the number of jobs returned (0: no cap).
+	Limit int
+}
+
+// Token is an API credential. Only a hash of the secret is stored.
+type Token struct {
+	Hash string `json:"hash"`
+	Name string `json:"name"`
+	// Role is "admin" for user tokens and "node" for a node's agent token.
+	Role string `json:"role"`
+	// Node is the node id a node token belongs to.
+	Node string `json:"node,omitempty"`
+}
