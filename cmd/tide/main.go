@@ -6,6 +6,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/tideml/tide/internal/agent"
 	"github.com/tideml/tide/internal/cli"
+	"github.com/tideml/tide/internal/demo"
 	"github.com/tideml/tide/internal/server"
 )
 
@@ -36,6 +38,9 @@ func run() int {
 		Roles: cli.Roles{
 			Server: server.Run,
 			Agent:  runAgent,
+			Demo: func(ctx context.Context, out io.Writer, log *slog.Logger, idle int) error {
+				return demo.Run(ctx, demo.Options{Out: out, Log: log, IdleSeconds: idle})
+			},
 		},
 	}
 	return app.Run(ctx, os.Args[1:])

@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"syscall"
 	"testing"
@@ -39,6 +40,7 @@ func TestScripts(t *testing.T) {
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
 			"waitserver": waitServer,
 			"exits":      exits,
+			"waitfor":    waitFor,
 		},
 	})
 }
@@ -58,7 +60,7 @@ func setup(env *testscript.Env) error {
 	// Agents of the local provider run detached from the server (a server
 	// restart must not kill them), so a script that fails halfway could
 	// leave some behind: stop those this script's server started.
-	env.Defer(func() { stopAgents(filepath.Join(env.WorkDir, "data", "nodes")) })
+	env.Defer(func() { stopAgents(filepath.Join(env.WorkDir, "data")) })
 	return nil
 }
 
@@ -127,6 +129,39 @@ func ready(ctx context.Context, url, cfg string) error {
 	return nil
 }
 
+// waitFor waits until a file (one a background command writes) matches a
+// regular expression, or fails the script after a deadline.
+//
+//	waitfor FILE REGEXP [timeout]
+func waitFor(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) < 2 || len(args) > 3 {
+		ts.Fatalf("usage: waitfor FILE REGEXP [timeout]")
+	}
+	// Multi-line mode, as the stdout and stderr commands match.
+	re, err := regexp.Compile("(?m)" + args[1])
+	ts.Check(err)
+	timeout := 30 * time.Second
+	if len(args) == 3 {
+		timeout, err = time.ParseDuration(args[2])
+		ts.Check(err)
+	}
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		b, _ := os.ReadFile(ts.MkAbs(args[0]))
+		if re.Match(b) {
+			return
+		}
+		select {
+		case <-deadline.C:
+			ts.Fatalf("%s: no match for %q after %s; it holds:\n%s", args[0], args[1], timeout, b)
+		case <-tick.C:
+		}
+	}
+}
+
 // exits runs a command and checks its exit code, since scripts must tell
 // exit code 1 (server error) from 2 (usage) from 3 (not found).
 //
@@ -152,9 +187,9 @@ func exits(ts *testscript.TestScript, neg bool, args []string) {
 }
 
 // stopAgents kills the agent processes recorded in the node folders of the
-// local provider (node.json holds the pid).
-func stopAgents(nodesDir string) {
-	files, _ := filepath.Glob(filepath.Join(nodesDir, "*", "node.json"))
+// local provider under dataDir (node.json holds the pid).
+func stopAgents(dataDir string) {
+	files, _ := filepath.Glob(filepath.Join(dataDir, "locations", "*", "nodes", "*", "node.json"))
 	for _, f := range files {
 		b, err := os.ReadFile(f)
 		if err != nil {

@@ -51,6 +51,8 @@ type Roles struct {
 	// Agent runs `tide agent ARGS` until ctx ends; args are the ones a
 	// provider passes, parsed by the agent itself.
 	Agent func(ctx context.Context, args []string, log *slog.Logger) error
+	// Demo runs `tide demo`: an embedded server, a cluster and example jobs.
+	Demo func(ctx context.Context, out io.Writer, log *slog.Logger, idleSeconds int) error
 }
 
 // App is one invocation's surroundings: its standard streams, environment
@@ -202,6 +204,9 @@ canceled), 2 usage or validation error, 3 not found.`,
 	)
 	if r.app.Roles.Agent != nil {
 		root.AddCommand(r.agentCommand())
+	}
+	if r.app.Roles.Demo != nil {
+		root.AddCommand(r.demoCommand())
 	}
 	return root
 }

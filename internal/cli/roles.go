@@ -219,3 +219,27 @@ flags they need and pass the node's token in TIDE_AGENT_TOKEN.`,
 		},
 	}
 }
+
+func (r *run) demoCommand() *cobra.Command {
+	var idle int
+	var logLevel string
+	cmd := &cobra.Command{
+		Use:   "demo [--idle-seconds N]",
+		Short: "Run tide's main job: a cluster scales 0 -> 2 -> 0 around example jobs",
+		Long: `Start a throw-away server (SQLite store, local provider) in a temporary folder,
+create a compute cluster (min_instances 0, max_instances 2), submit example jobs,
+stream their logs, show the cluster scaling up and back down to 0, print a
+summary, and stop everything it started.`,
+		Args: r.exactArgs(),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			log, err := newLogger(r.app.Stderr, logLevel)
+			if err != nil {
+				return err
+			}
+			return r.app.Roles.Demo(cmd.Context(), r.app.Stdout, log, idle)
+		},
+	}
+	cmd.Flags().IntVar(&idle, "idle-seconds", 5, "the demo cluster's idle_time_before_scale_down")
+	cmd.Flags().StringVar(&logLevel, "log-level", "warn", "server log level: debug, info, warn or error")
+	return cmd
+}

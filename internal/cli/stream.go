@@ -133,7 +133,8 @@ func (v *streamView) setJob(j *api.Job) {
 		if first && (j.Status == api.JobQueued || j.Status == api.JobNotStarted) && !j.CreatedOn.IsZero() {
 			v.since = j.CreatedOn
 		}
-		if !first || !waiting(j.Status) {
+		// A waiting status is shown by its waiting line, which names it.
+		if !waiting(j.Status) {
 			fmt.Fprintf(v.stderr, "Status: %s\n", j.Status)
 		}
 		v.status = j.Status

@@ -45,7 +45,7 @@ const examples = "../../../shared/data/azureml-examples/cli"
 
 // instance is one running server.
 type instance struct {
-	t      *testing.T
+	t      testing.TB
 	cfg    config.Server
 	srv    *server.Server
 	client *api.Client
@@ -53,7 +53,7 @@ type instance struct {
 	done   chan error
 }
 
-func testConfig(t *testing.T, dataDir string) config.Server {
+func testConfig(_ testing.TB, dataDir string) config.Server {
 	cfg := config.Default()
 	cfg.DataDir = dataDir
 	cfg.ClientConfig = "-"
@@ -69,7 +69,7 @@ func testConfig(t *testing.T, dataDir string) config.Server {
 }
 
 // start runs a server on dataDir on the given address ("" picks a port).
-func start(t *testing.T, dataDir, addr, token string) *instance {
+func start(t testing.TB, dataDir, addr, token string) *instance {
 	t.Helper()
 	if addr == "" {
 		addr = "127.0.0.1:0"
@@ -120,7 +120,7 @@ func newServer(t *testing.T) (*instance, string) {
 	return in, dir
 }
 
-func cleanup(t *testing.T, in *instance) {
+func cleanup(t testing.TB, in *instance) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	cs, _ := in.client.Computes(ctx, "default")
@@ -138,7 +138,7 @@ func cleanup(t *testing.T, in *instance) {
 	in.shutdown()
 }
 
-func waitFor(t *testing.T, what string, d time.Duration, cond func() bool) {
+func waitFor(t testing.TB, what string, d time.Duration, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(d)
 	for !cond() {
@@ -149,7 +149,7 @@ func waitFor(t *testing.T, what string, d time.Duration, cond func() bool) {
 	}
 }
 
-func createCompute(t *testing.T, in *instance, yml string) *api.Compute {
+func createCompute(t testing.TB, in *instance, yml string) *api.Compute {
 	t.Helper()
 	c, err := spec.ParseCompute("test.yml", []byte(yml), nil)
 	if err != nil {

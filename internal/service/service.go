@@ -179,7 +179,18 @@ func (s *Service) Usages(ctx context.Context, location string) ([]api.Usage, err
 		}
 		locs = []string{location}
 	}
-	return catalog.Usage(computes, s.Catalog, s.Config.Quotas, locs), nil
+	usages := catalog.Usage(computes, s.Catalog, s.Config.Quotas, locs)
+	if location != "" {
+		// Usage also reports every location a compute uses; keep the asked one.
+		kept := usages[:0]
+		for _, u := range usages {
+			if u.Location == location {
+				kept = append(kept, u)
+			}
+		}
+		usages = kept
+	}
+	return usages, nil
 }
 
 func (s *Service) unknownLocation(name string) error {

@@ -1,0 +1,115 @@
+package server_test
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tideml/tide/api"
+)
+
+// warmCluster starts a server with a compute of n nodes kept warm
+// (min_instances = max_instances = n) and waits until they are idle.
+func warmCluster(b *testing.B, n int) *instance {
+	in := start(b, b.TempDir(), "", "")
+	b.Cleanup(func() { cleanup(b, in) })
+	c := fmt.Sprintf("name: warm\ntype: amlcompute\nsize: Standard_DS3_v2\nmin_instances: %d\nmax_instances: %d\nidle_time_before_scale_down: 600\n", n, n)
+	createCompute(b, in, c)
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		cp, err := in.client.Compute(context.Background(), "default", "warm")
+		if err == nil && cp.NodeStateCounts.Idle == n {
+			return in
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("nodes not idle: %+v", cp)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// BenchmarkSubmitToRunning measures, on an idle warm node, the time from
+// the client's submit to the job's first log line reaching the client.
+func BenchmarkSubmitToRunning(b *testing.B) {
+	in := warmCluster(b, 1)
+	ctx := context.Background()
+	var lat []time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		t0 := time.Now()
+		j, err := in.client.CreateJob(ctx, "default", &api.Job{Type: "command", Command: "echo first", Compute: "warm"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		got := errFirstLine
+		_ = in.client.StreamLogs(ctx, "default", j.Name, api.StreamOptions{}, func(ev api.LogEvent) error {
+			if ev.Type == api.LogEventLine {
+				lat = append(lat, time.Since(t0))
+				return got
+			}
+			return nil
+		})
+		// Wait for the node to be idle again so every submit finds it warm.
+		for {
+			cur, err := in.client.Job(ctx, "default", j.Name)
+			if err == nil && api.JobTerminal(cur.Status) {
+				break
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+	}
+	b.StopTimer()
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	if len(lat) > 0 {
+		b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
+		b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms")
+	}
+}
+
+var errFirstLine = fmt.Errorf("first line")
+
+// BenchmarkDispatchThroughput submits b.N no-op jobs as fast as 8 client
+// goroutines can to a compute of 8 warm nodes and reports jobs per second
+// from the first submit to the last completion.
+func BenchmarkDispatchThroughput(b *testing.B) {
+	in := warmCluster(b, 8)
+	ctx := context.Background()
+	b.ResetTimer()
+	t0 := time.Now()
+	names := make(chan string, b.N)
+	var wg sync.WaitGroup
+	work := make(chan int, b.N)
+	for i := 0; i < b.N; i++ {
+		work <- i
+	}
+	close(work)
+	for w := 0; w < 8; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range work {
+				j, err := in.client.CreateJob(ctx, "default", &api.Job{Type: "command", Command: "true", Compute: "warm"})
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				names <- j.Name
+			}
+		}()
+	}
+	wg.Wait()
+	close(names)
+	for {
+		js, err := in.client.Jobs(ctx, "default", api.JobFilter{Status: api.JobCompleted})
+		if err == nil && len(js) >= b.N {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	el := time.Since(t0)
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/el.Seconds(), "jobs/s")
+}
