@@ -1,16 +1,13 @@
 package agent
 
 import (
-	"archive/tar"
-	"compress/gzip"
 	"context"
-	"errors"
 	"fmt"
-	"io"
-	"io/fs"
 	"net/http"
 	"os"
 	"path/filepath"
+
+	"github.com/tideml/tide/internal/archive"
 )
 
 // uploadArtifacts packs outputs/ and logs/ into a tar.gz and PUTs it. The
@@ -42,9 +39,7 @@ func (j *job) uploadArtifacts(ctx context.Context) error {
 	return j.a.client.send(req, nil)
 }
 
-// writeTarGz writes the folders names (relative to root) into a gzipped tar
-// at path. Missing folders are skipped; symbolic links are stored as links,
-// never followed, so a job cannot make the agent upload files outside its folder.
+// writeTarGz packs root's named folders into the file at path.
 func writeTarGz(path, root string, names ...string) (err error) {
 	f, err := os.Create(path)
 	if err != nil {
@@ -55,60 +50,5 @@ func writeTarGz(path, root string, names ...string) (err error) {
 			err = cerr
 		}
 	}()
-	gz := gzip.NewWriter(f)
-	tw := tar.NewWriter(gz)
-	for _, name := range names {
-		err := filepath.WalkDir(filepath.Join(root, name), func(p string, d fs.DirEntry, err error) error {
-			if err != nil {
-				return err
-			}
-			info, err := d.Info()
-			if err != nil {
-				return err
-			}
-			link := ""
-			if info.Mode()&fs.ModeSymlink != 0 {
-				if link, err = os.Readlink(p); err != nil {
-					return err
-				}
-			}
-			if !info.Mode().IsRegular() && !info.IsDir() && link == "" {
-				return nil // sockets, pipes, devices
-			}
-			hdr, err := tar.FileInfoHeader(info, link)
-			if err != nil {
-				return err
-			}
-			rel, err := filepath.Rel(root, p)
-			if err != nil {
-				return err
-			}
-			hdr.Name = filepath.ToSlash(rel)
-			if info.IsDir() {
-				hdr.Name += "/"
-			}
-			if err := tw.WriteHeader(hdr); err != nil {
-				return err
-			}
-			if !info.Mode().IsRegular() {
-				return nil
-			}
-			src, err := os.Open(p)
-			if err != nil {
-				return err
-			}
-			defer src.Close()
-			// The file may still grow (a leftover writer); copy what the
-			// header announced.
-			_, err = io.CopyN(tw, src, hdr.Size)
-			return err
-		})
-		if err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return err
-		}
-	}
-	if err := tw.Close(); err != nil {
-		return err
-	}
-	return gz.Close()
+	return archive.Write(f, root, names...)
 }

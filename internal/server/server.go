@@ -34,6 +34,7 @@ import (
 	"github.com/tideml/tide/internal/provider/builtin"
 	"github.com/tideml/tide/internal/service"
 	"github.com/tideml/tide/internal/store"
+	"github.com/tideml/tide/internal/store/postgres"
 	"github.com/tideml/tide/internal/store/sqlite"
 )
 
@@ -123,8 +124,10 @@ func openStore(ctx context.Context, cfg config.Server, log *slog.Logger) (store.
 			path = filepath.Join(cfg.DataDir, "tide.db")
 		}
 		return sqlite.Open(ctx, path, log)
+	case strings.HasPrefix(cfg.Store, "postgres://") || strings.HasPrefix(cfg.Store, "postgresql://"):
+		return postgres.Open(ctx, cfg.Store, log)
 	default:
-		return nil, fmt.Errorf("store %q: unsupported; use an empty value (SQLite in the data dir) or sqlite:PATH", cfg.Store)
+		return nil, fmt.Errorf("store %q: unsupported; use an empty value (SQLite in the data dir), sqlite:PATH or a postgres:// URL", cfg.Store)
 	}
 }
 

@@ -1,0 +1,76 @@
+package archive
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func tarGz(t *testing.T, entries []tar.Header, body string) []byte {
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	tw := tar.NewWriter(zw)
+	for _, h := range entries {
+		if h.Typeflag == tar.TypeReg {
+			h.Size = int64(len(body))
+		}
+		if err := tw.WriteHeader(&h); err != nil {
+			t.Fatal(err)
+		}
+		if h.Typeflag == tar.TypeReg {
+			tw.Write([]byte(body))
+		}
+	}
+	tw.Close()
+	zw.Close()
+	return buf.Bytes()
+}
+
+func TestRoundTrip(t *testing.T) {
+	root := t.TempDir()
+	os.MkdirAll(filepath.Join(root, "outputs", "model"), 0o755)
+	os.WriteFile(filepath.Join(root, "outputs", "model", "w.txt"), []byte("weights"), 0o644)
+	os.Symlink("model/w.txt", filepath.Join(root, "outputs", "latest"))
+	var buf bytes.Buffer
+	if err := Write(&buf, root, "outputs", "logs"); err != nil {
+		t.Fatal(err)
+	}
+	dst := t.TempDir()
+	if err := Extract(&buf, dst, 0); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(filepath.Join(dst, "outputs", "latest")); err != nil || string(b) != "weights" {
+		t.Errorf("latest = %q, %v", b, err)
+	}
+}
+
+func TestExtractRejectsEscapes(t *testing.T) {
+	cases := map[string][]tar.Header{
+		"absolute": {{Name: "/etc/evil", Typeflag: tar.TypeReg, Mode: 0o644}},
+		"dotdot":   {{Name: "a/../../evil", Typeflag: tar.TypeReg, Mode: 0o644}},
+		"link out": {{Name: "l", Typeflag: tar.TypeSymlink, Linkname: "../../etc"}},
+		"link abs": {{Name: "l", Typeflag: tar.TypeSymlink, Linkname: "/etc/passwd"}},
+	}
+	for name, entries := range cases {
+		dst := filepath.Join(t.TempDir(), "in")
+		err := Extract(bytes.NewReader(tarGz(t, entries, "x")), dst, 0)
+		if err == nil {
+			t.Errorf("%s: extracted", name)
+		}
+		if _, serr := os.Stat(filepath.Join(filepath.Dir(dst), "evil")); serr == nil {
+			t.Errorf("%s: wrote outside the folder", name)
+		}
+	}
+}
+
+func TestExtractLimit(t *testing.T) {
+	b := tarGz(t, []tar.Header{{Name: "big", Typeflag: tar.TypeReg, Mode: 0o644}}, strings.Repeat("x", 1000))
+	if err := Extract(bytes.NewReader(b), t.TempDir(), 100); !errors.Is(err, ErrTooLarge) {
+		t.Errorf("err = %v, want ErrTooLarge", err)
+	}
+}
