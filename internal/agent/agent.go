@@ -48,7 +48,8 @@ type Config struct {
 	// Version is reported at registration. Optional.
 	Version string
 	// HeartbeatInterval is used until the server's AgentWelcome names one.
-	// Default 10s.
+	// Default 1s: short, so the first heartbeat after registration is never
+	// later than the server's own interval.
 	HeartbeatInterval time.Duration
 	// StreamIdleTimeout: a stream silent for this long (no event, no
 	// keep-alive comment) is considered dead and reconnected, which catches
@@ -82,7 +83,7 @@ func (c *Config) setDefaults() error {
 		return errors.New("dir: required")
 	}
 	if c.HeartbeatInterval <= 0 {
-		c.HeartbeatInterval = 10 * time.Second
+		c.HeartbeatInterval = time.Second
 	}
 	if c.StreamIdleTimeout <= 0 {
 		c.StreamIdleTimeout = 60 * time.Second
