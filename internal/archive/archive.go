@@ -110,51 +110,23 @@ func cleanName(name string) (string, error) {
 }
 
 // Write packs the named folders under root (those that exist) into a
-// tar.gz stream. Symbolic links are stored as links.
+// tar.gz stream. Symbolic links are stored as links, never followed, so a
+// job cannot make its node upload files outside its folder; sockets, pipes
+// and devices are skipped. The folders may still be written to: a file that
+// vanishes during the walk is skipped, and a file that grows is stored with
+// the size it had when its header was written.
 func Write(w io.Writer, root string, folders ...string) error {
 	zw := gzip.NewWriter(w)
 	tw := tar.NewWriter(zw)
 	for _, folder := range folders {
-		base := filepath.Join(root, folder)
-		if _, err := os.Lstat(base); errors.Is(err, os.ErrNotExist) {
-			continue
-		}
-		err := filepath.WalkDir(base, func(p string, d fs.DirEntry, err error) error {
+		err := filepath.WalkDir(filepath.Join(root, folder), func(p string, d fs.DirEntry, err error) error {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil
+			}
 			if err != nil {
 				return err
 			}
-			rel, err := filepath.Rel(root, p)
-			if err != nil {
-				return err
-			}
-			info, err := d.Info()
-			if err != nil {
-				return err
-			}
-			link := ""
-			if info.Mode()&fs.ModeSymlink != 0 {
-				if link, err = os.Readlink(p); err != nil {
-					return err
-				}
-			}
-			h, err := tar.FileInfoHeader(info, link)
-			if err != nil {
-				return err
-			}
-			h.Name = filepath.ToSlash(rel)
-			if d.IsDir() {
-				h.Name += "/"
-			}
-			if err := tw.WriteHeader(h); err != nil {
-				return err
-			}
-			if info.Mode().IsRegular() {
-				f, err := os.Open(p)
-				if err != nil {
-					return err
-				}
-				_, err = io.Copy(tw, f)
-				f.Close()
+			if err := writeEntry(tw, root, p, d); !errors.Is(err, fs.ErrNotExist) {
 				return err
 			}
 			return nil
@@ -167,4 +139,46 @@ func Write(w io.Writer, root string, folders ...string) error {
 		return err
 	}
 	return zw.Close()
+}
+
+// writeEntry adds one walked path to tw.
+func writeEntry(tw *tar.Writer, root, p string, d fs.DirEntry) error {
+	info, err := d.Info()
+	if err != nil {
+		return err
+	}
+	link := ""
+	switch {
+	case info.Mode()&fs.ModeSymlink != 0:
+		if link, err = os.Readlink(p); err != nil {
+			return err
+		}
+	case !info.Mode().IsRegular() && !info.IsDir():
+		return nil
+	}
+	h, err := tar.FileInfoHeader(info, link)
+	if err != nil {
+		return err
+	}
+	rel, err := filepath.Rel(root, p)
+	if err != nil {
+		return err
+	}
+	h.Name = filepath.ToSlash(rel)
+	if info.IsDir() {
+		h.Name += "/"
+	}
+	if err := tw.WriteHeader(h); err != nil {
+		return err
+	}
+	if !info.Mode().IsRegular() {
+		return nil
+	}
+	f, err := os.Open(p)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	_, err = io.CopyN(tw, f, h.Size)
+	return err
 }

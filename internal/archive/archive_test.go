@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -46,6 +47,31 @@ func TestRoundTrip(t *testing.T) {
 	}
 	if b, err := os.ReadFile(filepath.Join(dst, "outputs", "latest")); err != nil || string(b) != "weights" {
 		t.Errorf("latest = %q, %v", b, err)
+	}
+}
+
+// TestWriteSkipsSpecialFiles: a job may leave a socket or a pipe in its
+// outputs; packing must skip it rather than fail the upload.
+func TestWriteSkipsSpecialFiles(t *testing.T) {
+	root := t.TempDir()
+	os.MkdirAll(filepath.Join(root, "logs"), 0o755)
+	os.WriteFile(filepath.Join(root, "logs", "a.txt"), []byte("a"), 0o644)
+	if err := syscall.Mkfifo(filepath.Join(root, "logs", "pipe"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := Write(&buf, root, "logs", "missing"); err != nil {
+		t.Fatal(err)
+	}
+	dst := t.TempDir()
+	if err := Extract(&buf, dst, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dst, "logs", "a.txt")); err != nil {
+		t.Error(err)
+	}
+	if _, err := os.Lstat(filepath.Join(dst, "logs", "pipe")); err == nil {
+		t.Error("the pipe was packed")
 	}
 }
 

@@ -21,7 +21,7 @@ import (
 // newHandler returns the API handler of a server on a fresh data dir and
 // its admin token. No controller runs: these tests exercise the HTTP layer.
 func newHandler(t testing.TB) (http.Handler, string) {
-	cfg := testConfig(nil, t.TempDir())
+	cfg := testConfig(t.TempDir())
 	srv, err := server.New(context.Background(), cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
@@ -104,10 +104,7 @@ func TestAuthRequired(t *testing.T) {
 // API as YAML: amlcompute files are created, the others rejected clearly.
 func TestComputeFilesThroughAPI(t *testing.T) {
 	h, token := newHandler(t)
-	files, _ := filepath.Glob(filepath.Join(examples, "../cli/resources/compute/*.yml"))
-	if len(files) == 0 {
-		files, _ = filepath.Glob(filepath.Join(examples, "resources/compute/*.yml"))
-	}
+	files, _ := filepath.Glob(filepath.Join(examples, "resources/compute/*.yml"))
 	if len(files) < 10 {
 		t.Fatalf("found %d compute files", len(files))
 	}

@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"sync"
@@ -44,11 +45,10 @@ func BenchmarkSubmitToRunning(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		got := errFirstLine
 		_ = in.client.StreamLogs(ctx, "default", j.Name, api.StreamOptions{}, func(ev api.LogEvent) error {
 			if ev.Type == api.LogEventLine {
 				lat = append(lat, time.Since(t0))
-				return got
+				return errFirstLine // stop streaming
 			}
 			return nil
 		})
@@ -69,7 +69,7 @@ func BenchmarkSubmitToRunning(b *testing.B) {
 	}
 }
 
-var errFirstLine = fmt.Errorf("first line")
+var errFirstLine = errors.New("first line")
 
 // BenchmarkDispatchThroughput submits b.N no-op jobs as fast as 8 client
 // goroutines can to a compute of 8 warm nodes and reports jobs per second

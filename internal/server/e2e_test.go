@@ -53,7 +53,7 @@ type instance struct {
 	done   chan error
 }
 
-func testConfig(_ testing.TB, dataDir string) config.Server {
+func testConfig(dataDir string) config.Server {
 	cfg := config.Default()
 	cfg.DataDir = dataDir
 	cfg.ClientConfig = "-"
@@ -78,7 +78,7 @@ func start(t testing.TB, dataDir, addr, token string) *instance {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := testConfig(t, dataDir)
+	cfg := testConfig(dataDir)
 	cfg.Listen = ln.Addr().String()
 	cfg.AdvertiseURL = "http://" + cfg.Listen
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -303,10 +303,13 @@ func TestScaleUpAndDownWithIdleTime(t *testing.T) {
 		}
 		return false
 	})
-	// ended is the server's wall clock and gone the test's; allow for the
-	// two readings' skew, not for an early scale-down.
-	if idle := gone.Sub(ended); idle < 2*time.Second-50*time.Millisecond {
+	if idle := gone.Sub(ended); idle < 2*time.Second {
 		t.Errorf("nodes left %s after the jobs ended, before idle_time_before_scale_down 2s", idle)
+		evs, _ := in.client.ComputeEvents(context.Background(), "default", "cpu-cluster")
+		for _, e := range evs {
+			t.Logf("event %s %s %s", e.Time.Format("15:04:05.000000"), e.Kind, e.Message)
+		}
+		t.Logf("ended %s gone %s", ended.Format("15:04:05.000000"), gone.UTC().Format("15:04:05.000000"))
 	}
 	ev, err := in.client.ComputeEvents(context.Background(), "default", "cpu-cluster")
 	if err != nil {

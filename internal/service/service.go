@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -177,20 +178,12 @@ func (s *Service) Usages(ctx context.Context, location string) ([]api.Usage, err
 		if !contains(locs, location) {
 			return nil, s.unknownLocation(location)
 		}
+		// A location's usage comes from its own computes only; passing just
+		// those keeps catalog.Usage from adding the locations of the others.
 		locs = []string{location}
+		computes = slices.DeleteFunc(computes, func(c api.Compute) bool { return c.Location != location })
 	}
-	usages := catalog.Usage(computes, s.Catalog, s.Config.Quotas, locs)
-	if location != "" {
-		// Usage also reports every location a compute uses; keep the asked one.
-		kept := usages[:0]
-		for _, u := range usages {
-			if u.Location == location {
-				kept = append(kept, u)
-			}
-		}
-		usages = kept
-	}
-	return usages, nil
+	return catalog.Usage(computes, s.Catalog, s.Config.Quotas, locs), nil
 }
 
 func (s *Service) unknownLocation(name string) error {
