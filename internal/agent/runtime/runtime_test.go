@@ -53,7 +53,13 @@ func TestProcess(t *testing.T) {
 			}
 			if b, err := os.ReadFile(dir + "/bg.pid"); err == nil {
 				pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
-				if stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil && !strings.Contains(string(stat), ") Z") {
+				// SIGKILL is delivered asynchronously: give the kernel a
+				// moment to end the child before calling it a survivor.
+				deadline := time.Now().Add(5 * time.Second)
+				for alive(pid) && time.Now().Before(deadline) {
+					<-time.After(10 * time.Millisecond)
+				}
+				if alive(pid) {
 					t.Errorf("background child %d still alive", pid)
 				}
 			}
@@ -71,4 +77,15 @@ func readProcOut(pid int) string {
 		names = append(names, strings.TrimSpace(string(comm)))
 	}
 	return strings.Join(names, " ")
+}
+
+// alive reports whether pid exists and is neither a zombie nor dead.
+func alive(pid int) bool {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	s := string(stat)
+	i := strings.LastIndexByte(s, ')')
+	return i < 0 || i+2 >= len(s) || (s[i+2] != 'Z' && s[i+2] != 'X')
 }
