@@ -61,6 +61,10 @@ type Job struct {
 	// Attempt counts the times the job was started, from 1.
 	Attempt       int    `json:"attempt,omitempty"`
 	PendingReason string `json:"pending_reason,omitempty"`
+	// ResolvedEnvironment is the registered environment the job's
+	// environment reference named when it was submitted; the job keeps it
+	// even if that version is deleted later.
+	ResolvedEnvironment *Environment `json:"resolved_environment,omitempty"`
 	Etag          string `json:"etag,omitempty"`
 }
 

@@ -40,6 +40,8 @@ func Run(t *testing.T, newDB func(t *testing.T) Opener) {
 		{"JobRoundTrip", testJobRoundTrip},
 		{"JobEtags", testJobEtags},
 		{"ListJobs", testListJobs},
+		{"Environments", testEnvironments},
+		{"EnvironmentEtags", testEnvironmentEtags},
 		{"Nodes", testNodes},
 		{"Tokens", testTokens},
 		{"Settings", testSettings},
