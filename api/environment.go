@@ -1,6 +1,11 @@
 package api
 
-import "time"
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"time"
+)
 
 // Environment is a registered environment, as in Azure ML: a named,
 // versioned description of what a job's processes run with. Versions are
@@ -44,3 +49,41 @@ type EnvironmentHost struct {
 
 // Ref returns the reference a job uses for e: azureml:NAME:VERSION.
 func (e *Environment) Ref() string { return "azureml:" + e.Name + ":" + e.Version }
+
+// Environments lists the environments of workspace ws, every version, or
+// the versions of name when it is not empty.
+func (c *Client) Environments(ctx context.Context, ws, name string) ([]Environment, error) {
+	var q url.Values
+	if name != "" {
+		q = url.Values{"name": {name}}
+	}
+	return list[Environment](ctx, c, v1("workspaces", ws, "environments"), q)
+}
+
+// Environment returns one version of an environment; version "latest" is
+// the most recently created one.
+func (c *Client) Environment(ctx context.Context, ws, name, version string) (*Environment, error) {
+	var out Environment
+	if _, err := c.do(ctx, http.MethodGet, v1("workspaces", ws, "environments", name, "versions", version), nil, nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// CreateEnvironment registers a version of an environment (an empty
+// version gets the next number) and reports whether it was new: putting
+// an existing version again with the same content is not an error.
+func (c *Client) CreateEnvironment(ctx context.Context, ws string, e *Environment) (out *Environment, created bool, err error) {
+	out = new(Environment)
+	code, err := c.do(ctx, http.MethodPost, v1("workspaces", ws, "environments"), nil, e, out)
+	if err != nil {
+		return nil, false, err
+	}
+	return out, code == http.StatusCreated, nil
+}
+
+// DeleteEnvironment deletes one version of an environment.
+func (c *Client) DeleteEnvironment(ctx context.Context, ws, name, version string) error {
+	_, err := c.do(ctx, http.MethodDelete, v1("workspaces", ws, "environments", name, "versions", version), nil, nil, nil)
+	return err
+}

@@ -65,7 +65,7 @@ type Job struct {
 	// environment reference named when it was submitted; the job keeps it
 	// even if that version is deleted later.
 	ResolvedEnvironment *Environment `json:"resolved_environment,omitempty"`
-	Etag          string `json:"etag,omitempty"`
+	Etag                string       `json:"etag,omitempty"`
 }
 
 // JobRank is one node of a running or finished job attempt.

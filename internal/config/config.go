@@ -59,6 +59,13 @@ type Server struct {
 	// Resync is the controller's safety-net period; decisions are driven by
 	// events, not by this.
 	Resync time.Duration `yaml:"resync"`
+	// Environments map environment names jobs refer to, typically Azure's
+	// curated ones (AzureML-sklearn-1.5, which the registry reference
+	// azureml://registries/azureml/environments/sklearn-1.5/labels/latest
+	// also names), to an environment registered in the job's workspace:
+	// NAME:VERSION or NAME@latest. A registered environment of the same
+	// name wins over the mapping.
+	Environments map[string]string `yaml:"environments"`
 }
 
 // Location is one place nodes come from.
@@ -191,6 +198,11 @@ func (c *Server) Validate() error {
 	}
 	if err := c.Quotas.Validate(); err != nil {
 		return err
+	}
+	for from, to := range c.Environments {
+		if strings.TrimSpace(to) == "" || strings.ContainsAny(to, " /") {
+			return fmt.Errorf("environments.%s: want NAME:VERSION or NAME@latest of a registered environment, got %q", from, to)
+		}
 	}
 	if c.UnusableAfter < c.HeartbeatInterval {
 		return fmt.Errorf("unusable_after: must be at least heartbeat_interval (%s)", c.HeartbeatInterval)
