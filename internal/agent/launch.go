@@ -44,7 +44,6 @@ type launch struct {
 	Notes []string
 }
 
-
 // planLaunch decides the processes of node as.NodeRank for command (the
 // job's command with its bindings substituted) run in the job folder dir
 // (node 0 of an MPI job writes its hostfile to dir/.tide). root says whether the agent
