@@ -79,18 +79,21 @@ func environmentNotes(j *api.Job, runtime string) []string {
 	if runtime != "process" {
 		return nil
 	}
-	image, conda, what := "", "", "environment"
+	// An inline environment's fields are named as the job file names them.
+	image, conda, imageOf, condaOf := "", "", "environment.image", "environment.conda_file"
 	if e := j.ResolvedEnvironment; e != nil {
-		image, conda, what = e.Image, e.CondaFile, "environment "+e.Name+":"+e.Version
+		image, conda = e.Image, e.CondaFile
+		imageOf = "the image of environment " + e.Name + ":" + e.Version
+		condaOf = "the conda_file of environment " + e.Name + ":" + e.Version
 	} else if e := j.Environment; e != nil {
 		image, conda = e.Image, e.CondaFile
 	}
 	var notes []string
 	if image != "" {
-		notes = append(notes, fmt.Sprintf("tide: the image %q of %s is not used: this node's runtime is %q, which runs the command on the host (configure a location with runtime docker to run images)", image, what, runtime))
+		notes = append(notes, fmt.Sprintf("tide: %s (%q) is not used: this node's runtime is %q, which runs the command on the host (configure a location with runtime docker to run images)", imageOf, image, runtime))
 	}
 	if conda != "" {
-		notes = append(notes, fmt.Sprintf("tide: the conda_file of %s is not installed by the %q runtime; the host must already provide its packages", what, runtime))
+		notes = append(notes, fmt.Sprintf("tide: %s is not installed by the %q runtime; the host must already provide its packages", condaOf, runtime))
 	}
 	return notes
 }
