@@ -24,6 +24,8 @@ import (
 	"time"
 
 	"github.com/rogpeppe/go-internal/testscript"
+
+	"github.com/tideml/tide/internal/demo"
 )
 
 func TestMain(m *testing.M) {
@@ -37,6 +39,7 @@ func TestScripts(t *testing.T) {
 		Dir:                 "testdata/script",
 		RequireExplicitExec: true,
 		Setup:               setup,
+		Condition:           condition,
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
 			"waitserver": waitServer,
 			"exits":      exits,
@@ -211,4 +214,15 @@ func stopAgents(dataDir string) {
 		// which holds the agent and any job it runs.
 		_ = syscall.Kill(-n.PID, syscall.SIGKILL)
 	}
+}
+
+// condition answers the scripts' [ml] condition: whether the host can run
+// the ML examples. Under CI it is always true, so a CI machine that lacks
+// them fails instead of skipping.
+func condition(cond string) (bool, error) {
+	switch cond {
+	case "ml":
+		return os.Getenv("CI") != "" || demo.MLMissing() == "", nil
+	}
+	return false, fmt.Errorf("unknown condition %q", cond)
 }
