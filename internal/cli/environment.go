@@ -240,3 +240,28 @@ func indent(s string) string {
 	}
 	return b.String()
 }
+
+// jobEnvironment is what a job runs with: the registered environment its
+// reference resolved to, or its inline image.
+func jobEnvironment(j *api.Job) string {
+	switch {
+	case j.ResolvedEnvironment != nil:
+		return j.ResolvedEnvironment.Ref()
+	case j.Environment == nil:
+		return ""
+	case j.Environment.Ref != "":
+		return j.Environment.Ref
+	}
+	return j.Environment.Image
+}
+
+func jobDistribution(d *api.Distribution) string {
+	if d == nil {
+		return ""
+	}
+	switch d.Type {
+	case "tensorflow":
+		return fmt.Sprintf("tensorflow, %d worker(s), %d parameter server(s)", d.WorkerCount, d.ParameterServerCount)
+	}
+	return fmt.Sprintf("%s, %d process(es) per node", d.Type, max(d.ProcessCountPerInstance, 1))
+}

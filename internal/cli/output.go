@@ -324,6 +324,8 @@ func (p *printer) jobDetails(w io.Writer, j *api.Job) {
 		{"status", j.Status},
 		{"compute", j.Compute},
 		{"instance_count", itoa(j.InstanceCount())},
+		{"distribution", jobDistribution(j.Distribution)},
+		{"environment", jobEnvironment(j)},
 		{"attempt", nonZero(j.Attempt)},
 		{"created_on", p.when(j.CreatedOn)},
 		{"start_time", p.when(j.StartTime)},
