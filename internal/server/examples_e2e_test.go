@@ -128,3 +128,56 @@ func TestExamplesRunForReal(t *testing.T) {
 		}
 	}
 }
+
+// TestDistributedLaunchersForReal runs launcher jobs on two local nodes with
+// shell commands only: the rank variables every process sees, and one
+// failing rank failing the job and stopping the others.
+func TestDistributedLaunchersForReal(t *testing.T) {
+	in, _ := newServer(t)
+	createCompute(t, in, cluster)
+
+	j := submit(t, in, `command: echo "R=$RANK W=$WORLD_SIZE N=$NODE_RANK L=$LOCAL_RANK LW=$LOCAL_WORLD_SIZE M=$MASTER_ADDR"
+compute: cpu-cluster
+resources: {instance_count: 2}
+distribution: {type: pytorch, process_count_per_instance: 2}
+`)
+	j = waitJob(t, in, j.Name, time.Minute)
+	if j.Status != api.JobCompleted {
+		t.Fatalf("pytorch job: %s (%s) %v", j.Status, j.Error, j.LogTail)
+	}
+	text := logText(t, in, j.Name)
+	for _, want := range []string{
+		"[rank 0] R=0 W=4 N=0 L=0 LW=2 M=127.0.0.1", "[rank 1] R=1 W=4 N=0 L=1 LW=2 M=127.0.0.1",
+		"[rank 2] R=2 W=4 N=1 L=0 LW=2 M=127.0.0.1", "[rank 3] R=3 W=4 N=1 L=1 LW=2 M=127.0.0.1",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("pytorch log lacks %q:\n%s", want, text)
+		}
+	}
+
+	j = submit(t, in, `command: echo "$TF_CONFIG"
+compute: cpu-cluster
+resources: {instance_count: 2}
+distribution: {type: tensorflow, worker_count: 2}
+`)
+	j = waitJob(t, in, j.Name, time.Minute)
+	text = logText(t, in, j.Name)
+	if j.Status != api.JobCompleted || !strings.Contains(text, `"task":{"index":1,"type":"worker"}`) {
+		t.Errorf("tensorflow job: %s (%s)\n%s", j.Status, j.Error, text)
+	}
+
+	// Rank 1 fails at once; rank 0 would sleep a minute but is stopped.
+	start := time.Now()
+	j = submit(t, in, `command: if [ "$RANK" = 1 ]; then echo rank 1 fails; exit 3; fi; exec sleep 60
+compute: cpu-cluster
+resources: {instance_count: 2}
+distribution: {type: pytorch}
+`)
+	j = waitJob(t, in, j.Name, 40*time.Second)
+	if j.Status != api.JobFailed || !strings.Contains(j.Error, "node 1: exit code 3") {
+		t.Errorf("failing rank: %s (%s), want Failed with node 1's exit code", j.Status, j.Error)
+	}
+	if d := time.Since(start); d > 40*time.Second {
+		t.Errorf("the failing job took %s: rank 0 was not stopped", d)
+	}
+}
