@@ -78,6 +78,10 @@ type Cancel struct {
 	ID           string `json:"id"`
 	Reason       string `json:"reason,omitempty"`
 	GraceSeconds int    `json:"grace_seconds,omitempty"`
+	// Preempt says the node is being taken away (a low-priority eviction):
+	// the job is stopped the same way, its checkpoint folder is kept and
+	// uploaded, and the attempt reports Preempted so it is retried.
+	Preempt bool `json:"preempt,omitempty"`
 }
 
 // LogBatch carries log lines of one assignment.
@@ -98,4 +102,6 @@ type AssignmentStatus struct {
 	// LastNodeSeq is the last log line number the agent produced, so the
 	// server knows when it has every line.
 	LastNodeSeq int64 `json:"last_node_seq,omitempty"`
+	// Preempted: the attempt ended because its node was preempted.
+	Preempted bool `json:"preempted,omitempty"`
 }

@@ -345,7 +345,11 @@ func (a *agent) cancel(c api.Cancel) {
 	if reason == "" {
 		reason = "canceled by the server"
 	}
-	j.stop(stopCancel, reason, time.Duration(c.GraceSeconds)*time.Second)
+	kind := stopCancel
+	if c.Preempt {
+		kind = stopPreempt
+	}
+	j.stop(kind, reason, time.Duration(c.GraceSeconds)*time.Second)
 }
 
 // runningStatuses lists the assignments this agent holds, for registration.

@@ -28,6 +28,7 @@ type stopKind int
 const (
 	stopNone stopKind = iota
 	stopCancel
+	stopPreempt
 	stopTimeout
 	stopShutdown
 )
@@ -149,6 +150,9 @@ func (j *job) execute() api.AssignmentStatus {
 	for _, n := range as.Notes {
 		j.logs.add("tide", n)
 	}
+	if err := j.restoreCheckpoint(ctx); err != nil {
+		return failed(err.Error())
+	}
 	command, err := bindCommand(as.Command, as.Inputs, as.Outputs, j.outputsDir)
 	if err != nil {
 		return failed(err.Error())
@@ -215,6 +219,8 @@ func (j *job) stoppedStatus(code *int) api.AssignmentStatus {
 	switch j.stopKind {
 	case stopCancel:
 		st.Status = api.JobCanceled
+	case stopPreempt:
+		st.Status, st.Preempted = api.JobFailed, true
 	default:
 		st.Status = api.JobFailed
 	}
@@ -240,6 +246,9 @@ func (j *job) finish(st api.AssignmentStatus) {
 	}
 	if err := j.a.retry(ctx, "uploading artifacts", j.uploadArtifacts); err != nil {
 		j.log.Error("artifacts not uploaded", slog.Any("error", err))
+	}
+	if err := j.saveCheckpoint(ctx); err != nil {
+		j.log.Error("checkpoint not uploaded", slog.Any("error", err))
 	}
 	if err := j.postStatus(ctx, st); err != nil {
 		j.log.Error("final status not reported; it stays in the state folder", slog.Any("error", err))

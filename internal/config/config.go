@@ -62,6 +62,13 @@ type Server struct {
 	ProvisionTimeout time.Duration `yaml:"provision_timeout"`
 	// CancelGrace is how long a canceled job gets between SIGTERM and SIGKILL.
 	CancelGrace time.Duration `yaml:"cancel_grace"`
+	// PreemptGrace is the eviction notice a preempted low-priority node's
+	// job gets between SIGTERM and SIGKILL (a cloud gives about 30 s).
+	PreemptGrace time.Duration `yaml:"preempt_grace"`
+	// PreemptionRate preempts running low-priority nodes at random, this
+	// many times per node-hour on average (0: never), so users can test
+	// that their jobs resume from checkpoints.
+	PreemptionRate float64 `yaml:"preemption_rate"`
 	// Resync is the controller's safety-net period; decisions are driven by
 	// events, not by this.
 	Resync time.Duration `yaml:"resync"`
@@ -125,6 +132,9 @@ func (c *Server) fill() {
 	}
 	if c.CancelGrace == 0 {
 		c.CancelGrace = 10 * time.Second
+	}
+	if c.PreemptGrace == 0 {
+		c.PreemptGrace = 30 * time.Second
 	}
 	if c.Resync == 0 {
 		c.Resync = 30 * time.Second
@@ -191,6 +201,9 @@ func (c *Server) AgentServerURLs() string {
 func (c *Server) Validate() error {
 	if !strings.Contains(c.Listen, ":") {
 		return fmt.Errorf("listen: want HOST:PORT, got %q", c.Listen)
+	}
+	if c.PreemptionRate < 0 {
+		return fmt.Errorf("preemption_rate: want preemptions per node-hour, 0 or more (got %g)", c.PreemptionRate)
 	}
 	seen := map[string]bool{}
 	defaults := 0

@@ -16,7 +16,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -89,12 +88,24 @@ func testConfig(dataDir string) config.Server {
 	cfg.HeartbeatInterval = 500 * time.Millisecond
 	cfg.UnusableAfter = 3 * time.Second
 	cfg.CancelGrace = 2 * time.Second
+	cfg.PreemptGrace = 3 * time.Second
 	cfg.Resync = time.Second
 	return cfg
 }
 
 // start runs a server on dataDir on the given address ("" picks a port).
 func start(t testing.TB, dataDir, addr, token string) *instance {
+	t.Helper()
+	return startConfig(t, testConfig(dataDir), addr, token)
+}
+
+// startWith runs a server with a test's own configuration.
+func startWith(t testing.TB, cfg config.Server) *instance {
+	t.Helper()
+	return startConfig(t, cfg, "", "")
+}
+
+func startConfig(t testing.TB, cfg config.Server, addr, token string) *instance {
 	t.Helper()
 	if addr == "" {
 		addr = "127.0.0.1:0"
@@ -103,8 +114,7 @@ func start(t testing.TB, dataDir, addr, token string) *instance {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := testConfig(dataDir)
-	cfg.Store = testStore(t, dataDir)
+	cfg.Store = testStore(t, cfg.DataDir)
 	cfg.Listen = ln.Addr().String()
 	cfg.AdvertiseURL = "http://" + cfg.Listen
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -421,33 +431,5 @@ func TestServerRestartMidJob(t *testing.T) {
 		if !strings.Contains(text, fmt.Sprintf("line %d\n", i)) {
 			t.Errorf("log lacks line %d:\n%s", i, text)
 		}
-	}
-}
-
-func TestKilledAgentFailsItsJob(t *testing.T) {
-	in, _ := newServer(t)
-	createCompute(t, in, cluster)
-	j := submit(t, in, "command: sleep 60\ncompute: cpu-cluster\n")
-	var node api.Node
-	waitFor(t, "job running", 30*time.Second, func() bool {
-		ns, _ := in.client.Nodes(context.Background(), "default", "cpu-cluster")
-		for _, n := range ns {
-			if n.Job != "" && n.ProviderID != "" {
-				node = n
-				return true
-			}
-		}
-		return false
-	})
-	var pid int
-	if _, err := fmt.Sscanf(node.ProviderID, "pid:%d", &pid); err != nil {
-		t.Fatal(err)
-	}
-	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	got := waitJob(t, in, j.Name, 30*time.Second)
-	if got.Status != api.JobFailed || !strings.Contains(got.Error, "unusable") {
-		t.Errorf("job of a killed agent: %s %q", got.Status, got.Error)
 	}
 }

@@ -100,7 +100,7 @@ func (s *Server) wrap(rt route) http.HandlerFunc {
 			}
 			r = r.WithContext(context.WithValue(r.Context(), ctxKey{}, p))
 		}
-		if !strings.HasSuffix(rt.pattern, "/artifacts") {
+		if !strings.HasSuffix(rt.pattern, "/artifacts") && !strings.HasSuffix(rt.pattern, "/checkpoint") {
 			r.Body = http.MaxBytesReader(w, r.Body, maxBody)
 		}
 		rt.handler(w, r)

@@ -28,7 +28,7 @@ var unsupportedJobTypes = []string{"sweep", "pipeline", "parallel", "spark", "au
 var jobFields = []string{
 	"$schema", "type", "name", "display_name", "experiment_name", "description", "tags",
 	"command", "code", "environment", "environment_variables", "inputs", "outputs",
-	"compute", "resources", "distribution", "limits",
+	"compute", "resources", "distribution", "limits", "queue_settings", "tide",
 }
 
 // jobUnsupported are Azure ML command job fields tide does not implement,
@@ -36,7 +36,6 @@ var jobFields = []string{
 var jobUnsupported = map[string]string{
 	"services":       "not supported yet (interactive services: VS Code, Jupyter, TensorBoard, SSH); remove it",
 	"identity":       "not supported yet; jobs run with the node's own credentials; remove it",
-	"queue_settings": "not supported yet; remove it",
 	"properties":     "not supported yet; use tags",
 	"parameters":     "not supported yet",
 	"trial":          "belongs to sweep jobs, which are not supported yet",
@@ -48,7 +47,7 @@ var jobUnsupported = map[string]string{
 var jobStatusFields = map[string]bool{
 	"id": true, "workspace": true, "status": true, "created_on": true, "start_time": true,
 	"end_time": true, "exit_code": true, "error": true, "log_tail": true, "ranks": true,
-	"attempt": true, "pending_reason": true, "etag": true, "creation_context": true,
+	"attempt": true, "pending_reason": true, "etag": true, "creation_context": true, "retried": true,
 }
 
 var (
@@ -115,6 +114,10 @@ func ParseJob(file string, data []byte, sets []string) (*api.Job, error) {
 			j.Distribution = d.distribution(v, fp)
 		case "limits":
 			j.Limits = d.limits(v, fp)
+		case "queue_settings":
+			j.QueueSettings = d.queueSettings(v, fp)
+		case "tide":
+			j.Tide = d.extensions(v, fp)
 		default:
 			if msg, ok := jobUnsupported[key]; ok {
 				d.notSupported(fp, msg)
@@ -525,6 +528,7 @@ func checkJob(j *api.Job, bad func(field, format string, args ...any)) {
 	if l := j.Limits; l != nil && l.Timeout < 0 {
 		bad("limits.timeout", "must be >= 1 second (got %d)", l.Timeout)
 	}
+	checkQueue(j, bad)
 }
 
 func sortedNames[V any](m map[string]V) []string {

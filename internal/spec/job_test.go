@@ -157,6 +157,15 @@ func TestJobErrors(t *testing.T) {
 		{"timeout", "command: ls\nlimits:\n  timeout: -1\n", nil, "j.yml:3: limits.timeout: must be >= 1 second (got -1)"},
 		{"shm", "command: ls\nresources:\n  shm_size: lots\n", nil, `j.yml:3: resources.shm_size: "lots" must be a number with an optional unit b, k, m or g, e.g. 2g`},
 		{"set", "command: ls\n", []string{"resources.instance_count=x"}, `--set: resources.instance_count: must be an integer, got "x"`},
+		{"priority", "command: ls\nqueue_settings:\n  priority: urgent\n", nil,
+			`j.yml:3: queue_settings.priority: want low, medium, high or a whole number from 1 to 1000 (got "urgent")`},
+		{"numeric priority", "command: ls\nqueue_settings:\n  priority: 750\n  job_tier: Spot\n", nil, ""},
+		{"job tier", "command: ls\nqueue_settings:\n  job_tier: gold\n", nil,
+			`j.yml:3: queue_settings.job_tier: must be one of null, spot, basic, standard, premium, got "gold"`},
+		{"retries", "command: ls\ntide:\n  retries:\n    on_exit_code: -2\n", nil,
+			"j.yml:4: tide.retries.on_exit_code: want a whole number from 0 to 100 (got -2)"},
+		{"retries typo", "command: ls\ntide:\n  retries:\n    on_node_failures: 2\n", nil,
+			`j.yml:4: tide.retries: unknown field "on_node_failures"; did you mean "on_node_failure"?`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -199,6 +208,12 @@ distribution:
   process_count_per_instance: 4
 limits:
   timeout: 3600
+queue_settings:
+  priority: high
+tide:
+  retries:
+    on_node_failure: 5
+    on_exit_code: 1
 `
 	j, err := ParseJob("j.yml", []byte(src), []string{"inputs.lr=0.1", "tags.team=ml"})
 	if err != nil {
@@ -207,7 +222,13 @@ limits:
 	if j.Name != "train_1" || j.Type != "command" || j.Compute != "gpu-cluster" || j.Environment.Ref != "azureml:pytorch-env@latest" ||
 		j.Inputs["data"].Mode != "download" || j.Inputs["lr"].Value != "0.1" || j.Outputs["model"].Mode != DefaultOutputMode ||
 		j.InstanceCount() != 2 || j.Resources.ShmSize != "16g" || j.Distribution.Type != "pytorch" ||
-		j.Distribution.ProcessCountPerInstance != 4 || j.Limits.Timeout != 3600 || j.Tags["team"] != "ml" {
+		j.Distribution.ProcessCountPerInstance != 4 || j.Limits.Timeout != 3600 || j.Tags["team"] != "ml" || j.Priority() != 300 {
+		t.Errorf("got %+v", j)
+	}
+	if node, exit := j.RetryLimits(); node != 5 || exit != 1 {
+		t.Errorf("retry limits %d, %d; want 5, 1", node, exit)
+	}
+	if node, exit := (&api.Job{}).RetryLimits(); node != api.DefaultRetriesOnNodeFailure || exit != api.DefaultRetriesOnExitCode || (&api.Job{}).Priority() != api.DefaultPriority {
 		t.Errorf("got %+v", j)
 	}
 }
