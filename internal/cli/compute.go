@@ -81,8 +81,12 @@ func (r *run) computeShow() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			es, _ := cl.ComputeEvents(ctx, r.workspace, args[0]) // details without events beat an error
 			p := r.printer()
-			return p.print(c, func(w io.Writer) { p.computeDetails(w, c) })
+			return p.print(c, func(w io.Writer) {
+				p.computeDetails(w, c)
+				p.latestEvents(w, es, "tide compute events "+c.Name)
+			})
 		},
 	}
 }
