@@ -34,13 +34,13 @@ var jobFields = []string{
 // jobUnsupported are Azure ML command job fields tide does not implement,
 // with what to tell the user.
 var jobUnsupported = map[string]string{
-	"services":       "not supported yet (interactive services: VS Code, Jupyter, TensorBoard, SSH); remove it",
-	"identity":       "not supported yet; jobs run with the node's own credentials; remove it",
-	"properties":     "not supported yet; use tags",
-	"parameters":     "not supported yet",
-	"trial":          "belongs to sweep jobs, which are not supported yet",
-	"search_space":   "belongs to sweep jobs, which are not supported yet",
-	"jobs":           "belongs to pipeline jobs, which are not supported yet",
+	"services":     "not supported yet (interactive services: VS Code, Jupyter, TensorBoard, SSH); remove it",
+	"identity":     "not supported yet; jobs run with the node's own credentials; remove it",
+	"properties":   "not supported yet; use tags",
+	"parameters":   "not supported yet",
+	"trial":        "belongs to sweep jobs, which are not supported yet",
+	"search_space": "belongs to sweep jobs, which are not supported yet",
+	"jobs":         "belongs to pipeline jobs, which are not supported yet",
 }
 
 // jobStatusFields are set by the server.
