@@ -27,6 +27,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/tideml/tide/api"
+	"github.com/tideml/tide/internal/blob"
 	"github.com/tideml/tide/internal/catalog"
 	"github.com/tideml/tide/internal/config"
 	"github.com/tideml/tide/internal/controller"
@@ -50,6 +51,7 @@ type Server struct {
 	metrics  http.Handler
 	tokens   sync.Map // token hash -> principal
 	nodeKey  []byte
+	blobs    *blob.Store
 	replica  string
 	stopping chan struct{}
 	// AdminToken is set when this start created the admin token.
@@ -86,7 +88,11 @@ func New(ctx context.Context, cfg config.Server, log *slog.Logger) (*Server, err
 	host, _ := os.Hostname()
 	s := &Server{cfg: cfg, log: log, store: st, hub: controller.NewHub(), changes: controller.NewBroadcast(),
 		replica: host, stopping: make(chan struct{})}
-	s.svc = &service.Service{Store: st, Catalog: cat, Config: cfg, Log: log}
+	if s.blobs, err = blob.New(filepath.Join(cfg.DataDir, "blobs"), int64(cfg.MaxDataSize)); err != nil {
+		st.Close()
+		return nil, err
+	}
+	s.svc = &service.Service{Store: st, Catalog: cat, Config: cfg, Log: log, Blobs: s.blobs}
 	if err := s.svc.Bootstrap(ctx); err != nil {
 		st.Close()
 		return nil, fmt.Errorf("bootstrapping store: %w", err)
