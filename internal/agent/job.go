@@ -149,7 +149,11 @@ func (j *job) execute() api.AssignmentStatus {
 	for _, n := range as.Notes {
 		j.logs.add("tide", n)
 	}
-	command, err := bindCommand(as.Command, as.Inputs, as.Outputs, j.outputsDir)
+	if err := j.prepareData(ctx); err != nil {
+		return failed(err.Error())
+	}
+	j.saveState()
+	command, err := bindCommand(as.Command, j.as.Inputs, j.outputPaths())
 	if err != nil {
 		return failed(err.Error())
 	}
@@ -317,11 +321,13 @@ func (j *job) environ() []string {
 		}
 		set["AZ_BATCHAI_JOB_MASTER_NODE_IP"] = host
 	}
-	for k, v := range as.Inputs {
+	// Only the job's own goroutine writes j.as.Inputs (prepareData), so
+	// it reads them without j.mu, which the caller may hold.
+	for k, v := range j.as.Inputs {
 		set["AZURE_ML_INPUT_"+k] = v
 	}
-	for _, o := range as.Outputs {
-		set["AZURE_ML_OUTPUT_"+o] = filepath.Join(j.outputsDir, o)
+	for o, p := range j.outputPaths() {
+		set["AZURE_ML_OUTPUT_"+o] = p
 	}
 	for k, v := range set {
 		env[k] = v
