@@ -41,6 +41,7 @@ func TestScripts(t *testing.T) {
 			"waitserver": waitServer,
 			"exits":      exits,
 			"waitfor":    waitFor,
+			"mkfile":     mkfile,
 		},
 	})
 }
@@ -211,4 +212,16 @@ func stopAgents(dataDir string) {
 		// which holds the agent and any job it runs.
 		_ = syscall.Kill(-n.PID, syscall.SIGKILL)
 	}
+}
+
+// mkfile SIZE PATH writes a file of SIZE zero bytes (for size limits).
+func mkfile(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 2 {
+		ts.Fatalf("usage: mkfile SIZE PATH")
+	}
+	n, err := strconv.Atoi(args[0])
+	ts.Check(err)
+	p := ts.MkAbs(args[1])
+	ts.Check(os.MkdirAll(filepath.Dir(p), 0o755))
+	ts.Check(os.WriteFile(p, make([]byte, n), 0o644))
 }
