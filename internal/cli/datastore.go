@@ -47,17 +47,13 @@ rejected: tide cannot reach Azure storage.`,
 			if err != nil {
 				return err
 			}
-			cl, err := r.client()
-			if err != nil {
-				return err
-			}
-			ctx, cancel := context.WithTimeout(cmd.Context(), requestTimeout)
-			defer cancel()
-			out, _, err := cl.PutDatastore(ctx, r.workspace, d)
-			if err != nil {
-				return err
-			}
-			return r.printer().print(out, func(w io.Writer) { datastoreDetails(w, out) })
+			return r.request(cmd.Context(), func(ctx context.Context, cl *api.Client) error {
+				out, _, err := cl.PutDatastore(ctx, r.workspace, d)
+				if err != nil {
+					return err
+				}
+				return r.printer().print(out, func(w io.Writer) { datastoreDetails(w, out) })
+			})
 		},
 	}
 	cmd.Flags().StringVarP(&file, "file", "f", "", "datastore YAML file (- for standard input)")
@@ -72,17 +68,13 @@ func (r *run) datastoreShow() *cobra.Command {
 		Short: "Show a datastore",
 		Args:  r.exactArgs("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cl, err := r.client()
-			if err != nil {
-				return err
-			}
-			ctx, cancel := context.WithTimeout(cmd.Context(), requestTimeout)
-			defer cancel()
-			d, err := cl.Datastore(ctx, r.workspace, args[0])
-			if err != nil {
-				return err
-			}
-			return r.printer().print(d, func(w io.Writer) { datastoreDetails(w, d) })
+			return r.request(cmd.Context(), func(ctx context.Context, cl *api.Client) error {
+				d, err := cl.Datastore(ctx, r.workspace, args[0])
+				if err != nil {
+					return err
+				}
+				return r.printer().print(d, func(w io.Writer) { datastoreDetails(w, d) })
+			})
 		},
 	}
 }
@@ -93,22 +85,12 @@ func (r *run) datastoreList() *cobra.Command {
 		Short: "List the datastores of the workspace",
 		Args:  r.exactArgs(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cl, err := r.client()
-			if err != nil {
-				return err
-			}
-			ctx, cancel := context.WithTimeout(cmd.Context(), requestTimeout)
-			defer cancel()
-			ds, err := cl.Datastores(ctx, r.workspace)
-			if err != nil {
-				return err
-			}
-			return r.printer().print(ds, func(w io.Writer) {
-				rows := make([][]string, 0, len(ds))
-				for _, d := range ds {
-					rows = append(rows, []string{d.Name, d.Type, dash(d.Path), dash(d.Description)})
+			return r.request(cmd.Context(), func(ctx context.Context, cl *api.Client) error {
+				ds, err := cl.Datastores(ctx, r.workspace)
+				if err != nil {
+					return err
 				}
-				table(w, []string{"NAME", "TYPE", "PATH", "DESCRIPTION"}, rows)
+				return r.printer().print(ds, func(w io.Writer) { datastoreTable(w, ds) })
 			})
 		},
 	}
@@ -120,17 +102,13 @@ func (r *run) datastoreDelete() *cobra.Command {
 		Short: "Delete a datastore (its folder is left alone)",
 		Args:  r.exactArgs("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cl, err := r.client()
-			if err != nil {
-				return err
-			}
-			ctx, cancel := context.WithTimeout(cmd.Context(), requestTimeout)
-			defer cancel()
-			if err := cl.DeleteDatastore(ctx, r.workspace, args[0]); err != nil {
-				return err
-			}
-			fmt.Fprintf(r.app.Stdout, "Datastore %s deleted.\n", args[0])
-			return nil
+			return r.request(cmd.Context(), func(ctx context.Context, cl *api.Client) error {
+				if err := cl.DeleteDatastore(ctx, r.workspace, args[0]); err != nil {
+					return err
+				}
+				fmt.Fprintf(r.app.Stdout, "Datastore %s deleted.\n", args[0])
+				return nil
+			})
 		},
 	}
 }
@@ -141,4 +119,12 @@ func datastoreDetails(w io.Writer, d *api.Datastore) {
 		fmt.Fprintf(w, "Description: %s\n", d.Description)
 	}
 	fmt.Fprintf(w, "Reference:   azureml://datastores/%s/paths/PATH\n", d.Name)
+}
+
+func datastoreTable(w io.Writer, ds []api.Datastore) {
+	rows := make([][]string, 0, len(ds))
+	for _, d := range ds {
+		rows = append(rows, []string{d.Name, d.Type, dash(d.Path), dash(d.Description)})
+	}
+	table(w, []string{"NAME", "TYPE", "PATH", "DESCRIPTION"}, rows)
 }

@@ -44,37 +44,48 @@ func (x *tx) PutDatastore(ctx context.Context, d *api.Datastore, ifMatch string)
 	if d.Name == "" || d.Workspace == "" {
 		return fmt.Errorf("datastore %q in workspace %q: name and workspace must be set", d.Name, d.Workspace)
 	}
-	var stored int64
-	err := x.tx.QueryRow(ctx, `SELECT etag FROM datastores WHERE workspace = $1 AND name = $2`, d.Workspace, d.Name).Scan(&stored)
-	found := err == nil
-	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-		return fmt.Errorf("putting datastore %s: %w", d.Name, err)
-	}
-	if err := checkEtag("datastore", d.Name, found, stored, ifMatch); err != nil {
-		return err
-	}
-	if !found {
-		if err := x.requireWorkspace(ctx, d.Workspace); err != nil {
-			return fmt.Errorf("datastore %s: %w", d.Name, err)
-		}
-	}
 	c := *d
 	c.Etag, c.CreatedOn = "", c.CreatedOn.UTC()
-	doc, err := json.Marshal(c)
+	etag, err := x.putDoc(ctx, "datastores", "datastore", d.Workspace, d.Name, c, ifMatch)
 	if err != nil {
-		return fmt.Errorf("encoding datastore %s: %w", d.Name, err)
+		return err
+	}
+	d.Etag = etag
+	return nil
+}
+
+// putDoc creates or replaces the document of a workspace resource in table
+// (columns workspace, name, etag, doc) under the Put methods' etag rules,
+// and returns the new etag.
+func (x *tx) putDoc(ctx context.Context, table, kind, workspace, name string, v any, ifMatch string) (string, error) {
+	var stored int64
+	err := x.tx.QueryRow(ctx, `SELECT etag FROM `+table+` WHERE workspace = $1 AND name = $2`, workspace, name).Scan(&stored)
+	found := err == nil
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return "", fmt.Errorf("putting %s %s: %w", kind, name, err)
+	}
+	if err := checkEtag(kind, name, found, stored, ifMatch); err != nil {
+		return "", err
+	}
+	if !found {
+		if err := x.requireWorkspace(ctx, workspace); err != nil {
+			return "", fmt.Errorf("%s %s: %w", kind, name, err)
+		}
+	}
+	doc, err := json.Marshal(v)
+	if err != nil {
+		return "", fmt.Errorf("encoding %s %s: %w", kind, name, err)
 	}
 	rev, err := x.nextRevision(ctx)
 	if err != nil {
-		return err
+		return "", err
 	}
-	_, err = x.tx.Exec(ctx, `INSERT INTO datastores (workspace, name, etag, doc) VALUES ($1, $2, $3, $4)
-		ON CONFLICT (workspace, name) DO UPDATE SET etag = excluded.etag, doc = excluded.doc`, d.Workspace, d.Name, rev, string(doc))
+	_, err = x.tx.Exec(ctx, `INSERT INTO `+table+` (workspace, name, etag, doc) VALUES ($1, $2, $3, $4)
+		ON CONFLICT (workspace, name) DO UPDATE SET etag = excluded.etag, doc = excluded.doc`, workspace, name, rev, string(doc))
 	if err != nil {
-		return fmt.Errorf("putting datastore %s: %w", d.Name, err)
+		return "", fmt.Errorf("putting %s %s: %w", kind, name, err)
 	}
-	d.Etag = strconv.FormatInt(rev, 10)
-	return nil
+	return strconv.FormatInt(rev, 10), nil
 }
 
 // DeleteDatastore implements store.Tx.
