@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/tideml/tide/api"
 	"github.com/tideml/tide/internal/archive"
@@ -53,6 +54,34 @@ func (j *job) fetchBlob(ctx context.Context, digest, dir string) error {
 		return archive.Extract(body, dir, j.a.maxData.Load())
 	})
 }
+
+// prepare runs prepareData with a context that stop cancels.
+func (j *job) prepare(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	j.mu.Lock()
+	if j.stopKind != stopNone {
+		j.mu.Unlock()
+		return context.Canceled
+	}
+	j.cancelPrep = cancel
+	j.mu.Unlock()
+	defer func() {
+		j.mu.Lock()
+		j.cancelPrep = nil
+		j.mu.Unlock()
+	}()
+	return j.prepareData(ctx)
+}
+
+// fetchClient fetches http(s) inputs. It is not the server client: the
+// node's token must not go to other hosts. A server that accepts the
+// connection but never answers fails the job instead of holding it.
+var fetchClient = &http.Client{Transport: &http.Transport{
+	Proxy:                 http.ProxyFromEnvironment,
+	TLSHandshakeTimeout:   30 * time.Second,
+	ResponseHeaderTimeout: time.Minute,
+}}
 
 // prepareData unpacks the job's code as its working folder and fetches its
 // data inputs, binding each input name to its local path in j.as.Inputs.
@@ -197,8 +226,7 @@ func (j *job) download(ctx context.Context, rawURL, dst string, isFile bool) (st
 	if err != nil {
 		return "", err
 	}
-	// The node's own client: the server's token must not go to other hosts.
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := fetchClient.Do(req)
 	if err != nil {
 		return "", fmt.Errorf("fetching: %w", err)
 	}

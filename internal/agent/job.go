@@ -49,6 +49,9 @@ type job struct {
 	stopReason string
 	stopGrace  time.Duration
 	final      *api.AssignmentStatus
+	// cancelPrep stops fetching code and inputs when the job is stopped
+	// before its command starts.
+	cancelPrep context.CancelFunc
 
 	// running is closed once the Running status was reported (or given
 	// up); nil when the process never started.
@@ -101,6 +104,9 @@ func (j *job) stop(kind stopKind, reason string, grace time.Duration) {
 	}
 	j.stopKind, j.stopReason, j.stopGrace = kind, reason, grace
 	j.log.Info("stopping job", slog.String("reason", reason))
+	if j.cancelPrep != nil {
+		j.cancelPrep()
+	}
 	if j.handle != nil {
 		j.handle.Stop(j.graceLocked())
 	}
@@ -149,7 +155,12 @@ func (j *job) execute() api.AssignmentStatus {
 	for _, n := range as.Notes {
 		j.logs.add("tide", n)
 	}
-	if err := j.prepareData(ctx); err != nil {
+	if err := j.prepare(ctx); err != nil {
+		j.mu.Lock()
+		defer j.mu.Unlock()
+		if j.stopKind != stopNone {
+			return j.stoppedStatus(nil)
+		}
 		return failed(err.Error())
 	}
 	j.saveState()

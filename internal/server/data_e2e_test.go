@@ -49,8 +49,18 @@ func tarGz(t *testing.T, files map[string]string) []byte {
 
 func TestHTTPInputsForReal(t *testing.T) {
 	folder := tarGz(t, map[string]string{"iris/iris.csv": "5.1,3.5,setosa\n", "README": "iris data\n"})
+	hang := make(chan struct{})
 	web := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
+		case "/data/hang.csv":
+			w.Header().Set("Content-Length", "1000")
+			w.WriteHeader(200)
+			w.Write([]byte("partial"))
+			w.(http.Flusher).Flush()
+			select {
+			case <-hang:
+			case <-r.Context().Done():
+			}
 		case "/data/iris.csv":
 			w.Write([]byte("5.1,3.5,1.4,0.2,setosa\n"))
 		case "/data/iris.tar.gz":
@@ -60,6 +70,7 @@ func TestHTTPInputsForReal(t *testing.T) {
 		}
 	}))
 	defer web.Close()
+	defer close(hang)
 	in, _ := newServer(t)
 	createCompute(t, in, cluster)
 
@@ -102,6 +113,24 @@ func TestHTTPInputsForReal(t *testing.T) {
 	}
 	if err := in.client.Ready(context.Background()); err != nil {
 		t.Fatal(err)
+	}
+
+	// A job canceled while its input downloads stops at once.
+	slow := submit(t, in, "command: cat ${{inputs.f}}\ncompute: cpu-cluster\ninputs:\n  f:\n    type: uri_file\n    path: "+web.URL+"/data/hang.csv\n")
+	waitFor(t, "the download to start", 30*time.Second, func() bool {
+		lines, err := in.client.Logs(context.Background(), "default", slow.Name, 0)
+		for _, l := range lines {
+			if strings.Contains(l.Text, "fetching") {
+				return true
+			}
+		}
+		return err != nil
+	})
+	if _, err := in.client.CancelJob(context.Background(), "default", slow.Name); err != nil {
+		t.Fatal(err)
+	}
+	if j := waitJob(t, in, slow.Name, 10*time.Second); j.Status != api.JobCanceled {
+		t.Errorf("%s: %s (%s), want Canceled", j.Name, j.Status, j.Error)
 	}
 }
 
