@@ -11,6 +11,8 @@ import "time"
 //	POST /v1/agent/assignments/{id}/logs     LogBatch
 //	PUT  /v1/agent/assignments/{id}/artifacts a tar.gz of the job's outputs/ and logs/ folders
 //	POST /v1/agent/assignments/{id}/status   AssignmentStatus
+//	GET  /v1/agent/blobs/{digest}            a code or data snapshot (tar.gz)
+//	GET  /v1/agent/workspaces/{ws}/datastores/{name}   Datastore, to resolve azureml://datastores/ paths
 //
 // Assignments are pushed, never polled for: a warm dispatch costs one event
 // loop turn in the controller plus a process start on the node.
@@ -37,6 +39,9 @@ type Capacity struct {
 // AgentWelcome answers a registration.
 type AgentWelcome struct {
 	HeartbeatSeconds int `json:"heartbeat_seconds"`
+	// MaxDataBytes bounds what the node fetches for one data input (the
+	// server's max_data_size); 0 means no limit.
+	MaxDataBytes int64 `json:"max_data_bytes,omitempty"`
 	// Cancel lists assignments the agent reported running that the server
 	// no longer wants (canceled or reassigned while it was away).
 	Cancel []string `json:"cancel,omitempty"`
@@ -67,6 +72,16 @@ type Assignment struct {
 	ExperimentName string            `json:"experiment_name,omitempty"`
 	TimeoutSeconds int               `json:"timeout_seconds,omitempty"`
 	GraceSeconds   int               `json:"grace_seconds,omitempty"`
+	// Code is the SHA-256 of the job's code snapshot (GET
+	// /v1/agent/blobs/{digest}), unpacked as the job's working folder.
+	Code string `json:"code,omitempty"`
+	// Data are the job's uri_file and uri_folder inputs as the job gives
+	// them (path: blob:, file://, http(s):// or azureml://datastores/);
+	// the agent fetches each and binds ${{inputs.NAME}} to its local path.
+	Data map[string]JobInput `json:"data,omitempty"`
+	// FileOutputs are the outputs of type uri_file: ${{outputs.NAME}} is
+	// then the file outputs/NAME/NAME rather than the folder.
+	FileOutputs []string `json:"file_outputs,omitempty"`
 	// Notes are lines the agent writes at the head of the job's log (for
 	// example that the process runtime cannot honour environment.image).
 	Notes []string `json:"notes,omitempty"`

@@ -50,6 +50,9 @@ type job struct {
 	stopReason string
 	stopGrace  time.Duration
 	final      *api.AssignmentStatus
+	// cancelPrep stops fetching code and inputs when the job is stopped
+	// before its command starts.
+	cancelPrep context.CancelFunc
 
 	// running is closed once the Running status was reported (or given
 	// up); nil when the process never started.
@@ -102,6 +105,9 @@ func (j *job) stop(kind stopKind, reason string, grace time.Duration) {
 	}
 	j.stopKind, j.stopReason, j.stopGrace = kind, reason, grace
 	j.log.Info("stopping job", slog.String("reason", reason))
+	if j.cancelPrep != nil {
+		j.cancelPrep()
+	}
 	if j.handle != nil {
 		j.handle.Stop(j.graceLocked())
 	}
@@ -150,10 +156,19 @@ func (j *job) execute() api.AssignmentStatus {
 	for _, n := range as.Notes {
 		j.logs.add("tide", n)
 	}
+	if err := j.prepare(ctx); err != nil {
+		j.mu.Lock()
+		defer j.mu.Unlock()
+		if j.stopKind != stopNone {
+			return j.stoppedStatus(nil)
+		}
+		return failed(err.Error())
+	}
 	if err := j.restoreCheckpoint(ctx); err != nil {
 		return failed(err.Error())
 	}
-	command, err := bindCommand(as.Command, as.Inputs, as.Outputs, j.outputsDir)
+	j.saveState()
+	command, err := bindCommand(as.Command, j.as.Inputs, j.outputPaths())
 	if err != nil {
 		return failed(err.Error())
 	}
@@ -326,11 +341,13 @@ func (j *job) environ() []string {
 		}
 		set["AZ_BATCHAI_JOB_MASTER_NODE_IP"] = host
 	}
-	for k, v := range as.Inputs {
+	// Only the job's own goroutine writes j.as.Inputs (prepareData), so
+	// it reads them without j.mu, which the caller may hold.
+	for k, v := range j.as.Inputs {
 		set["AZURE_ML_INPUT_"+k] = v
 	}
-	for _, o := range as.Outputs {
-		set["AZURE_ML_OUTPUT_"+o] = filepath.Join(j.outputsDir, o)
+	for o, p := range j.outputPaths() {
+		set["AZURE_ML_OUTPUT_"+o] = p
 	}
 	for k, v := range set {
 		env[k] = v

@@ -48,6 +48,9 @@ With --stream, follow the job's log until it ends.` + streamExitHelp,
 			if err != nil {
 				return err
 			}
+			if err := r.uploadData(cmd.Context(), cl, file, j); err != nil {
+				return err
+			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), requestTimeout)
 			defer cancel()
 			out, err := cl.CreateJob(ctx, r.workspace, j)

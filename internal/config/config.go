@@ -72,6 +72,10 @@ type Server struct {
 	// Resync is the controller's safety-net period; decisions are driven by
 	// events, not by this.
 	Resync time.Duration `yaml:"resync"`
+	// MaxDataSize bounds a code snapshot or uploaded data input (its upload
+	// and what it expands to) and what a node fetches for one http(s)
+	// input. Default 1G; TIDE_MAX_DATA_SIZE overrides it.
+	MaxDataSize ByteSize `yaml:"max_data_size"`
 }
 
 // Location is one place nodes come from.
@@ -139,6 +143,9 @@ func (c *Server) fill() {
 	if c.Resync == 0 {
 		c.Resync = 30 * time.Second
 	}
+	if c.MaxDataSize == 0 {
+		c.MaxDataSize = DefaultMaxDataSize
+	}
 }
 
 func defaultDataDir() string {
@@ -168,12 +175,14 @@ func Load(path string) (Server, error) {
 			return c, fmt.Errorf("%s: %w", path, err)
 		}
 	}
-	c.applyEnv(os.Getenv)
+	if err := c.applyEnv(os.Getenv); err != nil {
+		return c, err
+	}
 	c.fill()
 	return c, c.Validate()
 }
 
-func (c *Server) applyEnv(get func(string) string) {
+func (c *Server) applyEnv(get func(string) string) error {
 	set := func(dst *string, key string) {
 		if v := get(key); v != "" {
 			*dst = v
@@ -187,6 +196,14 @@ func (c *Server) applyEnv(get func(string) string) {
 	if v := get("TIDE_AGENT_URLS"); v != "" {
 		c.AgentURLs = strings.Split(v, ",")
 	}
+	if v := get("TIDE_MAX_DATA_SIZE"); v != "" {
+		n, err := ParseByteSize(v)
+		if err != nil {
+			return fmt.Errorf("TIDE_MAX_DATA_SIZE: %w", err)
+		}
+		c.MaxDataSize = n
+	}
+	return nil
 }
 
 // AgentServerURLs returns the comma-separated server URLs handed to agents.

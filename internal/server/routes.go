@@ -15,7 +15,7 @@ import (
 
 func (s *Server) routes() []route {
 	ws := "/v1/workspaces/{workspace}"
-	return []route{
+	return append([]route{
 		{method: "GET", pattern: "/livez", auth: authNone, summary: "Liveness: the process serves HTTP", handler: s.livez},
 		{method: "GET", pattern: "/readyz", auth: authNone, summary: "Readiness: the store answers", handler: s.readyz},
 		{method: "GET", pattern: "/metrics", auth: authNone, summary: "Prometheus metrics", handler: s.metrics.ServeHTTP},
@@ -51,11 +51,11 @@ func (s *Server) routes() []route {
 		{method: "GET", pattern: "/v1/agent/stream", auth: authNode, summary: "Agent: assignments and cancels as server-sent events", sse: true, handler: s.agentStream},
 		{method: "POST", pattern: "/v1/agent/heartbeat", auth: authNode, summary: "Agent: heartbeat", request: api.AgentHeartbeat{}, status: 204, handler: s.agentHeartbeat},
 		{method: "POST", pattern: "/v1/agent/assignments/{id}/logs", auth: authNode, summary: "Agent: a batch of log lines", request: api.LogBatch{}, status: 204, handler: s.agentLogs},
-		{method: "PUT", pattern: "/v1/agent/assignments/{id}/checkpoint", auth: authNode, summary: "Agent: upload the job's checkpoint folder as tar.gz", status: 204, handler: s.agentPutCheckpoint},
+		{method: "PUT", pattern: "/v1/agent/assignments/{id}/checkpoint", auth: authNode, rawBody: true, summary: "Agent: upload the job's checkpoint folder as tar.gz", status: 204, handler: s.agentPutCheckpoint},
 		{method: "GET", pattern: "/v1/agent/assignments/{id}/checkpoint", auth: authNode, summary: "Agent: download the job's latest checkpoint (404: none)", handler: s.agentGetCheckpoint},
 		{method: "PUT", pattern: "/v1/agent/assignments/{id}/artifacts", auth: authNode, summary: "Agent: upload outputs/ and logs/ as tar.gz", status: 204, handler: s.agentArtifacts},
 		{method: "POST", pattern: "/v1/agent/assignments/{id}/status", auth: authNode, summary: "Agent: report an assignment's status", request: api.AssignmentStatus{}, status: 204, handler: s.agentStatus},
-	}
+	}, s.dataRoutes()...)
 }
 
 func (s *Server) livez(w http.ResponseWriter, r *http.Request) {

@@ -60,6 +60,7 @@ func AssignmentFor(j *api.Job, rank int, addresses []string, runtime string, gra
 	for name := range j.Outputs {
 		a.Outputs = append(a.Outputs, name)
 	}
+	addData(&a, j)
 	if j.Environment != nil && j.Environment.Image != "" && runtime == "process" {
 		a.Notes = append(a.Notes, fmt.Sprintf("tide: environment.image %q is not used: this node's runtime is %q, which runs the command on the host (configure a location with runtime docker to run images)", j.Environment.Image, runtime))
 	}
@@ -70,7 +71,7 @@ func AssignmentFor(j *api.Job, rank int, addresses []string, runtime string, gra
 // with what the store says it should run. It returns the assignments the
 // agent must stop.
 func (s *Service) Register(ctx context.Context, nodeID string, h api.AgentHello) (*api.AgentWelcome, error) {
-	w := &api.AgentWelcome{HeartbeatSeconds: int(s.Config.HeartbeatInterval.Seconds())}
+	w := &api.AgentWelcome{HeartbeatSeconds: int(s.Config.HeartbeatInterval.Seconds()), MaxDataBytes: int64(s.Config.MaxDataSize)}
 	if w.HeartbeatSeconds < 1 {
 		w.HeartbeatSeconds = 1
 	}

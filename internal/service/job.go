@@ -25,19 +25,12 @@ func (s *Service) ParseJob(body []byte) (*api.Job, error) {
 func unsupported(j *api.Job) *Error {
 	field, what := "", ""
 	switch {
-	case j.Code != "":
-		field, what = "code", "code snapshots are"
 	case j.Distribution != nil:
 		field, what = "distribution", "distributed launchers are"
 	case j.Environment != nil && j.Environment.Ref != "":
 		field, what = "environment", "registered environments ("+j.Environment.Ref+") are"
 	case j.Environment != nil && j.Environment.CondaFile != "":
 		field, what = "environment.conda_file", "conda files are"
-	}
-	for name, in := range j.Inputs {
-		if field == "" && in.Type != api.InputLiteral && in.Type != "" {
-			field, what = "inputs."+name, in.Type+" inputs are"
-		}
 	}
 	for name, out := range j.Outputs {
 		if field == "" && out.Path != "" {
@@ -68,6 +61,9 @@ func (s *Service) SubmitJob(ctx context.Context, ws string, j *api.Job) (*api.Jo
 			return err
 		}
 		if err := s.resolveCompute(ctx, tx, ws, j); err != nil {
+			return err
+		}
+		if err := s.checkData(ctx, tx, ws, j); err != nil {
 			return err
 		}
 		c, err := tx.GetCompute(ctx, ws, j.Compute)

@@ -51,8 +51,8 @@ var jobStatusFields = map[string]bool{
 }
 
 var (
-	inputModes    = []string{"ro_mount", "download", "direct"}
-	outputModes   = []string{"rw_mount", "upload", "direct"}
+	inputModes    = []string{"ro_mount", "download"}
+	outputModes   = []string{"rw_mount", "upload"}
 	modelTypes    = []string{"mlflow_model", "custom_model", "triton_model", "mltable"}
 	literalTypes  = []string{"string", "integer", "number", "boolean"}
 	distTypes     = []string{"pytorch", "mpi", "tensorflow"}
@@ -459,6 +459,13 @@ func checkJob(j *api.Job, bad func(field, format string, args ...any)) {
 			bad("command", "%s", p)
 		}
 	}
+	if j.Code != "" {
+		if kind, problem := ClassifyDataPath(j.Code); problem != "" {
+			bad("code", "%s", problem)
+		} else if kind != PathLocal && kind != PathBlob {
+			bad("code", "%q: code is a local folder (relative to the job file), which the CLI uploads", j.Code)
+		}
+	}
 	if j.Compute != "" {
 		if msg := computeNameProblem(j.Compute); msg != "" {
 			bad("compute", "%s", msg)
@@ -484,6 +491,9 @@ func checkJob(j *api.Job, bad func(field, format string, args ...any)) {
 			}
 			if in.Mode != "" && !slices.Contains(inputModes, in.Mode) {
 				bad(fp+".mode", "must be one of %s, got %q", strings.Join(inputModes, ", "), in.Mode)
+			}
+			if _, problem := ClassifyDataPath(in.Path); problem != "" && strings.TrimSpace(in.Path) != "" {
+				bad(fp+".path", "%s", problem)
 			}
 		default:
 			if !slices.Contains(modelTypes, in.Type) {

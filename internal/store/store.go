@@ -61,6 +61,11 @@ type Tx interface {
 	ListJobs(ctx context.Context, f JobFilter) ([]api.Job, error)
 	PutJob(ctx context.Context, j *api.Job, ifMatch string) error
 
+	GetDatastore(ctx context.Context, workspace, name string) (*api.Datastore, error)
+	ListDatastores(ctx context.Context, workspace string) ([]api.Datastore, error)
+	PutDatastore(ctx context.Context, d *api.Datastore, ifMatch string) error
+	DeleteDatastore(ctx context.Context, workspace, name string) error
+
 	GetNode(ctx context.Context, id string) (*api.Node, error)
 	// ListNodes lists the nodes of one compute, or all nodes when compute is empty.
 	ListNodes(ctx context.Context, workspace, compute string) ([]api.Node, error)
