@@ -82,6 +82,13 @@ type Assignment struct {
 	// FileOutputs are the outputs of type uri_file: ${{outputs.NAME}} is
 	// then the file outputs/NAME/NAME rather than the folder.
 	FileOutputs []string `json:"file_outputs,omitempty"`
+	// Environment is the registered environment the job runs with, if any.
+	Environment *Environment `json:"environment,omitempty"`
+	// Distribution is the job's launcher; nil runs the command once per node.
+	Distribution *Distribution `json:"distribution,omitempty"`
+	// MasterPort is the rendezvous port on node 0 the launcher uses
+	// (MASTER_PORT for pytorch, the first task's port for tensorflow).
+	MasterPort int `json:"master_port,omitempty"`
 	// Notes are lines the agent writes at the head of the job's log (for
 	// example that the process runtime cannot honour environment.image).
 	Notes []string `json:"notes,omitempty"`

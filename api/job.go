@@ -66,7 +66,11 @@ type Job struct {
 	// Retried counts the attempts that ended badly and were retried.
 	Retried       JobRetryCounts `json:"retried,omitzero"`
 	PendingReason string         `json:"pending_reason,omitempty"`
-	Etag          string         `json:"etag,omitempty"`
+	// ResolvedEnvironment is the registered environment the job's
+	// environment reference named when it was submitted; the job keeps it
+	// even if that version is deleted later.
+	ResolvedEnvironment *Environment `json:"resolved_environment,omitempty"`
+	Etag                string       `json:"etag,omitempty"`
 }
 
 // JobRank is one node of a running or finished job attempt.

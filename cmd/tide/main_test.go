@@ -25,6 +25,8 @@ import (
 	"time"
 
 	"github.com/rogpeppe/go-internal/testscript"
+
+	"github.com/tideml/tide/internal/demo"
 )
 
 func TestMain(m *testing.M) {
@@ -38,6 +40,7 @@ func TestScripts(t *testing.T) {
 		Dir:                 "testdata/script",
 		RequireExplicitExec: true,
 		Setup:               setup,
+		Condition:           condition,
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
 			"waitserver": waitServer,
 			"exits":      exits,
@@ -235,4 +238,15 @@ func mkfile(ts *testscript.TestScript, neg bool, args []string) {
 	p := ts.MkAbs(args[1])
 	ts.Check(os.MkdirAll(filepath.Dir(p), 0o755))
 	ts.Check(os.WriteFile(p, b, 0o644))
+}
+
+// condition answers the scripts' [ml] condition: whether the host can run
+// the ML examples. Under CI it is always true, so a CI machine that lacks
+// them fails instead of skipping.
+func condition(cond string) (bool, error) {
+	switch cond {
+	case "ml":
+		return os.Getenv("CI") != "" || demo.MLMissing() == "", nil
+	}
+	return false, fmt.Errorf("unknown condition %q", cond)
 }

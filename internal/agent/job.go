@@ -173,20 +173,53 @@ func (j *job) execute() api.AssignmentStatus {
 		return failed(err.Error())
 	}
 
-	stdout := &lineWriter{emit: func(s string) { j.logs.add("stdout", s) }}
-	stderr := &lineWriter{emit: func(s string) { j.logs.add("stderr", s) }}
+	plan, err := planLaunch(as, command, j.dir, os.Geteuid() == 0)
+	if err != nil {
+		return failed(err.Error())
+	}
+	for _, n := range plan.Notes {
+		j.logs.add("tide", n)
+	}
+	for path, content := range plan.Files {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err == nil {
+			err = os.WriteFile(path, []byte(content), 0o644)
+		}
+		if err != nil {
+			return failed(fmt.Sprintf("preparing the launcher: %v", err))
+		}
+	}
+	env, err := j.environ()
+	if err != nil {
+		return failed(err.Error())
+	}
+	if as.Distribution != nil && as.Distribution.Type != distMPI && as.NodeRank == 0 && !portFree(as.MasterPort) {
+		j.logs.add("tide", fmt.Sprintf("tide: warning: port %d, chosen for this job's rendezvous, is in use on this node; the launcher may fail to start", as.MasterPort))
+	}
+
+	var outs outputs
 	j.mu.Lock()
 	if j.stopKind != stopNone {
 		j.mu.Unlock()
 		return j.stoppedStatus(nil)
 	}
-	h, err := j.a.cfg.Runtime.Start(ctx, runtime.Spec{
-		Command: command, Dir: j.dir, Env: j.environ(), Stdout: stdout, Stderr: stderr,
-	})
-	if err != nil {
-		j.mu.Unlock()
-		return failed(fmt.Sprintf("starting command: %v", err))
+	var hs []runtime.Handle
+	for _, p := range plan.Procs {
+		stdout := outs.add(labeled(p.Label, func(s string) { j.logs.add("stdout", s) }))
+		stderr := outs.add(labeled(p.Label, func(s string) { j.logs.add("stderr", s) }))
+		h, err := j.a.cfg.Runtime.Start(ctx, runtime.Spec{
+			Command: p.Command, Dir: j.dir, Env: envList(env, p.Env), Stdout: stdout, Stderr: stderr,
+		})
+		if err != nil {
+			for _, started := range hs {
+				started.Stop(0)
+				_, _ = started.Wait()
+			}
+			j.mu.Unlock()
+			return failed(fmt.Sprintf("starting command: %v", err))
+		}
+		hs = append(hs, h)
 	}
+	h := newGroup(hs, j.graceLocked())
 	j.handle = h
 	j.startTime = procStartTime(h.Pid())
 	j.mu.Unlock()
@@ -211,8 +244,7 @@ func (j *job) execute() api.AssignmentStatus {
 	}
 
 	code, err := h.Wait()
-	stdout.flush()
-	stderr.flush()
+	outs.flush()
 	if err != nil {
 		j.log.Warn("waiting for job", slog.Any("error", err))
 	}
@@ -298,15 +330,19 @@ func (j *job) path(what string) string {
 //	TIDE_WORKSPACE, TIDE_JOB_NAME, TIDE_ATTEMPT, TIDE_NODE_ID, TIDE_NODE_RANK,
 //	TIDE_NODE_COUNT, TIDE_OUTPUTS_DIR, TIDE_LOGS_DIR, TIDE_CHECKPOINT_DIR
 //
-// Launcher variables (MASTER_ADDR, WORLD_SIZE, RANK, ...) depend on the
-// job's distribution, which the assignment does not carry yet.
-func (j *job) environ() []string {
+// A registered environment's tide block (variables, PATH) applies before
+// the user's environment_variables; launcher variables (MASTER_ADDR, RANK,
+// TF_CONFIG, ...) are added per process (see planLaunch).
+func (j *job) environ() (map[string]string, error) {
 	env := map[string]string{}
 	for _, kv := range os.Environ() {
 		k, v, _ := strings.Cut(kv, "=")
 		env[k] = v
 	}
 	delete(env, TokenEnv)
+	if err := hostEnvironment(j.as.Environment, env, filepath.Join(j.dir, ".tide", "bin")); err != nil {
+		return nil, err
+	}
 	for k, v := range j.as.Env {
 		env[k] = v
 	}
@@ -352,8 +388,18 @@ func (j *job) environ() []string {
 	for k, v := range set {
 		env[k] = v
 	}
-	out := make([]string, 0, len(env))
+	return env, nil
+}
+
+// envList is env with extra on top, as sorted KEY=value lines.
+func envList(env, extra map[string]string) []string {
+	out := make([]string, 0, len(env)+len(extra))
 	for k, v := range env {
+		if _, ok := extra[k]; !ok {
+			out = append(out, k+"="+v)
+		}
+	}
+	for k, v := range extra {
 		out = append(out, k+"="+v)
 	}
 	sort.Strings(out)

@@ -328,6 +328,8 @@ func (p *printer) jobDetails(w io.Writer, j *api.Job) {
 		{"status", j.Status},
 		{"compute", j.Compute},
 		{"instance_count", itoa(j.InstanceCount())},
+		{"distribution", jobDistribution(j.Distribution)},
+		{"environment", jobEnvironment(j)},
 		{"attempt", nonZero(j.Attempt)},
 		{"priority", itoa(j.Priority())},
 		{"created_on", p.when(j.CreatedOn)},

@@ -248,7 +248,7 @@ func TestStreamView(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if got, want := out.String(), "[node 0] hello\n[node 1] world\n"; got != want {
+	if got, want := out.String(), "[node-0] hello\n[node-1] world\n"; got != want {
 		t.Errorf("stdout = %q, want %q", got, want)
 	}
 	if got, want := errb.String(), "Queued 12s: waiting for 1 node to start on cpu-cluster\nStatus: Running\nStatus: Completed\n"; got != want {

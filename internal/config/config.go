@@ -76,6 +76,13 @@ type Server struct {
 	// and what it expands to) and what a node fetches for one http(s)
 	// input. Default 1G; TIDE_MAX_DATA_SIZE overrides it.
 	MaxDataSize ByteSize `yaml:"max_data_size"`
+	// Environments map environment names jobs refer to, typically Azure's
+	// curated ones (AzureML-sklearn-1.5, which the registry reference
+	// azureml://registries/azureml/environments/sklearn-1.5/labels/latest
+	// also names), to an environment registered in the job's workspace:
+	// NAME:VERSION or NAME@latest. A registered environment of the same
+	// name wins over the mapping.
+	Environments map[string]string `yaml:"environments"`
 }
 
 // Location is one place nodes come from.
@@ -244,6 +251,11 @@ func (c *Server) Validate() error {
 	}
 	if err := c.Quotas.Validate(); err != nil {
 		return err
+	}
+	for from, to := range c.Environments {
+		if strings.TrimSpace(to) == "" || strings.ContainsAny(to, " /") {
+			return fmt.Errorf("environments.%s: want NAME:VERSION or NAME@latest of a registered environment, got %q", from, to)
+		}
 	}
 	if c.UnusableAfter < c.HeartbeatInterval {
 		return fmt.Errorf("unusable_after: must be at least heartbeat_interval (%s)", c.HeartbeatInterval)

@@ -351,7 +351,7 @@ func (c *Controller) stopping(ctx context.Context, s *snapshot, now time.Time) e
 			}
 			alive++
 			if j.Status == api.JobCancelRequested || j.Status == api.JobFinalizing {
-				c.pushCancel(r.Node, id, j.Status, now)
+				c.pushCancel(r.Node, id, service.StopReason(&j), now)
 			}
 		}
 		if alive == 0 {
@@ -369,7 +369,7 @@ func (c *Controller) stopping(ctx context.Context, s *snapshot, now time.Time) e
 	return nil
 }
 
-func (c *Controller) pushCancel(node, id, status string, now time.Time) {
+func (c *Controller) pushCancel(node, id, reason string, now time.Time) {
 	c.mu.Lock()
 	last, sent := c.canceled[id+"@"+node]
 	if sent && now.Sub(last) < 10*time.Second {
@@ -378,10 +378,6 @@ func (c *Controller) pushCancel(node, id, status string, now time.Time) {
 	}
 	c.canceled[id+"@"+node] = now
 	c.mu.Unlock()
-	reason := "canceled"
-	if status == api.JobFinalizing {
-		reason = "another node of the job failed"
-	}
 	c.hub.Push(node, Message{Kind: "cancel", Data: api.Cancel{ID: id, Reason: reason, GraceSeconds: int(c.cfg.CancelGrace.Seconds())}})
 }
 

@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"fmt"
+	"hash/fnv"
 	"strconv"
 	"strings"
 	"time"
@@ -61,10 +62,51 @@ func AssignmentFor(j *api.Job, rank int, addresses []string, runtime string, gra
 		a.Outputs = append(a.Outputs, name)
 	}
 	addData(&a, j)
-	if j.Environment != nil && j.Environment.Image != "" && runtime == "process" {
-		a.Notes = append(a.Notes, fmt.Sprintf("tide: environment.image %q is not used: this node's runtime is %q, which runs the command on the host (configure a location with runtime docker to run images)", j.Environment.Image, runtime))
+	a.Environment = j.ResolvedEnvironment
+	a.Notes = append(a.Notes, environmentNotes(j, runtime)...)
+	if j.Distribution != nil {
+		d := *j.Distribution
+		a.Distribution = &d
+		a.MasterPort = MasterPort(a.ID)
 	}
 	return a
+}
+
+// environmentNotes tell the job's log what of its environment the node's
+// runtime does not honour. They are notes, not errors: the host may well
+// provide what the image or conda file would (a registered environment's
+// tide block says how).
+func environmentNotes(j *api.Job, runtime string) []string {
+	if runtime != "process" {
+		return nil
+	}
+	// An inline environment's fields are named as the job file names them.
+	image, conda, imageOf, condaOf := "", "", "environment.image", "environment.conda_file"
+	if e := j.ResolvedEnvironment; e != nil {
+		image, conda = e.Image, e.CondaFile
+		imageOf = "the image of environment " + e.Name + ":" + e.Version
+		condaOf = "the conda_file of environment " + e.Name + ":" + e.Version
+	} else if e := j.Environment; e != nil {
+		image, conda = e.Image, e.CondaFile
+	}
+	var notes []string
+	if image != "" {
+		notes = append(notes, fmt.Sprintf("tide: %s (%q) is not used: this node's runtime is %q, which runs the command on the host (configure a location with runtime docker to run images)", imageOf, image, runtime))
+	}
+	if conda != "" {
+		notes = append(notes, fmt.Sprintf("tide: %s is not installed by the %q runtime; the host must already provide its packages", condaOf, runtime))
+	}
+	return notes
+}
+
+// MasterPort is the rendezvous port of a distributed job attempt: a port in
+// 29500-39499 (29500 is PyTorch's default) derived from the assignment id,
+// so every node computes the same one without another round trip, and two
+// jobs on one host rarely meet on the same port.
+func MasterPort(assignmentID string) int {
+	h := fnv.New32a()
+	h.Write([]byte(assignmentID))
+	return 29500 + int(h.Sum32()%10000)
 }
 
 // Register records an agent's registration and reconciles what it runs
@@ -271,7 +313,9 @@ func (s *Service) finishRank(ctx context.Context, tx store.Tx, j *api.Job, rank 
 			return err
 		}
 	}
-	if r.Status != api.JobCompleted && (j.Status == api.JobRunning || j.Status == api.JobPreparing) {
+	switch {
+	case j.Status != api.JobRunning && j.Status != api.JobPreparing:
+	case r.Status != api.JobCompleted:
 		// One failing rank fails the job; seeing it Finalizing, the
 		// controller stops the other ranks.
 		j.Status = api.JobFinalizing
@@ -279,6 +323,10 @@ func (s *Service) finishRank(ctx context.Context, tx store.Tx, j *api.Job, rank 
 			j.Error = fmt.Sprintf("node %d: %s", rank, rankError(r))
 			j.ExitCode = r.ExitCode
 		}
+	case rank == 0 && mpiLaunched(j):
+		// mpirun on node 0 ran every process; the other nodes only held
+		// their slots and are stopped now.
+		j.Status = api.JobFinalizing
 	}
 	for _, r := range j.Ranks {
 		if !api.JobTerminal(r.Status) {
@@ -286,6 +334,23 @@ func (s *Service) finishRank(ctx context.Context, tx store.Tx, j *api.Job, rank 
 		}
 	}
 	return s.endJob(ctx, tx, j, now)
+}
+
+// mpiLaunched reports whether node 0 launches every process of the job
+// with mpirun (distribution type mpi).
+func mpiLaunched(j *api.Job) bool {
+	return j.Distribution != nil && j.Distribution.Type == "mpi"
+}
+
+// StopReason is what the controller tells the nodes of a job it stops.
+func StopReason(j *api.Job) string {
+	switch {
+	case j.Status != api.JobFinalizing:
+		return "canceled"
+	case j.Error == "" && mpiLaunched(j):
+		return "mpirun on node 0 finished"
+	}
+	return "another node of the job failed"
 }
 
 func rankError(r api.JobRank) string {
@@ -310,7 +375,7 @@ func (s *Service) endJob(ctx context.Context, tx store.Tx, j *api.Job, now time.
 			if j.Error == "" {
 				j.Error = fmt.Sprintf("node %d: %s", i, rankError(r))
 			}
-		case r.Status == api.JobCanceled && status == api.JobCompleted:
+		case r.Status == api.JobCanceled && status == api.JobCompleted && !(i > 0 && mpiLaunched(j) && j.Ranks[0].Status == api.JobCompleted):
 			status = api.JobFailed
 		}
 	}

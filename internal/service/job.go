@@ -24,14 +24,6 @@ func (s *Service) ParseJob(body []byte) (*api.Job, error) {
 // yet: such a job is rejected, never run as if the field were absent.
 func unsupported(j *api.Job) *Error {
 	field, what := "", ""
-	switch {
-	case j.Distribution != nil:
-		field, what = "distribution", "distributed launchers are"
-	case j.Environment != nil && j.Environment.Ref != "":
-		field, what = "environment", "registered environments ("+j.Environment.Ref+") are"
-	case j.Environment != nil && j.Environment.CondaFile != "":
-		field, what = "environment.conda_file", "conda files are"
-	}
 	for name, out := range j.Outputs {
 		if field == "" && out.Path != "" {
 			field, what = "outputs."+name+".path", "output paths are"
@@ -64,6 +56,9 @@ func (s *Service) SubmitJob(ctx context.Context, ws string, j *api.Job) (*api.Jo
 			return err
 		}
 		if err := s.checkData(ctx, tx, ws, j); err != nil {
+			return err
+		}
+		if err := s.resolveEnvironment(ctx, tx, ws, j); err != nil {
 			return err
 		}
 		c, err := tx.GetCompute(ctx, ws, j.Compute)

@@ -47,7 +47,7 @@ var jobUnsupported = map[string]string{
 var jobStatusFields = map[string]bool{
 	"id": true, "workspace": true, "status": true, "created_on": true, "start_time": true,
 	"end_time": true, "exit_code": true, "error": true, "log_tail": true, "ranks": true,
-	"attempt": true, "pending_reason": true, "etag": true, "creation_context": true, "retried": true,
+	"attempt": true, "pending_reason": true, "etag": true, "resolved_environment": true, "creation_context": true, "retried": true,
 }
 
 var (
@@ -469,6 +469,11 @@ func checkJob(j *api.Job, bad func(field, format string, args ...any)) {
 	if j.Compute != "" {
 		if msg := computeNameProblem(j.Compute); msg != "" {
 			bad("compute", "%s", msg)
+		}
+	}
+	if e := j.Environment; e != nil && e.Ref != "" {
+		if _, err := ParseEnvironmentRef(e.Ref); err != nil {
+			bad("environment", "%s", err.(*FieldError).Message)
 		}
 	}
 	if e := j.Environment; e != nil && e.Ref == "" {

@@ -41,6 +41,8 @@ func Run(t *testing.T, newDB func(t *testing.T) Opener) {
 		{"JobEtags", testJobEtags},
 		{"ListJobs", testListJobs},
 		{"Datastores", testDatastores},
+		{"Environments", testEnvironments},
+		{"EnvironmentEtags", testEnvironmentEtags},
 		{"Nodes", testNodes},
 		{"Tokens", testTokens},
 		{"Settings", testSettings},
