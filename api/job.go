@@ -45,6 +45,9 @@ type Job struct {
 	Resources            *JobResources        `json:"resources,omitempty"`
 	Distribution         *Distribution        `json:"distribution,omitempty"`
 	Limits               *JobLimits           `json:"limits,omitempty"`
+	QueueSettings        *QueueSettings       `json:"queue_settings,omitempty"`
+	// Tide holds tide's own settings (retries), under `tide:` in YAML.
+	Tide *JobExtensions `json:"tide,omitempty"`
 
 	// Status, set by the server.
 	ID        string    `json:"id,omitempty"`
@@ -59,8 +62,10 @@ type Job struct {
 	// Ranks are the job's nodes, by node rank, with what each reported.
 	Ranks []JobRank `json:"ranks,omitempty"`
 	// Attempt counts the times the job was started, from 1.
-	Attempt       int    `json:"attempt,omitempty"`
-	PendingReason string `json:"pending_reason,omitempty"`
+	Attempt int `json:"attempt,omitempty"`
+	// Retried counts the attempts that ended badly and were retried.
+	Retried       JobRetryCounts `json:"retried,omitzero"`
+	PendingReason string         `json:"pending_reason,omitempty"`
 	// ResolvedEnvironment is the registered environment the job's
 	// environment reference named when it was submitted; the job keeps it
 	// even if that version is deleted later.
@@ -76,6 +81,9 @@ type JobRank struct {
 	Error    string `json:"error,omitempty"`
 	// LastNodeSeq is the last log line the node produced (0 while running).
 	LastNodeSeq int64 `json:"last_node_seq,omitempty"`
+	// NodeFailure: the rank ended because its node was preempted or became
+	// unusable, not because of the job's command.
+	NodeFailure bool `json:"node_failure,omitempty"`
 }
 
 // Artifact is one file a job kept (under outputs/ or logs/).

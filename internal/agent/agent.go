@@ -119,6 +119,9 @@ type agent struct {
 	client *client
 	// heartbeat is the current heartbeat interval in nanoseconds.
 	heartbeat atomic.Int64
+	// maxData bounds a data input or snapshot in bytes (the server's
+	// max_data_size; 0: no limit).
+	maxData atomic.Int64
 	// jobCtx is canceled after ctx, once the jobs were asked to stop; it
 	// bounds the jobs' last reports.
 	jobCtx context.Context
@@ -247,6 +250,7 @@ func (a *agent) register(ctx context.Context) error {
 	if welcome.HeartbeatSeconds > 0 {
 		a.heartbeat.Store(int64(time.Duration(welcome.HeartbeatSeconds) * time.Second))
 	}
+	a.maxData.Store(welcome.MaxDataBytes)
 	a.log.InfoContext(ctx, "registered", slog.String("server", a.client.base()), slog.Int("running", len(hello.Running)))
 	for _, id := range welcome.Cancel {
 		a.cancel(api.Cancel{ID: id, Reason: "the server no longer wants this assignment"})
@@ -345,7 +349,11 @@ func (a *agent) cancel(c api.Cancel) {
 	if reason == "" {
 		reason = "canceled by the server"
 	}
-	j.stop(stopCancel, reason, time.Duration(c.GraceSeconds)*time.Second)
+	kind := stopCancel
+	if c.Preempt {
+		kind = stopPreempt
+	}
+	j.stop(kind, reason, time.Duration(c.GraceSeconds)*time.Second)
 }
 
 // runningStatuses lists the assignments this agent holds, for registration.

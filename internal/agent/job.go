@@ -28,6 +28,7 @@ type stopKind int
 const (
 	stopNone stopKind = iota
 	stopCancel
+	stopPreempt
 	stopTimeout
 	stopShutdown
 )
@@ -49,6 +50,9 @@ type job struct {
 	stopReason string
 	stopGrace  time.Duration
 	final      *api.AssignmentStatus
+	// cancelPrep stops fetching code and inputs when the job is stopped
+	// before its command starts.
+	cancelPrep context.CancelFunc
 
 	// running is closed once the Running status was reported (or given
 	// up); nil when the process never started.
@@ -101,6 +105,9 @@ func (j *job) stop(kind stopKind, reason string, grace time.Duration) {
 	}
 	j.stopKind, j.stopReason, j.stopGrace = kind, reason, grace
 	j.log.Info("stopping job", slog.String("reason", reason))
+	if j.cancelPrep != nil {
+		j.cancelPrep()
+	}
 	if j.handle != nil {
 		j.handle.Stop(j.graceLocked())
 	}
@@ -149,7 +156,19 @@ func (j *job) execute() api.AssignmentStatus {
 	for _, n := range as.Notes {
 		j.logs.add("tide", n)
 	}
-	command, err := bindCommand(as.Command, as.Inputs, as.Outputs, j.outputsDir)
+	if err := j.prepare(ctx); err != nil {
+		j.mu.Lock()
+		defer j.mu.Unlock()
+		if j.stopKind != stopNone {
+			return j.stoppedStatus(nil)
+		}
+		return failed(err.Error())
+	}
+	if err := j.restoreCheckpoint(ctx); err != nil {
+		return failed(err.Error())
+	}
+	j.saveState()
+	command, err := bindCommand(as.Command, j.as.Inputs, j.outputPaths())
 	if err != nil {
 		return failed(err.Error())
 	}
@@ -247,6 +266,8 @@ func (j *job) stoppedStatus(code *int) api.AssignmentStatus {
 	switch j.stopKind {
 	case stopCancel:
 		st.Status = api.JobCanceled
+	case stopPreempt:
+		st.Status, st.Preempted = api.JobFailed, true
 	default:
 		st.Status = api.JobFailed
 	}
@@ -272,6 +293,9 @@ func (j *job) finish(st api.AssignmentStatus) {
 	}
 	if err := j.a.retry(ctx, "uploading artifacts", j.uploadArtifacts); err != nil {
 		j.log.Error("artifacts not uploaded", slog.Any("error", err))
+	}
+	if err := j.saveCheckpoint(ctx); err != nil {
+		j.log.Error("checkpoint not uploaded", slog.Any("error", err))
 	}
 	if err := j.postStatus(ctx, st); err != nil {
 		j.log.Error("final status not reported; it stays in the state folder", slog.Any("error", err))
@@ -353,11 +377,13 @@ func (j *job) environ() (map[string]string, error) {
 		}
 		set["AZ_BATCHAI_JOB_MASTER_NODE_IP"] = host
 	}
-	for k, v := range as.Inputs {
+	// Only the job's own goroutine writes j.as.Inputs (prepareData), so
+	// it reads them without j.mu, which the caller may hold.
+	for k, v := range j.as.Inputs {
 		set["AZURE_ML_INPUT_"+k] = v
 	}
-	for _, o := range as.Outputs {
-		set["AZURE_ML_OUTPUT_"+o] = filepath.Join(j.outputsDir, o)
+	for o, p := range j.outputPaths() {
+		set["AZURE_ML_OUTPUT_"+o] = p
 	}
 	for k, v := range set {
 		env[k] = v

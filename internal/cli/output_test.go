@@ -204,6 +204,8 @@ func TestPlanDownload(t *testing.T) {
 		{name: "all", named: []string{"model", "report"}, all: true,
 			want: "artifacts/logs/rank0.txt artifacts/outputs/metrics.json named-outputs/model/weights.bin named-outputs/report/a/b.txt"},
 		{name: "no named outputs", want: "artifacts/logs/rank0.txt artifacts/outputs/metrics.json artifacts/outputs/model/weights.bin artifacts/outputs/report/a/b.txt"},
+		{name: "default is the default artifacts", named: []string{"model", "report"}, outputName: "default",
+			want: "artifacts/logs/rank0.txt artifacts/outputs/metrics.json"},
 		{name: "unknown output", named: []string{"model"}, outputName: "nope", err: "not an output of the job; its outputs are model"},
 	}
 	for _, tt := range tests {

@@ -37,6 +37,12 @@ type Server struct {
 	// AdvertiseURL is the URL agents and clients use to reach this server.
 	// Default: http://<Listen>.
 	AdvertiseURL string `yaml:"advertise_url"`
+	// AgentURLs are the URLs agents are given to reach the servers: every
+	// replica's, or one address in front of them. Default: AdvertiseURL.
+	AgentURLs []string `yaml:"agent_urls"`
+	// Replica names this server among replicas sharing a PostgreSQL store
+	// (in /readyz, /metrics and the logs). Default: HOSTNAME:PORT.
+	Replica string `yaml:"replica"`
 	// ClientConfig is where the server writes the CLI configuration on its
 	// first start. Default: api.DefaultConfigPath(). "-" disables writing.
 	ClientConfig string `yaml:"client_config"`
@@ -56,9 +62,20 @@ type Server struct {
 	ProvisionTimeout time.Duration `yaml:"provision_timeout"`
 	// CancelGrace is how long a canceled job gets between SIGTERM and SIGKILL.
 	CancelGrace time.Duration `yaml:"cancel_grace"`
+	// PreemptGrace is the eviction notice a preempted low-priority node's
+	// job gets between SIGTERM and SIGKILL (a cloud gives about 30 s).
+	PreemptGrace time.Duration `yaml:"preempt_grace"`
+	// PreemptionRate preempts running low-priority nodes at random, this
+	// many times per node-hour on average (0: never), so users can test
+	// that their jobs resume from checkpoints.
+	PreemptionRate float64 `yaml:"preemption_rate"`
 	// Resync is the controller's safety-net period; decisions are driven by
 	// events, not by this.
 	Resync time.Duration `yaml:"resync"`
+	// MaxDataSize bounds a code snapshot or uploaded data input (its upload
+	// and what it expands to) and what a node fetches for one http(s)
+	// input. Default 1G; TIDE_MAX_DATA_SIZE overrides it.
+	MaxDataSize ByteSize `yaml:"max_data_size"`
 	// Environments map environment names jobs refer to, typically Azure's
 	// curated ones (AzureML-sklearn-1.5, which the registry reference
 	// azureml://registries/azureml/environments/sklearn-1.5/labels/latest
@@ -99,6 +116,11 @@ func (c *Server) fill() {
 	if c.AdvertiseURL == "" {
 		c.AdvertiseURL = "http://" + c.Listen
 	}
+	if c.Replica == "" {
+		host, _ := os.Hostname()
+		_, port, _ := strings.Cut(c.Listen, ":")
+		c.Replica = host + ":" + port
+	}
 	if len(c.Locations) == 0 {
 		c.Locations = []Location{
 			{Name: "local", Provider: "local", Default: true},
@@ -122,8 +144,14 @@ func (c *Server) fill() {
 	if c.CancelGrace == 0 {
 		c.CancelGrace = 10 * time.Second
 	}
+	if c.PreemptGrace == 0 {
+		c.PreemptGrace = 30 * time.Second
+	}
 	if c.Resync == 0 {
 		c.Resync = 30 * time.Second
+	}
+	if c.MaxDataSize == 0 {
+		c.MaxDataSize = DefaultMaxDataSize
 	}
 }
 
@@ -154,12 +182,14 @@ func Load(path string) (Server, error) {
 			return c, fmt.Errorf("%s: %w", path, err)
 		}
 	}
-	c.applyEnv(os.Getenv)
+	if err := c.applyEnv(os.Getenv); err != nil {
+		return c, err
+	}
 	c.fill()
 	return c, c.Validate()
 }
 
-func (c *Server) applyEnv(get func(string) string) {
+func (c *Server) applyEnv(get func(string) string) error {
 	set := func(dst *string, key string) {
 		if v := get(key); v != "" {
 			*dst = v
@@ -169,12 +199,35 @@ func (c *Server) applyEnv(get func(string) string) {
 	set(&c.Listen, "TIDE_LISTEN")
 	set(&c.Store, "TIDE_STORE")
 	set(&c.AdvertiseURL, "TIDE_ADVERTISE_URL")
+	set(&c.Replica, "TIDE_REPLICA")
+	if v := get("TIDE_AGENT_URLS"); v != "" {
+		c.AgentURLs = strings.Split(v, ",")
+	}
+	if v := get("TIDE_MAX_DATA_SIZE"); v != "" {
+		n, err := ParseByteSize(v)
+		if err != nil {
+			return fmt.Errorf("TIDE_MAX_DATA_SIZE: %w", err)
+		}
+		c.MaxDataSize = n
+	}
+	return nil
+}
+
+// AgentServerURLs returns the comma-separated server URLs handed to agents.
+func (c *Server) AgentServerURLs() string {
+	if len(c.AgentURLs) == 0 {
+		return c.AdvertiseURL
+	}
+	return strings.Join(c.AgentURLs, ",")
 }
 
 // Validate checks the configuration and names the field at fault.
 func (c *Server) Validate() error {
 	if !strings.Contains(c.Listen, ":") {
 		return fmt.Errorf("listen: want HOST:PORT, got %q", c.Listen)
+	}
+	if c.PreemptionRate < 0 {
+		return fmt.Errorf("preemption_rate: want preemptions per node-hour, 0 or more (got %g)", c.PreemptionRate)
 	}
 	seen := map[string]bool{}
 	defaults := 0

@@ -2,6 +2,8 @@ package server_test
 
 // End-to-end tests: a real server (SQLite store, local provider) whose nodes
 // are real `tide agent` processes built from cmd/tide, running real jobs.
+// With TIDE_TEST_STORE=postgres the same tests run on a real PostgreSQL
+// (make test runs them both ways).
 
 import (
 	"context"
@@ -13,7 +15,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
+	"sync"
 	"testing"
 	"time"
 
@@ -21,6 +23,7 @@ import (
 	"github.com/tideml/tide/internal/config"
 	"github.com/tideml/tide/internal/server"
 	"github.com/tideml/tide/internal/spec"
+	"github.com/tideml/tide/internal/store/pgtest"
 )
 
 var tideBin string
@@ -36,9 +39,30 @@ func TestMain(m *testing.M) {
 		fmt.Fprintf(os.Stderr, "building tide: %v\n%s", err, out)
 		os.Exit(1)
 	}
-	code := m.Run()
+	code := pgtest.Run(m)
 	os.RemoveAll(dir)
 	os.Exit(code)
+}
+
+var stores sync.Map // data dir -> store URL
+
+// testStore returns the store of the test server on dataDir: SQLite in
+// dataDir, or with TIDE_TEST_STORE=postgres a database of its own (the
+// same one again when a test restarts its server).
+func testStore(t testing.TB, dataDir string) string {
+	if url, ok := stores.Load(dataDir); ok {
+		return url.(string)
+	}
+	switch os.Getenv("TIDE_TEST_STORE") {
+	case "", "sqlite":
+		return ""
+	case "postgres":
+		url, _ := stores.LoadOrStore(dataDir, pgtest.Start(t))
+		return url.(string)
+	default:
+		t.Fatalf("TIDE_TEST_STORE=%q: want sqlite or postgres", os.Getenv("TIDE_TEST_STORE"))
+		return ""
+	}
 }
 
 const examples = "../../../shared/data/azureml-examples/cli"
@@ -64,12 +88,24 @@ func testConfig(dataDir string) config.Server {
 	cfg.HeartbeatInterval = 500 * time.Millisecond
 	cfg.UnusableAfter = 3 * time.Second
 	cfg.CancelGrace = 2 * time.Second
+	cfg.PreemptGrace = 3 * time.Second
 	cfg.Resync = time.Second
 	return cfg
 }
 
 // start runs a server on dataDir on the given address ("" picks a port).
 func start(t testing.TB, dataDir, addr, token string) *instance {
+	t.Helper()
+	return startConfig(t, testConfig(dataDir), addr, token)
+}
+
+// startWith runs a server with a test's own configuration.
+func startWith(t testing.TB, cfg config.Server) *instance {
+	t.Helper()
+	return startConfig(t, cfg, "", "")
+}
+
+func startConfig(t testing.TB, cfg config.Server, addr, token string) *instance {
 	t.Helper()
 	if addr == "" {
 		addr = "127.0.0.1:0"
@@ -78,7 +114,7 @@ func start(t testing.TB, dataDir, addr, token string) *instance {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := testConfig(dataDir)
+	cfg.Store = testStore(t, cfg.DataDir)
 	cfg.Listen = ln.Addr().String()
 	cfg.AdvertiseURL = "http://" + cfg.Listen
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -395,33 +431,5 @@ func TestServerRestartMidJob(t *testing.T) {
 		if !strings.Contains(text, fmt.Sprintf("line %d\n", i)) {
 			t.Errorf("log lacks line %d:\n%s", i, text)
 		}
-	}
-}
-
-func TestKilledAgentFailsItsJob(t *testing.T) {
-	in, _ := newServer(t)
-	createCompute(t, in, cluster)
-	j := submit(t, in, "command: sleep 60\ncompute: cpu-cluster\n")
-	var node api.Node
-	waitFor(t, "job running", 30*time.Second, func() bool {
-		ns, _ := in.client.Nodes(context.Background(), "default", "cpu-cluster")
-		for _, n := range ns {
-			if n.Job != "" && n.ProviderID != "" {
-				node = n
-				return true
-			}
-		}
-		return false
-	})
-	var pid int
-	if _, err := fmt.Sscanf(node.ProviderID, "pid:%d", &pid); err != nil {
-		t.Fatal(err)
-	}
-	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	got := waitJob(t, in, j.Name, 30*time.Second)
-	if got.Status != api.JobFailed || !strings.Contains(got.Error, "unusable") {
-		t.Errorf("job of a killed agent: %s %q", got.Status, got.Error)
 	}
 }

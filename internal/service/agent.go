@@ -61,6 +61,7 @@ func AssignmentFor(j *api.Job, rank int, addresses []string, runtime string, gra
 	for name := range j.Outputs {
 		a.Outputs = append(a.Outputs, name)
 	}
+	addData(&a, j)
 	a.Environment = j.ResolvedEnvironment
 	a.Notes = append(a.Notes, environmentNotes(j, runtime)...)
 	if j.Distribution != nil {
@@ -112,7 +113,7 @@ func MasterPort(assignmentID string) int {
 // with what the store says it should run. It returns the assignments the
 // agent must stop.
 func (s *Service) Register(ctx context.Context, nodeID string, h api.AgentHello) (*api.AgentWelcome, error) {
-	w := &api.AgentWelcome{HeartbeatSeconds: int(s.Config.HeartbeatInterval.Seconds())}
+	w := &api.AgentWelcome{HeartbeatSeconds: int(s.Config.HeartbeatInterval.Seconds()), MaxDataBytes: int64(s.Config.MaxDataSize)}
 	if w.HeartbeatSeconds < 1 {
 		w.HeartbeatSeconds = 1
 	}
@@ -279,7 +280,7 @@ func (s *Service) ReportStatus(ctx context.Context, nodeID string, st api.Assign
 		if api.JobTerminal(r.Status) {
 			return nil
 		}
-		r.Status, r.ExitCode, r.Error, r.LastNodeSeq = st.Status, st.ExitCode, st.Error, st.LastNodeSeq
+		r.Status, r.ExitCode, r.Error, r.LastNodeSeq, r.NodeFailure = st.Status, st.ExitCode, st.Error, st.LastNodeSeq, st.Preempted
 		switch {
 		case st.Status == api.JobRunning && j.Status == api.JobPreparing:
 			j.Status, j.StartTime, j.PendingReason = api.JobRunning, now, ""
@@ -389,6 +390,11 @@ func (s *Service) endJob(ctx context.Context, tx store.Tx, j *api.Job, now time.
 	if len(j.Ranks) == 1 && j.ExitCode == nil {
 		j.ExitCode = j.Ranks[0].ExitCode
 	}
+	if status == api.JobFailed {
+		if ok, err := requeue(ctx, tx, j, now); ok || err != nil {
+			return err
+		}
+	}
 	j.Status, j.EndTime, j.PendingReason = status, now, ""
 	if status == api.JobFailed {
 		tail, err := logTail(ctx, tx, j.Workspace, j.Name, 20)
@@ -439,6 +445,18 @@ func ForceEndAttempt(ctx context.Context, st store.Store, ws, name string, attem
 }
 
 func forceEnd(ctx context.Context, st store.Store, ws, name string, attempt int, status, reason string, now time.Time) (bool, error) {
+	return endAttempt(ctx, st, ws, name, attempt, status, reason, false, now)
+}
+
+// NodeLost ends attempt `attempt` of a job whose node was lost (preempted,
+// unusable, gone): the job is retried under its retry setting for node
+// failures, else it fails with reason. It reports whether it ended the
+// attempt.
+func NodeLost(ctx context.Context, st store.Store, ws, name string, attempt int, reason string, now time.Time) (bool, error) {
+	return endAttempt(ctx, st, ws, name, attempt, api.JobFailed, reason, true, now)
+}
+
+func endAttempt(ctx context.Context, st store.Store, ws, name string, attempt int, status, reason string, nodeFailure bool, now time.Time) (bool, error) {
 	ended := false
 	err := st.Update(ctx, func(tx store.Tx) error {
 		ended = false
@@ -465,7 +483,14 @@ func forceEnd(ctx context.Context, st store.Store, ws, name string, attempt int,
 				}
 			}
 			if !api.JobTerminal(r.Status) {
-				r.Status, r.Error = status, reason
+				r.Status, r.Error, r.NodeFailure = status, reason, nodeFailure
+			}
+		}
+		ended = true
+		if status == api.JobFailed && j.Status != api.JobCancelRequested {
+			j.Error = reason
+			if ok, err := requeue(ctx, tx, j, now); ok || err != nil {
+				return err
 			}
 		}
 		j.Status, j.EndTime, j.PendingReason, j.Error = status, now, "", reason
@@ -479,8 +504,37 @@ func forceEnd(ctx context.Context, st store.Store, ws, name string, attempt int,
 		if err := tx.PutJob(ctx, j, ""); err != nil {
 			return err
 		}
-		ended = true
 		return tx.AddEvent(ctx, ws, "job/"+name, &api.Event{Time: now, Kind: status, Message: status + ": " + reason})
 	})
 	return ended, err
+}
+
+// requeue puts a failed attempt's job back in the queue when its retry
+// setting allows: after a node failure (a rank's node was preempted or
+// lost) under tide.retries.on_node_failure, after a non-zero exit under
+// tide.retries.on_exit_code. The job keeps its name, logs and checkpoint;
+// the next attempt gets a new number. It reports whether it requeued (and
+// then has stored the job).
+func requeue(ctx context.Context, tx store.Tx, j *api.Job, now time.Time) (bool, error) {
+	nodeFailure := false
+	for _, r := range j.Ranks {
+		nodeFailure = nodeFailure || r.NodeFailure
+	}
+	onNode, onExit := j.RetryLimits()
+	cause, used, limit := "a non-zero exit", &j.Retried.ExitCode, onExit
+	if nodeFailure {
+		cause, used, limit = "a node failure", &j.Retried.NodeFailure, onNode
+	}
+	if *used >= limit {
+		return false, nil
+	}
+	*used++
+	reason := j.Error
+	msg := fmt.Sprintf("attempt %d ended by %s (%s); retry %d of %d", j.Attempt, cause, reason, *used, limit)
+	j.Status, j.PendingReason = api.JobQueued, "requeued after "+cause+"; waiting for the scheduler"
+	j.Error, j.ExitCode, j.EndTime = "", nil, time.Time{}
+	if err := tx.PutJob(ctx, j, ""); err != nil {
+		return false, err
+	}
+	return true, tx.AddEvent(ctx, j.Workspace, "job/"+j.Name, &api.Event{Time: now, Kind: "Requeued", Message: msg})
 }

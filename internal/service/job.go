@@ -24,15 +24,6 @@ func (s *Service) ParseJob(body []byte) (*api.Job, error) {
 // yet: such a job is rejected, never run as if the field were absent.
 func unsupported(j *api.Job) *Error {
 	field, what := "", ""
-	switch {
-	case j.Code != "":
-		field, what = "code", "code snapshots are"
-	}
-	for name, in := range j.Inputs {
-		if field == "" && in.Type != api.InputLiteral && in.Type != "" {
-			field, what = "inputs."+name, in.Type+" inputs are"
-		}
-	}
 	for name, out := range j.Outputs {
 		if field == "" && out.Path != "" {
 			field, what = "outputs."+name+".path", "output paths are"
@@ -62,6 +53,9 @@ func (s *Service) SubmitJob(ctx context.Context, ws string, j *api.Job) (*api.Jo
 			return err
 		}
 		if err := s.resolveCompute(ctx, tx, ws, j); err != nil {
+			return err
+		}
+		if err := s.checkData(ctx, tx, ws, j); err != nil {
 			return err
 		}
 		if err := s.resolveEnvironment(ctx, tx, ws, j); err != nil {
@@ -193,11 +187,14 @@ func (s *Service) Jobs(ctx context.Context, f store.JobFilter) ([]api.Job, error
 
 // CancelJob cancels a job: a queued job ends Canceled at once; a running
 // one becomes CancelRequested and the controller stops its processes.
-func (s *Service) CancelJob(ctx context.Context, ws, name string) (*api.Job, error) {
+func (s *Service) CancelJob(ctx context.Context, ws, name, ifMatch string) (*api.Job, error) {
 	var out *api.Job
 	err := s.Store.Update(ctx, func(tx store.Tx) error {
 		j, err := s.job(ctx, tx, ws, name)
 		if err != nil {
+			return err
+		}
+		if err := checkEtag("job", name, j.Etag, ifMatch); err != nil {
 			return err
 		}
 		out = j

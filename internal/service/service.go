@@ -73,6 +73,8 @@ type Service struct {
 	Notify func()
 	// Now is the clock; tests inject one.
 	Now func() time.Time
+	// Blobs tells whether code and data snapshots were uploaded.
+	Blobs Blobs
 }
 
 func (s *Service) now() time.Time {

@@ -40,6 +40,7 @@ func Run(t *testing.T, newDB func(t *testing.T) Opener) {
 		{"JobRoundTrip", testJobRoundTrip},
 		{"JobEtags", testJobEtags},
 		{"ListJobs", testListJobs},
+		{"Datastores", testDatastores},
 		{"Environments", testEnvironments},
 		{"EnvironmentEtags", testEnvironmentEtags},
 		{"Nodes", testNodes},

@@ -1,6 +1,6 @@
 -- Registered environments: one row per version. created is the revision of
 -- the version's first put, so "latest" is the highest created of a name.
--- (Version 0003: 0002 is reserved for the datastores of the same release.)
+-- (Version 0004: 0003 holds the datastores of the same release.)
 CREATE TABLE environments (
 	workspace text NOT NULL REFERENCES workspaces (name),
 	name      text NOT NULL,
