@@ -148,7 +148,7 @@ func (j *job) execute() api.AssignmentStatus {
 			return failed(fmt.Sprintf("preparing job folder: %v", err))
 		}
 	}
-	if err := j.logs.openFile(filepath.Join(j.logsDir, "std_log.txt")); err != nil {
+	if err := j.logs.openFile(j.logFile()); err != nil {
 		return failed(fmt.Sprintf("opening log file: %v", err))
 	}
 	j.saveState()

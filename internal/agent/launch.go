@@ -339,3 +339,13 @@ func portFree(port int) bool {
 	l.Close()
 	return true
 }
+
+// logFile is the file the node keeps the job's log in, among its
+// artifacts: logs/std_log.txt, or logs/std_log_node_K.txt when the job
+// runs on several nodes, whose artifacts share one folder on the server.
+func (j *job) logFile() string {
+	if j.as.NodeCount > 1 {
+		return filepath.Join(j.logsDir, fmt.Sprintf("std_log_node_%d.txt", j.as.NodeRank))
+	}
+	return filepath.Join(j.logsDir, "std_log.txt")
+}

@@ -21,8 +21,9 @@ const (
 )
 
 // shipper numbers a job's log lines (NodeSeq, dense from 1), writes them to
-// logs/std_log.txt and sends them to the server in batches. Lines stay
-// queued until the server took them, so nothing is lost while it restarts.
+// the node's log file (job.logFile) and sends them to the server in
+// batches. Lines stay queued until the server took them, so nothing is lost
+// while it restarts.
 type shipper struct {
 	j *job
 

@@ -94,7 +94,7 @@ func (a *agent) recover(ctx context.Context) {
 			}
 		}
 		// Resend the lines the log file holds; the server keeps each NodeSeq once.
-		j.logs.replay(filepath.Join(j.logsDir, "std_log.txt"))
+		j.logs.replay(j.logFile())
 		final.LastNodeSeq = j.logs.last()
 		j.final = final
 		a.jobs[st.Assignment.ID] = j

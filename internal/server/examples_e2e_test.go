@@ -119,7 +119,8 @@ func TestExamplesRunForReal(t *testing.T) {
 			}
 		}
 	}
-	if arts, err := in.client.Artifacts(ctx, "default", ddp.Name); err != nil || !hasArtifact(arts, "outputs/metrics.json") {
+	if arts, err := in.client.Artifacts(ctx, "default", ddp.Name); err != nil || !hasArtifact(arts, "outputs/metrics.json") ||
+		!hasArtifact(arts, "logs/std_log_node_0.txt") || !hasArtifact(arts, "logs/std_log_node_1.txt") {
 		t.Errorf("pytorch-ddp artifacts: %v %v", arts, err)
 	}
 
