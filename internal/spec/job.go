@@ -11,6 +11,10 @@ import (
 	"github.com/tideml/tide/api"
 )
 
+// MaxProcessesPerNode bounds the processes a distributed job starts on one
+// node, so a typo cannot fork thousands of processes on a node.
+const MaxProcessesPerNode = 256
+
 // Job defaults, from Azure ML's command job YAML reference.
 const (
 	JobTypeCommand        = "command"
@@ -538,6 +542,12 @@ func checkJob(j *api.Job, bad func(field, format string, args ...any)) {
 		}
 		if dist.ParameterServerCount < 0 {
 			bad("distribution.parameter_server_count", "must be >= 0 (got %d)", dist.ParameterServerCount)
+		}
+		if dist.ProcessCountPerInstance > MaxProcessesPerNode {
+			bad("distribution.process_count_per_instance", "must be at most %d (got %d); a node runs one process per rank", MaxProcessesPerNode, dist.ProcessCountPerInstance)
+		}
+		if tasks, nodes := dist.WorkerCount+dist.ParameterServerCount, j.InstanceCount(); tasks > MaxProcessesPerNode*nodes {
+			bad("distribution.worker_count", "%d workers and parameter servers on %d node(s) exceed %d processes per node; lower them or raise resources.instance_count", tasks, nodes, MaxProcessesPerNode)
 		}
 	}
 	if l := j.Limits; l != nil && l.Timeout < 0 {
