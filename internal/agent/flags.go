@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"cmp"
 	"flag"
 	"fmt"
 	"io"
@@ -24,6 +25,8 @@ type Flags struct {
 	NodeID     string
 	Dir        string
 	Capacity   api.Capacity
+	// Runtime runs the jobs: "process" (default), "docker" or "sandbox".
+	Runtime string
 }
 
 // Args returns the command-line arguments for f (without the "agent" verb).
@@ -36,6 +39,7 @@ func (f Flags) Args() []string {
 		"--memory-gb", strconv.FormatFloat(f.Capacity.MemoryGB, 'f', -1, 64),
 		"--gpus", strconv.Itoa(f.Capacity.GPUs),
 		"--capacity-note", f.Capacity.Note,
+		"--runtime", cmp.Or(f.Runtime, "process"),
 	}
 }
 
@@ -52,6 +56,7 @@ func ParseFlags(args []string) (Flags, error) {
 	fs.Float64Var(&f.Capacity.MemoryGB, "memory-gb", 0, "logical memory offered, in GB")
 	fs.IntVar(&f.Capacity.GPUs, "gpus", 0, "GPUs offered")
 	fs.StringVar(&f.Capacity.Note, "capacity-note", "", "note on the capacity, e.g. that it is logical")
+	fs.StringVar(&f.Runtime, "runtime", "process", "how jobs run: process, docker or sandbox")
 	if err := fs.Parse(args); err != nil {
 		return Flags{}, fmt.Errorf("agent flags: %w", err)
 	}
@@ -69,5 +74,5 @@ func ParseFlags(args []string) (Flags, error) {
 // Config returns an agent Config for f, with the given token; the caller
 // sets the logger and anything else.
 func (f Flags) Config(token string) Config {
-	return Config{ServerURLs: f.ServerURLs, NodeID: f.NodeID, Token: token, Dir: f.Dir, Capacity: f.Capacity}
+	return Config{ServerURLs: f.ServerURLs, NodeID: f.NodeID, Token: token, Dir: f.Dir, Capacity: f.Capacity, RuntimeName: f.Runtime}
 }

@@ -156,14 +156,22 @@ func (j *job) execute() api.AssignmentStatus {
 
 	stdout := &lineWriter{emit: func(s string) { j.logs.add("stdout", s) }}
 	stderr := &lineWriter{emit: func(s string) { j.logs.add("stderr", s) }}
+	spec, err := j.runtimeSpec(command, stdout, stderr)
+	if err != nil {
+		return failed(err.Error())
+	}
+	if p, ok := j.a.cfg.Runtime.(runtime.Preparer); ok {
+		// Without the job's lock: a cancel must not wait for an image build.
+		if err := p.Prepare(ctx, &spec); err != nil {
+			return failed(fmt.Sprintf("preparing the job's environment: %v", err))
+		}
+	}
 	j.mu.Lock()
 	if j.stopKind != stopNone {
 		j.mu.Unlock()
 		return j.stoppedStatus(nil)
 	}
-	h, err := j.a.cfg.Runtime.Start(ctx, runtime.Spec{
-		Command: command, Dir: j.dir, Env: j.environ(), Stdout: stdout, Stderr: stderr,
-	})
+	h, err := j.a.cfg.Runtime.Start(ctx, spec)
 	if err != nil {
 		j.mu.Unlock()
 		return failed(fmt.Sprintf("starting command: %v", err))
@@ -206,7 +214,53 @@ func (j *job) execute() api.AssignmentStatus {
 	if code != 0 {
 		st.Status, st.Error = api.JobFailed, fmt.Sprintf("exit code %d", code)
 	}
+	if r, ok := h.(runtime.ExitReasoner); ok && r.ExitReason() != "" {
+		st.Status, st.Error = api.JobFailed, fmt.Sprintf("exit code %d: %s", code, r.ExitReason())
+		j.logs.add("tide", "error: "+r.ExitReason())
+	}
 	return st
+}
+
+// runtimeSpec is what the runtime runs for the job.
+func (j *job) runtimeSpec(command string, stdout, stderr *lineWriter) (runtime.Spec, error) {
+	_, isolated := j.a.cfg.Runtime.(runtime.Isolating)
+	spec := runtime.Spec{
+		Command: command, Dir: j.dir, Env: j.environ(!isolated), Stdout: stdout, Stderr: stderr,
+		Name:     strings.Join([]string{j.as.Workspace, j.as.Job, strconv.Itoa(j.as.Attempt), strconv.Itoa(j.as.NodeRank)}, "-"),
+		Image:    j.as.Image,
+		BuildDir: j.as.BuildPath,
+		Mounts:   []string{j.checkpointDir},
+		Note:     func(s string) { j.logs.add("tide", s) },
+	}
+	if j.as.ShmSize != "" {
+		n, err := parseShmSize(j.as.ShmSize)
+		if err != nil {
+			return spec, err
+		}
+		spec.ShmSize = n
+	}
+	return spec, nil
+}
+
+// parseShmSize reads resources.shm_size: a number of bytes with an
+// optional unit b, k, m or g (binary multiples, as Docker reads it).
+func parseShmSize(s string) (int64, error) {
+	mult := int64(1)
+	switch strings.ToLower(s[len(s)-1:]) {
+	case "b":
+		s = s[:len(s)-1]
+	case "k":
+		mult, s = 1<<10, s[:len(s)-1]
+	case "m":
+		mult, s = 1<<20, s[:len(s)-1]
+	case "g":
+		mult, s = 1<<30, s[:len(s)-1]
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < 0 || n > (1<<62)/mult {
+		return 0, fmt.Errorf("resources.shm_size: %q must be a number with an optional unit b, k, m or g, e.g. 2g", s)
+	}
+	return n * mult, nil
 }
 
 // stoppedStatus is the final status of a job that was asked to stop; j.mu is held.
@@ -260,7 +314,7 @@ func (j *job) path(what string) string {
 }
 
 // environ is the job's environment: the node's (without the agent's
-// token), the user's environment_variables, then the variables Azure ML
+// token; only when inherit is set: a container has its image's), the user's environment_variables, then the variables Azure ML
 // sets on its nodes and tide's own, which win so a job can rely on them.
 //
 //	AZUREML_RUN_ID                 job name
@@ -276,9 +330,12 @@ func (j *job) path(what string) string {
 //
 // Launcher variables (MASTER_ADDR, WORLD_SIZE, RANK, ...) depend on the
 // job's distribution, which the assignment does not carry yet.
-func (j *job) environ() []string {
+func (j *job) environ(inherit bool) []string {
 	env := map[string]string{}
 	for _, kv := range os.Environ() {
+		if !inherit {
+			break
+		}
 		k, v, _ := strings.Cut(kv, "=")
 		env[k] = v
 	}

@@ -410,11 +410,15 @@ type ListedContainer struct {
 }
 
 // ListContainers lists the containers, running or not, that carry every
-// given label (key=value).
+// given label (key=value; an empty value matches any value).
 func (c *Client) ListContainers(ctx context.Context, labels map[string]string) ([]ListedContainer, error) {
 	var f []string
 	for k, v := range labels {
-		f = append(f, k+"="+v)
+		if v == "" {
+			f = append(f, k)
+		} else {
+			f = append(f, k+"="+v)
+		}
 	}
 	filters, _ := json.Marshal(map[string][]string{"label": f})
 	var out []ListedContainer

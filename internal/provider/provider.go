@@ -65,6 +65,12 @@ type NodeRequest struct {
 	// command line (other users can read argv).
 	Token  string
 	Labels map[string]string
+	// Runtime is how the node's agent runs jobs (the location's runtime:
+	// "process", "docker" or "sandbox"); empty means process.
+	Runtime string
+	// Network is the compute's network_settings.vnet_name, for providers
+	// that attach nodes to a network (empty: the provider's default).
+	Network string
 }
 
 // Node states, in the provider's view (the server's node state, idle or

@@ -71,6 +71,12 @@ func testConfig(dataDir string) config.Server {
 // start runs a server on dataDir on the given address ("" picks a port).
 func start(t testing.TB, dataDir, addr, token string) *instance {
 	t.Helper()
+	return startWith(t, dataDir, addr, token, nil)
+}
+
+// startWith is start with a change to the test configuration (may be nil).
+func startWith(t testing.TB, dataDir, addr, token string, configure func(*config.Server)) *instance {
+	t.Helper()
 	if addr == "" {
 		addr = "127.0.0.1:0"
 	}
@@ -79,6 +85,9 @@ func start(t testing.TB, dataDir, addr, token string) *instance {
 		t.Fatal(err)
 	}
 	cfg := testConfig(dataDir)
+	if configure != nil {
+		configure(&cfg)
+	}
 	cfg.Listen = ln.Addr().String()
 	cfg.AdvertiseURL = "http://" + cfg.Listen
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))

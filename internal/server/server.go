@@ -30,6 +30,7 @@ import (
 	"github.com/tideml/tide/internal/catalog"
 	"github.com/tideml/tide/internal/config"
 	"github.com/tideml/tide/internal/controller"
+	"github.com/tideml/tide/internal/dockerengine"
 	"github.com/tideml/tide/internal/provider"
 	"github.com/tideml/tide/internal/provider/builtin"
 	"github.com/tideml/tide/internal/service"
@@ -86,7 +87,7 @@ func New(ctx context.Context, cfg config.Server, log *slog.Logger) (*Server, err
 	host, _ := os.Hostname()
 	s := &Server{cfg: cfg, log: log, store: st, hub: controller.NewHub(), changes: controller.NewBroadcast(),
 		replica: host, stopping: make(chan struct{})}
-	s.svc = &service.Service{Store: st, Catalog: cat, Config: cfg, Log: log}
+	s.svc = &service.Service{Store: st, Catalog: cat, Config: cfg, Log: log, DockerEngine: dockerengine.New("").Ping}
 	if err := s.svc.Bootstrap(ctx); err != nil {
 		st.Close()
 		return nil, fmt.Errorf("bootstrapping store: %w", err)

@@ -60,8 +60,25 @@ func AssignmentFor(j *api.Job, rank int, addresses []string, runtime string, gra
 	for name := range j.Outputs {
 		a.Outputs = append(a.Outputs, name)
 	}
-	if j.Environment != nil && j.Environment.Image != "" && runtime == "process" {
-		a.Notes = append(a.Notes, fmt.Sprintf("tide: environment.image %q is not used: this node's runtime is %q, which runs the command on the host (configure a location with runtime docker to run images)", j.Environment.Image, runtime))
+	if j.Resources != nil {
+		a.ShmSize = j.Resources.ShmSize
+	}
+	if e := j.Environment; e != nil {
+		what := ""
+		switch {
+		case e.Image != "":
+			what = fmt.Sprintf("environment.image %q", e.Image)
+		case e.Build != nil:
+			what = fmt.Sprintf("environment.build %q", e.Build.Path)
+		}
+		if runtime == "docker" {
+			a.Image = e.Image
+			if e.Build != nil {
+				a.BuildPath = e.Build.Path
+			}
+		} else if what != "" {
+			a.Notes = append(a.Notes, fmt.Sprintf("tide: %s is not used: this node's runtime is %q, which runs the command on the host (configure a location with runtime docker to run images)", what, runtime))
+		}
 	}
 	return a
 }
@@ -86,6 +103,7 @@ func (s *Service) Register(ctx context.Context, nodeID string, h api.AgentHello)
 		now := s.now()
 		n.LastHeartbeat = now
 		n.Address = h.Address
+		n.Runtime = h.Runtime
 		n.VCPUs, n.MemoryGB, n.GPUs = h.Capacity.VCPUs, h.Capacity.MemoryGB, h.Capacity.GPUs
 		kept := false
 		for _, r := range h.Running {

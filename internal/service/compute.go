@@ -203,6 +203,7 @@ func (s *Service) Compute(ctx context.Context, ws, name string) (*api.Compute, e
 		return nil, err
 	}
 	r := out.Redacted()
+	r.Runtime = s.Config.Runtime(r.Location)
 	return &r, nil
 }
 
@@ -218,6 +219,7 @@ func (s *Service) Computes(ctx context.Context, ws string) ([]api.Compute, error
 	})
 	for i := range out {
 		out[i] = out[i].Redacted()
+		out[i].Runtime = s.Config.Runtime(out[i].Location)
 	}
 	if out == nil {
 		out = []api.Compute{}

@@ -1,0 +1,43 @@
+package runtime
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/tideml/tide/internal/dockerengine"
+)
+
+// Runtime names, as a location's `runtime` setting and the agent's
+// --runtime flag spell them.
+const (
+	ProcessName = "process"
+	DockerName  = "docker"
+)
+
+// Names lists the runtimes New knows.
+func Names() []string { return []string{ProcessName, DockerName} }
+
+// Options configure the runtime New builds.
+type Options struct {
+	// Limits are the node's size.
+	Limits Limits
+	// NodeID labels the node's containers.
+	NodeID string
+}
+
+// New builds the runtime called name. The docker runtime needs an engine
+// that answers now: a node that cannot run its jobs should fail at start,
+// where the provider reports it, not job by job.
+func New(ctx context.Context, name string, opts Options) (Runtime, error) {
+	switch name {
+	case "", ProcessName:
+		return Process{}, nil
+	case DockerName:
+		engine := dockerengine.New("")
+		if err := engine.Ping(ctx); err != nil {
+			return nil, fmt.Errorf("runtime docker: no Docker engine answers at %s (%w); start dockerd or configure the location with runtime: process", engine.Socket(), err)
+		}
+		return &Docker{Engine: engine, Limits: opts.Limits, Labels: map[string]string{"tide.node": opts.NodeID}}, nil
+	}
+	return nil, fmt.Errorf("runtime %q: unknown; known: %v", name, Names())
+}
