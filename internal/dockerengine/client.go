@@ -500,3 +500,24 @@ func (c *Client) ImportImage(ctx context.Context, ref string, rootfs io.Reader) 
 func (c *Client) RemoveImage(ctx context.Context, ref string) error {
 	return c.call(ctx, http.MethodDelete, "/images/"+ref, url.Values{"force": {"1"}}, nil, nil)
 }
+
+// NetworkGateway returns the gateway address of a bridge network: the
+// host's own address on it.
+func (c *Client) NetworkGateway(ctx context.Context, name string) (string, error) {
+	var out struct {
+		IPAM struct {
+			Config []struct {
+				Gateway string `json:"Gateway"`
+			} `json:"Config"`
+		} `json:"IPAM"`
+	}
+	if err := c.call(ctx, http.MethodGet, "/networks/"+url.PathEscape(name), nil, nil, &out); err != nil {
+		return "", err
+	}
+	for _, cfg := range out.IPAM.Config {
+		if cfg.Gateway != "" {
+			return cfg.Gateway, nil
+		}
+	}
+	return "", fmt.Errorf("network %s: no gateway address", name)
+}

@@ -5,8 +5,10 @@ package server_test
 
 import (
 	"context"
+	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -141,4 +143,66 @@ func TestImageWithoutDockerEngineIsRejectedAtSubmit(t *testing.T) {
 	if _, err = in.client.CreateJob(context.Background(), "default", j); err == nil || !strings.Contains(err.Error(), "environment: required on compute") {
 		t.Fatalf("CreateJob without environment = %v; want a rejection asking for an image", err)
 	}
+}
+
+// TestGangJobOnDockerNodes runs a 2-node job on docker-provider nodes
+// attached to the compute's network; the server listens on the network's
+// gateway (the host's address on it), which the nodes reach.
+func TestGangJobOnDockerNodes(t *testing.T) {
+	engine := dockertest.Engine(t)
+	nodeImage := dockertest.NodeImage(t, engine, tideBin)
+	ctx := context.Background()
+	network := "tide-e2e-" + strconv.FormatInt(time.Now().UnixNano()%1e9, 36)
+	if err := engine.CreateNetwork(ctx, network); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = engine.RemoveNetwork(context.Background(), network) })
+	gw, err := engine.NetworkGateway(ctx, network)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := startWith(t, t.TempDir(), net.JoinHostPort(gw, "0"), "", func(c *config.Server) {
+		c.Locations = append(c.Locations, config.Location{Name: "containers", Provider: "docker",
+			Settings: map[string]any{"image": nodeImage, "agent_binary": tideBin, "grace_period": "3s"}})
+	})
+	t.Cleanup(func() { cleanup(t, in) })
+	createCompute(t, in, "name: docker-nodes\ntype: amlcompute\nsize: Standard_DS3_v2\nlocation: containers\nmin_instances: 0\nmax_instances: 2\nidle_time_before_scale_down: 30\nnetwork_settings:\n  vnet_name: "+network+"\n")
+	createCompute(t, in, "name: no-net\ntype: amlcompute\nsize: Standard_DS3_v2\nlocation: containers\nmin_instances: 0\nmax_instances: 1\nnetwork_settings:\n  vnet_name: tide-e2e-no-such-network\n")
+
+	j := submit(t, in, "command: echo rank $AZUREML_CR_NODE_RANK of $AZUREML_NODE_COUNT on $(hostname)\nresources:\n  instance_count: 2\n", "compute=docker-nodes")
+	j = waitJob(t, in, j.Name, 120*time.Second)
+	text := logText(t, in, j.Name)
+	if j.Status != api.JobCompleted {
+		t.Fatalf("gang job: %s (%s); log:\n%s", j.Status, j.Error, text)
+	}
+	for _, w := range []string{"rank 0 of 2 on ", "rank 1 of 2 on "} {
+		if !strings.Contains(text, w) {
+			t.Errorf("log lacks %q:\n%s", w, text)
+		}
+	}
+	nodes, err := in.client.Nodes(ctx, "default", "docker-nodes")
+	if err != nil || len(nodes) != 2 {
+		t.Fatalf("nodes = %v, %v; want 2", nodes, err)
+	}
+	for _, n := range nodes {
+		if n.Provider != "docker" || !strings.HasPrefix(n.ProviderID, "container:") || n.Runtime != "process" {
+			t.Errorf("node %s: provider %q id %q runtime %q; want a docker container running the process runtime", n.ID, n.Provider, n.ProviderID, n.Runtime)
+		}
+	}
+
+	// An unknown network is a provisioning error on the compute.
+	j2 := submit(t, in, "command: echo never\n", "compute=no-net")
+	waitFor(t, "the unknown network reported on compute no-net", 30*time.Second, func() bool {
+		evs, err := in.client.ComputeEvents(ctx, "default", "no-net")
+		if err != nil {
+			return false
+		}
+		for _, e := range evs {
+			if strings.Contains(e.Message, `network_settings.vnet_name "tide-e2e-no-such-network"`) {
+				return true
+			}
+		}
+		return false
+	})
+	_, _ = in.client.CancelJob(ctx, "default", j2.Name)
 }
