@@ -73,7 +73,9 @@ type Location struct {
 	// Runtime is how jobs run on its nodes: "process" (default: on the
 	// host, as the agent's user) or "docker" (in a container of the job's
 	// environment image, limited to the node's size; needs a Docker engine
-	// on the node's host).
+	// on the node's host) or "sandbox" (in bubblewrap: own PID and mount
+	// namespaces, only the job folder writable, cgroup limits where the
+	// host allows them).
 	Runtime string `yaml:"runtime"`
 	// Settings are the provider's own settings.
 	Settings map[string]any `yaml:"settings"`
@@ -206,7 +208,7 @@ func (c *Server) Validate() error {
 }
 
 // Runtimes are the values of a location's runtime.
-var Runtimes = []string{"process", "docker"}
+var Runtimes = []string{"process", "docker", "sandbox"}
 
 // Runtime returns the runtime of the named location ("process" when the
 // location is unknown or sets none).

@@ -7,6 +7,7 @@ import (
 	"context"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -205,4 +206,36 @@ func TestGangJobOnDockerNodes(t *testing.T) {
 		return false
 	})
 	_, _ = in.client.CancelJob(ctx, "default", j2.Name)
+}
+
+// TestSandboxRuntimeJob runs a job on a location with runtime sandbox:
+// bubblewrap, the host read-only, the image noted as unused.
+func TestSandboxRuntimeJob(t *testing.T) {
+	if _, err := exec.LookPath("bwrap"); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("bwrap not found; CI must install bubblewrap")
+		}
+		t.Skip("bwrap not found; install bubblewrap")
+	}
+	in := startWith(t, t.TempDir(), "", "", func(c *config.Server) {
+		c.Locations = append(c.Locations, config.Location{Name: "sandboxed", Provider: "local", Runtime: "sandbox",
+			Settings: map[string]any{"agent_command": []any{tideBin, "agent"}, "grace_period": "5s"}})
+	})
+	t.Cleanup(func() { cleanup(t, in) })
+	createCompute(t, in, "name: sandbox-cluster\ntype: amlcompute\nsize: Standard_DS3_v2\nlocation: sandboxed\nmin_instances: 0\nmax_instances: 1\n")
+	c, err := in.client.Compute(context.Background(), "default", "sandbox-cluster")
+	if err != nil || c.Runtime != "sandbox" {
+		t.Fatalf("compute runtime = %v, %v; want sandbox", c, err)
+	}
+	j := submit(t, in, "command: echo pid $$; touch /etc/tide-escape 2>/dev/null || echo read-only\nenvironment:\n  image: library/python:latest\n", "compute=sandbox-cluster")
+	j = waitJob(t, in, j.Name, 60*time.Second)
+	text := logText(t, in, j.Name)
+	if j.Status != api.JobCompleted {
+		t.Fatalf("%s (%s); log:\n%s", j.Status, j.Error, text)
+	}
+	for _, w := range []string{"pid 2", "read-only", `environment.image "library/python:latest" is not used: this node's runtime is "sandbox"`} {
+		if !strings.Contains(text, w) {
+			t.Errorf("log lacks %q:\n%s", w, text)
+		}
+	}
 }

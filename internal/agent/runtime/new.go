@@ -12,10 +12,11 @@ import (
 const (
 	ProcessName = "process"
 	DockerName  = "docker"
+	SandboxName = "sandbox"
 )
 
 // Names lists the runtimes New knows.
-func Names() []string { return []string{ProcessName, DockerName} }
+func Names() []string { return []string{ProcessName, DockerName, SandboxName} }
 
 // Options configure the runtime New builds.
 type Options struct {
@@ -38,6 +39,8 @@ func New(ctx context.Context, name string, opts Options) (Runtime, error) {
 			return nil, fmt.Errorf("runtime docker: no Docker engine answers at %s (%w); start dockerd or configure the location with runtime: process", engine.Socket(), err)
 		}
 		return &Docker{Engine: engine, Limits: opts.Limits, Labels: map[string]string{"tide.node": opts.NodeID}}, nil
+	case SandboxName:
+		return &Sandbox{Limits: opts.Limits}, nil
 	}
 	return nil, fmt.Errorf("runtime %q: unknown; known: %v", name, Names())
 }

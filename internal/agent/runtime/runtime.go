@@ -1,8 +1,10 @@
 // Package runtime starts a job's processes on a node. The process runtime
 // (Process) runs the command with /bin/sh -c in its own process group, so
 // that stopping a job stops everything it started. The docker runtime
-// (Docker) runs it in a container of the job's environment image. Every
-// runtime implements the same Runtime interface; New builds one by name.
+// (Docker) runs it in a container of the job's environment image; the
+// sandbox runtime (Sandbox) runs it in bubblewrap, for hosts without
+// Docker. Every runtime implements the same Runtime interface; New builds
+// one by name.
 package runtime
 
 import (
@@ -107,9 +109,14 @@ type Process struct {
 
 // Start starts spec.Command in its own process group.
 func (p Process) Start(ctx context.Context, spec Spec) (Handle, error) {
+	return p.start([]string{"/bin/sh", "-c", spec.Command}, spec)
+}
+
+// start starts argv (instead of spec.Command) in its own process group.
+func (p Process) start(argv []string, spec Spec) (*handle, error) {
 	// Not exec.CommandContext: the job's lifetime is managed by Stop, not by
 	// the caller's context.
-	cmd := exec.Command("/bin/sh", "-c", spec.Command)
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir = spec.Dir
 	cmd.Env = spec.Env
 	cmd.Stdout = spec.Stdout
@@ -120,7 +127,7 @@ func (p Process) Start(ctx context.Context, spec Spec) (Handle, error) {
 		cmd.WaitDelay = 2 * time.Second
 	}
 	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("starting /bin/sh: %w", err)
+		return nil, fmt.Errorf("starting %s: %w", argv[0], err)
 	}
 	return &handle{cmd: cmd, done: make(chan struct{})}, nil
 }
