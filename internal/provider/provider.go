@@ -102,3 +102,17 @@ type Node struct {
 	Reason   string
 	Capacity api.Capacity
 }
+
+// ValidNodeID reports whether id can name a node's folder, container or
+// process: letters, digits, '-', '_' and '.', at most 200 characters.
+func ValidNodeID(id string) bool {
+	if id == "" || id == "." || id == ".." || len(id) > 200 {
+		return false
+	}
+	for _, r := range id {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.') {
+			return false
+		}
+	}
+	return true
+}

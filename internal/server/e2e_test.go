@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -21,25 +20,12 @@ import (
 	"github.com/tideml/tide/internal/config"
 	"github.com/tideml/tide/internal/server"
 	"github.com/tideml/tide/internal/spec"
+	"github.com/tideml/tide/internal/tidetest"
 )
 
 var tideBin string
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "tide-e2e-bin-")
-	if err != nil {
-		panic(err)
-	}
-	tideBin = filepath.Join(dir, "tide")
-	out, err := exec.Command("go", "build", "-o", tideBin, "../../cmd/tide").CombinedOutput()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "building tide: %v\n%s", err, out)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { tidetest.Main(m, "../../cmd/tide", &tideBin) }
 
 const examples = "../../../shared/data/azureml-examples/cli"
 

@@ -32,6 +32,27 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
+// runToEnd stops h once the command printed "up" (past its traps) when
+// stop is set, waits for it, and checks its exit code and reason.
+func runToEnd(t *testing.T, h Handle, stop bool, out *syncBuffer, wantCode int, wantReason string) {
+	t.Helper()
+	if stop {
+		deadline := time.Now().Add(10 * time.Second)
+		for !strings.Contains(out.String(), "up") && time.Now().Before(deadline) {
+			<-time.After(10 * time.Millisecond)
+		}
+		h.Stop(time.Second)
+	}
+	code, err := h.Wait()
+	if err != nil || code != wantCode {
+		t.Fatalf("Wait = %d, %v; want %d (output %q)", code, err, wantCode, out.String())
+	}
+	reason := h.(ExitReasoner).ExitReason()
+	if !strings.HasPrefix(reason, wantReason) || (wantReason == "") != (reason == "") {
+		t.Errorf("ExitReason = %q, want prefix %q", reason, wantReason)
+	}
+}
+
 func TestDocker(t *testing.T) {
 	engine := dockertest.Engine(t)
 	image := dockertest.Busybox(t, engine)
@@ -67,23 +88,9 @@ func TestDocker(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if tt.stop {
-				deadline := time.Now().Add(10 * time.Second)
-				for !strings.Contains(out.String(), "up") && time.Now().Before(deadline) {
-					<-time.After(20 * time.Millisecond)
-				}
-				h.Stop(time.Second)
-			}
-			code, err := h.Wait()
-			if err != nil || code != tt.code {
-				t.Fatalf("Wait = %d, %v; want %d (output %q)", code, err, tt.code, out.String())
-			}
+			runToEnd(t, h, tt.stop, &out, tt.code, tt.reason)
 			if tt.out != "" && out.String() != tt.out || tt.errOut != "*" && errOut.String() != tt.errOut {
 				t.Errorf("stdout %q, stderr %q; want %q, %q", out.String(), errOut.String(), tt.out, tt.errOut)
-			}
-			reason := h.(ExitReasoner).ExitReason()
-			if !strings.HasPrefix(reason, tt.reason) || (tt.reason == "") != (reason == "") {
-				t.Errorf("ExitReason = %q, want prefix %q", reason, tt.reason)
 			}
 			if _, err := engine.InspectContainer(t.Context(), "tide-"+spec.Name); !dockerengine.IsNotFound(err) {
 				t.Errorf("container left behind after Wait (inspect: %v)", err)

@@ -76,23 +76,9 @@ func TestSandbox(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if tt.stop {
-				deadline := time.Now().Add(5 * time.Second)
-				for !strings.Contains(out.String(), "up") && time.Now().Before(deadline) {
-					<-time.After(10 * time.Millisecond)
-				}
-				h.Stop(time.Second)
-			}
-			code, err := h.Wait()
-			if err != nil || code != tt.code {
-				t.Fatalf("Wait = %d, %v; want %d (output %q, notes %q)", code, err, tt.code, out.String(), notes.String())
-			}
+			runToEnd(t, h, tt.stop, &out, tt.code, tt.reason)
 			if tt.out != "" && out.String() != tt.out {
 				t.Errorf("output %q, want %q (notes %q)", out.String(), tt.out, notes.String())
-			}
-			reason := h.(ExitReasoner).ExitReason()
-			if !strings.HasPrefix(reason, tt.reason) || (tt.reason == "") != (reason == "") {
-				t.Errorf("ExitReason = %q, want prefix %q (notes %q)", reason, tt.reason, notes.String())
 			}
 		})
 	}

@@ -25,9 +25,6 @@ import (
 	"github.com/tideml/tide/internal/dockerengine"
 )
 
-// BusyboxImage is the test image with busybox's applets in /bin.
-const BusyboxImage = "tide-test/busybox:latest"
-
 // busyboxPaths are where Debian's busybox-static (or busybox) installs it.
 var busyboxPaths = []string{"/bin/busybox", "/usr/bin/busybox"}
 
@@ -51,33 +48,16 @@ func Engine(t testing.TB) *dockerengine.Client {
 
 var importMu sync.Mutex
 
-// Busybox makes sure BusyboxImage exists (importing it from the host's
-// busybox binary) and returns its name.
+// Busybox makes sure the busybox image exists (importing it from the
+// host's busybox binary) and returns its name.
 func Busybox(t testing.TB, c *dockerengine.Client) string {
 	t.Helper()
-	importMu.Lock()
-	defer importMu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if ok, err := c.ImageExists(ctx, BusyboxImage); err != nil {
-		t.Fatalf("dockertest: %v", err)
-	} else if ok {
-		return BusyboxImage
-	}
-	bin := busyboxBinary(t)
-	pr, pw := io.Pipe()
-	go func() { pw.CloseWithError(writeRootfs(pw, bin)) }()
-	if err := c.ImportImage(ctx, BusyboxImage, pr); err != nil {
-		t.Fatalf("dockertest: importing %s: %v", BusyboxImage, err)
-	}
-	return BusyboxImage
+	return ensureImage(t, c, "tide-test/busybox")
 }
 
 // NodeImage makes sure an image exists with busybox plus the shared
 // libraries that binary needs (as ldd lists them), so a dynamically linked
-// tide binary mounted into it runs; it returns the image's name. The name
-// carries a hash of the library list, so a host with other libraries gets
-// its own image.
+// tide binary mounted into it runs; it returns the image's name.
 func NodeImage(t testing.TB, c *dockerengine.Client, binary string) string {
 	t.Helper()
 	out, err := exec.Command("ldd", binary).Output()
@@ -92,8 +72,16 @@ func NodeImage(t testing.TB, c *dockerengine.Client, binary string) string {
 		}
 	}
 	sort.Strings(libs)
-	sum := sha256.Sum256([]byte(strings.Join(libs, "\n")))
-	ref := "tide-test/node:" + hex.EncodeToString(sum[:])[:12]
+	return ensureImage(t, c, "tide-test/node", libs...)
+}
+
+// ensureImage imports repo:TAG, a busybox root filesystem with the given
+// host files, unless it exists. TAG hashes the applets and files, so a
+// change (or a host with other libraries) gets its own image.
+func ensureImage(t testing.TB, c *dockerengine.Client, repo string, files ...string) string {
+	t.Helper()
+	sum := sha256.Sum256([]byte(strings.Join(append(append([]string{}, applets...), files...), "\n")))
+	ref := repo + ":" + hex.EncodeToString(sum[:])[:12]
 	importMu.Lock()
 	defer importMu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -105,7 +93,7 @@ func NodeImage(t testing.TB, c *dockerengine.Client, binary string) string {
 	}
 	bin := busyboxBinary(t)
 	pr, pw := io.Pipe()
-	go func() { pw.CloseWithError(writeRootfs(pw, bin, libs...)) }()
+	go func() { pw.CloseWithError(writeRootfs(pw, bin, files...)) }()
 	if err := c.ImportImage(ctx, ref, pr); err != nil {
 		t.Fatalf("dockertest: importing %s: %v", ref, err)
 	}

@@ -180,7 +180,7 @@ func (p *Provider) nodeDir(id string) string {
 
 // Create makes the node's folder and starts its container.
 func (p *Provider) Create(ctx context.Context, req provider.NodeRequest) (*provider.Node, error) {
-	if !validID(req.ID) {
+	if !provider.ValidNodeID(req.ID) {
 		return nil, fmt.Errorf("node id %q: must be letters, digits, '-', '_' or '.'", req.ID)
 	}
 	network := req.Network
@@ -271,7 +271,7 @@ func (p *Provider) start(ctx context.Context, req provider.NodeRequest, dir, net
 
 // Get returns the node's state, from its container.
 func (p *Provider) Get(ctx context.Context, id string) (*provider.Node, error) {
-	if !validID(id) {
+	if !provider.ValidNodeID(id) {
 		return nil, &provider.NotFoundError{ID: id}
 	}
 	c, err := p.cfg.Engine.InspectContainer(ctx, p.containerName(id))
@@ -340,7 +340,7 @@ func (p *Provider) List(ctx context.Context) ([]*provider.Node, error) {
 // Delete stops the node's container (SIGTERM, SIGKILL after GracePeriod),
 // removes it and the node's folder.
 func (p *Provider) Delete(ctx context.Context, id string) error {
-	if !validID(id) {
+	if !provider.ValidNodeID(id) {
 		return &provider.NotFoundError{ID: id}
 	}
 	name := p.containerName(id)
@@ -359,17 +359,4 @@ func (p *Provider) Delete(ctx context.Context, id string) error {
 		return fmt.Errorf("deleting node %s: removing its folder: %w", id, err)
 	}
 	return nil
-}
-
-// validID reports whether id can be a folder and container name part.
-func validID(id string) bool {
-	if id == "" || id == "." || id == ".." || len(id) > 100 {
-		return false
-	}
-	for _, r := range id {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.') {
-			return false
-		}
-	}
-	return true
 }

@@ -2,10 +2,6 @@ package docker_test
 
 import (
 	"context"
-	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -15,26 +11,13 @@ import (
 	"github.com/tideml/tide/internal/provider"
 	"github.com/tideml/tide/internal/provider/docker"
 	"github.com/tideml/tide/internal/provider/providertest"
+	"github.com/tideml/tide/internal/tidetest"
 )
 
 var tideBin string
 
 // TestMain builds the tide binary the node containers mount.
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "tide-docker-provider-")
-	if err != nil {
-		panic(err)
-	}
-	tideBin = filepath.Join(dir, "tide")
-	out, err := exec.Command("go", "build", "-o", tideBin, "../../../cmd/tide").CombinedOutput()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "building tide: %v\n%s", err, out)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { tidetest.Main(m, "../../../cmd/tide", &tideBin) }
 
 func newProvider(t *testing.T, engine *dockerengine.Client, image, dataDir string) *docker.Provider {
 	t.Helper()
