@@ -99,6 +99,7 @@ func (s *Service) PutCompute(ctx context.Context, ws, name string, c *api.Comput
 	}
 	s.notify()
 	r := c.Redacted()
+	r.Runtime = s.Config.Runtime(r.Location)
 	return &r, created, nil
 }
 
@@ -178,6 +179,7 @@ func (s *Service) PatchCompute(ctx context.Context, ws, name string, p *api.Comp
 	}
 	s.notify()
 	r := out.Redacted()
+	r.Runtime = s.Config.Runtime(r.Location)
 	return &r, nil
 }
 

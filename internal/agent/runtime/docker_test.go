@@ -158,3 +158,26 @@ func TestDockerImages(t *testing.T) {
 		}
 	})
 }
+
+// TestDockerNewRemovesLeftovers: a restarted agent's runtime removes the
+// containers an earlier run of the same node left behind.
+func TestDockerNewRemovesLeftovers(t *testing.T) {
+	engine := dockertest.Engine(t)
+	image := dockertest.Busybox(t, engine)
+	opts := Options{NodeID: "leftover-node", NodeDir: t.TempDir()}
+	rt, err := New(t.Context(), DockerName, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out syncBuffer
+	spec := Spec{Command: "sleep 300", Dir: t.TempDir(), Image: image, Stdout: &out, Stderr: &out, Name: "leftover-" + strconv.FormatInt(time.Now().UnixNano(), 36)}
+	if _, err := rt.Start(t.Context(), spec); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := New(t.Context(), DockerName, opts); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := engine.InspectContainer(t.Context(), "tide-"+spec.Name); !dockerengine.IsNotFound(err) {
+		t.Fatalf("the earlier run's container is still there (inspect: %v)", err)
+	}
+}
