@@ -191,6 +191,13 @@ func (p *Provider) Create(ctx context.Context, req provider.NodeRequest) (*provi
 	} else if !ok {
 		return nil, fmt.Errorf("network_settings.vnet_name %q: no Docker network of that name; create it with 'docker network create %s' or remove vnet_name", network, network)
 	}
+	if ok, err := p.cfg.Engine.ImageExists(ctx, p.cfg.Image); err != nil {
+		return nil, fmt.Errorf("creating node %s: %w", req.ID, err)
+	} else if !ok {
+		if err := p.cfg.Engine.PullImage(ctx, p.cfg.Image); err != nil {
+			return nil, fmt.Errorf("image %s: not present locally and could not be pulled: %w", p.cfg.Image, err)
+		}
+	}
 	dir := p.nodeDir(req.ID)
 	// Mkdir, not MkdirAll: it fails when the folder exists, which reserves
 	// the id even against another provider instance.
