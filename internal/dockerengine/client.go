@@ -521,3 +521,19 @@ func (c *Client) NetworkGateway(ctx context.Context, name string) (string, error
 	}
 	return "", fmt.Errorf("network %s: no gateway address", name)
 }
+
+// LastLogLine returns the last line the container wrote (stdout or
+// stderr), or "" when it wrote none.
+func (c *Client) LastLogLine(ctx context.Context, id string) (string, error) {
+	q := url.Values{"stdout": {"1"}, "stderr": {"1"}, "tail": {"1"}}
+	resp, err := c.do(ctx, http.MethodGet, "/containers/"+id+"/logs", q, nil, "")
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	var b bytes.Buffer
+	if err := demux(bufio.NewReader(io.LimitReader(resp.Body, 64<<10)), &b, &b); err != nil {
+		return "", err
+	}
+	return strings.TrimSpace(b.String()), nil
+}

@@ -80,7 +80,7 @@ func TestDocker(t *testing.T) {
 			var out, errOut syncBuffer
 			d := &Docker{Engine: engine, Limits: tt.limits, OutputDelay: time.Second}
 			spec := Spec{Command: tt.command, Dir: dir, Env: []string{"JOBVAR=from-job"}, Image: image,
-				ShmSize: tt.shm, Stdout: &out, Stderr: &errOut, Name: "rt-test-" + strings.ReplaceAll(tt.name, " ", "-")}
+				ShmSize: tt.shm, Stdout: &out, Stderr: &errOut, Name: "rt-test-" + strings.ReplaceAll(tt.name, " ", "-") + "-" + strconv.FormatInt(time.Now().UnixNano(), 36)}
 			if err := d.Prepare(t.Context(), &spec); err != nil {
 				t.Fatal(err)
 			}

@@ -39,7 +39,7 @@ func New(ctx context.Context, name string, opts Options) (Runtime, error) {
 	case DockerName:
 		engine := dockerengine.New("")
 		if err := engine.Ping(ctx); err != nil {
-			return nil, fmt.Errorf("runtime docker: no Docker engine answers at %s (%w); start dockerd or configure the location with runtime: process", engine.Socket(), err)
+			return nil, fmt.Errorf("runtime docker: no Docker engine answers at %s (%v); start dockerd or configure the location with runtime: process", engine.Socket(), err)
 		}
 		labels := map[string]string{"tide.node": opts.NodeID, "tide.node-dir": opts.NodeDir}
 		d := &Docker{Engine: engine, Limits: opts.Limits, Labels: labels}

@@ -307,6 +307,8 @@ func (p *Provider) Get(ctx context.Context, id string) (*provider.Node, error) {
 		}
 		if c.State.Error != "" {
 			n.Reason += ": " + c.State.Error
+		} else if last, _ := p.cfg.Engine.LastLogLine(ctx, c.ID); last != "" {
+			n.Reason += ": " + last
 		}
 	}
 	return n, nil

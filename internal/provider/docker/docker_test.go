@@ -89,3 +89,33 @@ func TestNodeContainer(t *testing.T) {
 		}
 	})
 }
+
+// TestAgentFailureIsExplained: a node whose agent exits (here: a runtime
+// that needs a Docker engine inside the node) is reported exited with the
+// agent's last words.
+func TestAgentFailureIsExplained(t *testing.T) {
+	engine := dockertest.Engine(t)
+	image := dockertest.NodeImage(t, engine, tideBin)
+	p := newProvider(t, engine, image, t.TempDir())
+	req := providertest.Request("node-fail")
+	req.Runtime = "docker"
+	if _, err := p.Create(t.Context(), req); err != nil {
+		t.Fatal(err)
+	}
+	defer p.Delete(context.Background(), req.ID)
+	var n *provider.Node
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		var err error
+		if n, err = p.Get(t.Context(), req.ID); err != nil {
+			t.Fatal(err)
+		}
+		if n.State == provider.StateExited || time.Now().After(deadline) {
+			break
+		}
+		<-time.After(50 * time.Millisecond)
+	}
+	if n.State != provider.StateExited || !strings.Contains(n.Reason, "no Docker engine answers") {
+		t.Fatalf("node %s: %q; want exited with the agent's error", n.State, n.Reason)
+	}
+}
