@@ -27,6 +27,10 @@ type Flags struct {
 	Capacity   api.Capacity
 	// Runtime runs the jobs: "process" (default), "docker" or "sandbox".
 	Runtime string
+	// Network is the compute's network_settings.vnet_name: the Docker
+	// network of the docker runtime's containers; "none" gives jobs no
+	// network on the docker and sandbox runtimes. Empty: the default.
+	Network string
 }
 
 // Args returns the command-line arguments for f (without the "agent" verb).
@@ -40,6 +44,7 @@ func (f Flags) Args() []string {
 		"--gpus", strconv.Itoa(f.Capacity.GPUs),
 		"--capacity-note", f.Capacity.Note,
 		"--runtime", cmp.Or(f.Runtime, "process"),
+		"--network", f.Network,
 	}
 }
 
@@ -57,6 +62,7 @@ func ParseFlags(args []string) (Flags, error) {
 	fs.IntVar(&f.Capacity.GPUs, "gpus", 0, "GPUs offered")
 	fs.StringVar(&f.Capacity.Note, "capacity-note", "", "note on the capacity, e.g. that it is logical")
 	fs.StringVar(&f.Runtime, "runtime", "process", "how jobs run: process, docker or sandbox")
+	fs.StringVar(&f.Network, "network", "", "the jobs' network (docker and sandbox runtimes): a Docker network name, or none")
 	if err := fs.Parse(args); err != nil {
 		return Flags{}, fmt.Errorf("agent flags: %w", err)
 	}

@@ -209,7 +209,8 @@ func TestGangJobOnDockerNodes(t *testing.T) {
 }
 
 // TestSandboxRuntimeJob runs a job on a location with runtime sandbox:
-// bubblewrap, the host read-only, the image noted as unused.
+// bubblewrap, the host read-only, no network (vnet_name: none), the image
+// noted as unused.
 func TestSandboxRuntimeJob(t *testing.T) {
 	if _, err := exec.LookPath("bwrap"); err != nil {
 		if os.Getenv("CI") != "" {
@@ -222,18 +223,18 @@ func TestSandboxRuntimeJob(t *testing.T) {
 			Settings: map[string]any{"agent_command": []any{tideBin, "agent"}, "grace_period": "5s"}})
 	})
 	t.Cleanup(func() { cleanup(t, in) })
-	createCompute(t, in, "name: sandbox-cluster\ntype: amlcompute\nsize: Standard_DS3_v2\nlocation: sandboxed\nmin_instances: 0\nmax_instances: 1\n")
+	createCompute(t, in, "name: sandbox-cluster\ntype: amlcompute\nsize: Standard_DS3_v2\nlocation: sandboxed\nmin_instances: 0\nmax_instances: 1\nnetwork_settings:\n  vnet_name: none\n")
 	c, err := in.client.Compute(context.Background(), "default", "sandbox-cluster")
 	if err != nil || c.Runtime != "sandbox" {
 		t.Fatalf("compute runtime = %v, %v; want sandbox", c, err)
 	}
-	j := submit(t, in, "command: echo pid $$; touch /etc/tide-escape 2>/dev/null || echo read-only\nenvironment:\n  image: library/python:latest\n", "compute=sandbox-cluster")
+	j := submit(t, in, "command: echo pid $$; touch /etc/tide-escape 2>/dev/null || echo read-only; echo interfaces $(tail -n +3 /proc/net/dev | wc -l)\nenvironment:\n  image: library/python:latest\n", "compute=sandbox-cluster")
 	j = waitJob(t, in, j.Name, 60*time.Second)
 	text := logText(t, in, j.Name)
 	if j.Status != api.JobCompleted {
 		t.Fatalf("%s (%s); log:\n%s", j.Status, j.Error, text)
 	}
-	for _, w := range []string{"pid 2", "read-only", `environment.image "library/python:latest" is not used: this node's runtime is "sandbox"`} {
+	for _, w := range []string{"pid 2", "read-only", "interfaces 1", `environment.image "library/python:latest" is not used: this node's runtime is "sandbox"`} {
 		if !strings.Contains(text, w) {
 			t.Errorf("log lacks %q:\n%s", w, text)
 		}

@@ -181,3 +181,24 @@ func TestDockerNewRemovesLeftovers(t *testing.T) {
 		t.Fatalf("the earlier run's container is still there (inspect: %v)", err)
 	}
 }
+
+func TestDockerNetwork(t *testing.T) {
+	engine := dockertest.Engine(t)
+	image := dockertest.Busybox(t, engine)
+	if _, err := New(t.Context(), DockerName, Options{Network: "tide-test-no-such-network"}); err == nil ||
+		!strings.Contains(err.Error(), `network_settings.vnet_name "tide-test-no-such-network"`) {
+		t.Fatalf("New with an unknown network = %v; want it named", err)
+	}
+	rt, err := New(t.Context(), DockerName, Options{Network: "none"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out syncBuffer
+	h, err := rt.Start(t.Context(), Spec{Command: "tail -n +3 /proc/net/dev | wc -l", Dir: t.TempDir(), Image: image, Stdout: &out, Stderr: &out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, err := h.Wait(); code != 0 || err != nil || strings.TrimSpace(out.String()) != "1" {
+		t.Fatalf("Wait = %d, %v; interfaces %q, want only lo", code, err, out.String())
+	}
+}

@@ -53,12 +53,14 @@ func TestSandbox(t *testing.T) {
 		out     string
 		reason  string
 		cgroups bool
+		noNet   bool
 	}{
 		{name: "exit code", command: "echo hi; exit 3", code: 3, out: "hi\n"},
 		{name: "own pid namespace", command: "echo $$; tr '\\0' '\\n' < /proc/1/cmdline | head -n 1 | grep -c bwrap", out: "2\n1\n"},
 		{name: "job folder writable", command: "echo x > here && cat here", out: "x\n"},
 		{name: "host read-only", command: "touch " + outside + "/escape 2>/dev/null || echo denied", out: "denied\n"},
 		{name: "private tmp", command: "ls " + marker + " 2>/dev/null || echo hidden", out: "hidden\n"},
+		{name: "network isolated", command: "grep -c : /proc/net/dev", noNet: true, out: "1\n"},
 		{name: "stop", command: "echo up; sleep 300", stop: true, code: 143, out: "up\n"},
 		{name: "memory limit", command: "head -c 300000000 /dev/zero | tail", limits: Limits{MemoryBytes: 32 << 20, VCPUs: 1},
 			code: 137, reason: "out of memory (limit 32 MiB)", cgroups: true},
@@ -70,7 +72,7 @@ func TestSandbox(t *testing.T) {
 			}
 			dir := t.TempDir()
 			var out, notes syncBuffer
-			s := &Sandbox{Limits: tt.limits, OutputDelay: 200 * time.Millisecond}
+			s := &Sandbox{Limits: tt.limits, IsolateNetwork: tt.noNet, OutputDelay: 200 * time.Millisecond}
 			h, err := s.Start(t.Context(), Spec{Command: tt.command, Dir: dir, Env: os.Environ(), Stdout: &out, Stderr: &out,
 				Name: "sandbox-test-" + strings.ReplaceAll(tt.name, " ", "-"), Note: func(s string) { notes.Write([]byte(s + "\n")) }})
 			if err != nil {

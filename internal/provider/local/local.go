@@ -187,7 +187,7 @@ func (p *Provider) start(req provider.NodeRequest, dir string, nf nodeFile) (*pr
 	if err != nil {
 		return nil, err
 	}
-	flags := agent.Flags{ServerURLs: strings.Split(req.ServerURL, ","), NodeID: req.ID, Dir: dir, Capacity: nf.Capacity, Runtime: req.Runtime}
+	flags := agent.Flags{ServerURLs: strings.Split(req.ServerURL, ","), NodeID: req.ID, Dir: dir, Capacity: nf.Capacity, Runtime: req.Runtime, Network: req.Network}
 	args := append(slices.Clone(p.cfg.AgentCommand[1:]), flags.Args()...)
 	cmd := exec.Command(p.cfg.AgentCommand[0], args...)
 	cmd.Dir = dir
