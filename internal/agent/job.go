@@ -49,6 +49,9 @@ type job struct {
 	stopReason string
 	stopGrace  time.Duration
 	final      *api.AssignmentStatus
+	// cancelPrepare ends the runtime's preparation (an image build) when
+	// the job is stopped meanwhile.
+	cancelPrepare context.CancelFunc
 
 	// running is closed once the Running status was reported (or given
 	// up); nil when the process never started.
@@ -101,6 +104,9 @@ func (j *job) stop(kind stopKind, reason string, grace time.Duration) {
 	}
 	j.stopKind, j.stopReason, j.stopGrace = kind, reason, grace
 	j.log.Info("stopping job", slog.String("reason", reason))
+	if j.cancelPrepare != nil {
+		j.cancelPrepare()
+	}
 	if j.handle != nil {
 		j.handle.Stop(j.graceLocked())
 	}
@@ -161,8 +167,26 @@ func (j *job) execute() api.AssignmentStatus {
 		return failed(err.Error())
 	}
 	if p, ok := j.a.cfg.Runtime.(runtime.Preparer); ok {
-		// Without the job's lock: a cancel must not wait for an image build.
-		if err := p.Prepare(ctx, &spec); err != nil {
+		// Without the job's lock, and canceled by stop: a cancel must not
+		// wait for an image build.
+		pctx, cancel := context.WithCancel(ctx)
+		j.mu.Lock()
+		j.cancelPrepare = cancel
+		stopped := j.stopKind != stopNone
+		j.mu.Unlock()
+		if stopped {
+			cancel()
+		}
+		err := p.Prepare(pctx, &spec)
+		cancel()
+		if err != nil {
+			j.mu.Lock()
+			stopped := j.stopKind != stopNone
+			st := j.stoppedStatus(nil)
+			j.mu.Unlock()
+			if stopped {
+				return st
+			}
 			return failed(fmt.Sprintf("preparing the job's environment: %v", err))
 		}
 	}

@@ -240,3 +240,36 @@ func TestSandboxRuntimeJob(t *testing.T) {
 		}
 	}
 }
+
+// TestCancelDuringImageBuild: a job canceled while its image builds ends
+// Canceled at once; the build does not run to its end.
+func TestCancelDuringImageBuild(t *testing.T) {
+	engine := dockertest.Engine(t)
+	image := dockertest.Busybox(t, engine)
+	in := newDockerServer(t)
+	createCompute(t, in, dockerCluster)
+	buildDir := t.TempDir()
+	df := "FROM " + image + "\nRUN echo slow " + time.Now().Format("150405.000000000") + " && sleep 120\n"
+	if err := os.WriteFile(filepath.Join(buildDir, "Dockerfile"), []byte(df), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	j := submit(t, in, "command: echo never\nenvironment:\n  build:\n    path: "+buildDir+"\n", "compute=dock-cluster")
+	waitFor(t, "the build to start", 60*time.Second, func() bool {
+		lines, err := in.client.Logs(context.Background(), "default", j.Name, 0)
+		for _, l := range lines {
+			if strings.Contains(l.Text, "Running in") {
+				return err == nil
+			}
+		}
+		return false
+	})
+	start := time.Now()
+	if _, err := in.client.CancelJob(context.Background(), "default", j.Name); err != nil {
+		t.Fatal(err)
+	}
+	j = waitJob(t, in, j.Name, 20*time.Second)
+	if j.Status != api.JobCanceled {
+		t.Fatalf("job %s (%s); want Canceled; log:\n%s", j.Status, j.Error, logText(t, in, j.Name))
+	}
+	t.Logf("canceled %s after the cancel request", time.Since(start).Round(time.Millisecond))
+}
