@@ -68,7 +68,9 @@ func TestExamplesRunForReal(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		tideexamples.CopyCode(j, exampleDir+"/"+name)
+		if err := tideexamples.UploadCode(ctx, in.client, j, exampleDir+"/"+name); err != nil {
+			t.Fatalf("uploading the code of %s: %v", name, err)
+		}
 		j.Name = strings.ReplaceAll(name, "-", "_")
 		if jobs[name], err = in.client.CreateJob(ctx, "default", j); err != nil {
 			t.Fatalf("submitting %s: %v", name, err)
