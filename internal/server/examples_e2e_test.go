@@ -217,7 +217,9 @@ func TestDDPResumesAfterPreemption(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tideexamples.CopyCode(j, exampleDir+"/"+tideexamples.PyTorchDDP)
+	if err := tideexamples.UploadCode(ctx, in.client, j, exampleDir+"/"+tideexamples.PyTorchDDP); err != nil {
+		t.Fatal(err)
+	}
 	j.Name = "ddp_preempted"
 	// Slow epochs down a little so that the preemption lands mid-training.
 	j.Inputs["epochs"] = api.JobInput{Type: api.InputLiteral, Value: "40"}
@@ -257,7 +259,7 @@ func TestDDPResumesAfterPreemption(t *testing.T) {
 		}
 	}
 	text := second.String()
-	for _, want := range []string{"restored the checkpoint", "rank 0: resuming from", "rank 0: epoch 40/40", "rank 0: accuracy: 0.9"} {
+	for _, want := range []string{"restored the checkpoint", "rank 0: resuming after epoch", "rank 0: epoch 40/40", "rank 0: accuracy: 0.9"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("attempt 2 log lacks %q:\n%s", want, text)
 		}
