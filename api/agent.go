@@ -25,6 +25,8 @@ type AgentHello struct {
 	Capacity Capacity           `json:"capacity"`
 	Address  string             `json:"address,omitempty"`
 	Running  []AssignmentStatus `json:"running,omitempty"`
+	// Runtime is how the agent runs jobs: "process", "docker" or "sandbox".
+	Runtime string `json:"runtime,omitempty"`
 }
 
 // Capacity is what a node offers. On the local provider it is the size's
@@ -92,6 +94,12 @@ type Assignment struct {
 	// Notes are lines the agent writes at the head of the job's log (for
 	// example that the process runtime cannot honour environment.image).
 	Notes []string `json:"notes,omitempty"`
+	// Image is the environment's image, BuildPath its build context folder
+	// (container runtimes only; the process runtime ignores them).
+	Image     string `json:"image,omitempty"`
+	BuildPath string `json:"build_path,omitempty"`
+	// ShmSize is resources.shm_size ("2g"); container runtimes size /dev/shm with it.
+	ShmSize string `json:"shm_size,omitempty"`
 }
 
 // Cancel asks an agent to stop an assignment: SIGTERM, then SIGKILL after

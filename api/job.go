@@ -106,6 +106,16 @@ type JobEnvironment struct {
 	Ref       string `json:"-"`
 	Image     string `json:"image,omitempty"`
 	CondaFile string `json:"conda_file,omitempty"`
+	// Build is a Docker build context to build the image from, instead of Image.
+	Build *BuildContext `json:"build,omitempty"`
+}
+
+// BuildContext is an environment's Docker build context. Path is a folder
+// holding a Dockerfile; the CLI makes a relative path absolute (relative
+// to the job's YAML file), and the node builds it, so it must be a folder
+// the node can read.
+type BuildContext struct {
+	Path string `json:"path"`
 }
 
 // MarshalJSON writes a reference as a string and an inline environment as an object.
@@ -240,6 +250,7 @@ type Node struct {
 	StateSince    time.Time `json:"state_since,omitzero"`
 	LastHeartbeat time.Time `json:"last_heartbeat,omitzero"`
 	Error         string    `json:"error,omitempty"`
+	Runtime       string    `json:"runtime,omitempty"` // how the node runs jobs, as its agent reported it
 }
 
 // LogLine is one line of a job's log. The agent numbers the lines of one

@@ -65,6 +65,8 @@ type Config struct {
 	Logger *slog.Logger
 	// Runtime runs the jobs' processes. Default runtime.Process{}.
 	Runtime runtime.Runtime
+	// RuntimeName is Runtime's name, reported at registration. Default "process".
+	RuntimeName string
 	// HTTPClient is used for every request. It must not set a Timeout (the
 	// stream is long-lived); the agent bounds each request itself. Default:
 	// a client with http.DefaultTransport.
@@ -105,6 +107,9 @@ func (c *Config) setDefaults() error {
 	}
 	if c.Runtime == nil {
 		c.Runtime = runtime.Process{}
+	}
+	if c.RuntimeName == "" {
+		c.RuntimeName = runtime.ProcessName
 	}
 	if c.HTTPClient == nil {
 		c.HTTPClient = &http.Client{}
@@ -240,6 +245,7 @@ func (a *agent) register(ctx context.Context) error {
 		Capacity: a.cfg.Capacity,
 		Address:  a.cfg.Address,
 		Running:  a.runningStatuses(),
+		Runtime:  a.cfg.RuntimeName,
 	}
 	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()

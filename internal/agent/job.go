@@ -53,6 +53,9 @@ type job struct {
 	// cancelPrep stops fetching code and inputs when the job is stopped
 	// before its command starts.
 	cancelPrep context.CancelFunc
+	// cancelPrepare ends the runtime's preparation (an image build) when
+	// the job is stopped meanwhile.
+	cancelPrepare context.CancelFunc
 
 	// running is closed once the Running status was reported (or given
 	// up); nil when the process never started.
@@ -107,6 +110,9 @@ func (j *job) stop(kind stopKind, reason string, grace time.Duration) {
 	j.log.Info("stopping job", slog.String("reason", reason))
 	if j.cancelPrep != nil {
 		j.cancelPrep()
+	}
+	if j.cancelPrepare != nil {
+		j.cancelPrepare()
 	}
 	if j.handle != nil {
 		j.handle.Stop(j.graceLocked())
@@ -188,12 +194,41 @@ func (j *job) execute() api.AssignmentStatus {
 			return failed(fmt.Sprintf("preparing the launcher: %v", err))
 		}
 	}
-	env, err := j.environ()
+	_, isolated := j.a.cfg.Runtime.(runtime.Isolating)
+	env, err := j.environ(!isolated)
 	if err != nil {
 		return failed(err.Error())
 	}
 	if as.Distribution != nil && as.Distribution.Type != distMPI && as.NodeRank == 0 && !portFree(as.MasterPort) {
 		j.logs.add("tide", fmt.Sprintf("tide: warning: port %d, chosen for this job's rendezvous, is in use on this node; the launcher may fail to start", as.MasterPort))
+	}
+	base, err := j.runtimeSpec()
+	if err != nil {
+		return failed(err.Error())
+	}
+	if p, ok := j.a.cfg.Runtime.(runtime.Preparer); ok {
+		// Without the job's lock, and canceled by stop: a cancel must not
+		// wait for an image build.
+		pctx, cancel := context.WithCancel(ctx)
+		j.mu.Lock()
+		j.cancelPrepare = cancel
+		stopped := j.stopKind != stopNone
+		j.mu.Unlock()
+		if stopped {
+			cancel()
+		}
+		err := p.Prepare(pctx, &base)
+		cancel()
+		if err != nil {
+			j.mu.Lock()
+			stopped := j.stopKind != stopNone
+			st := j.stoppedStatus(nil)
+			j.mu.Unlock()
+			if stopped {
+				return st
+			}
+			return failed(fmt.Sprintf("preparing the job's environment: %v", err))
+		}
 	}
 
 	var outs outputs
@@ -203,12 +238,15 @@ func (j *job) execute() api.AssignmentStatus {
 		return j.stoppedStatus(nil)
 	}
 	var hs []runtime.Handle
-	for _, p := range plan.Procs {
-		stdout := outs.add(labeled(p.Label, func(s string) { j.logs.add("stdout", s) }))
-		stderr := outs.add(labeled(p.Label, func(s string) { j.logs.add("stderr", s) }))
-		h, err := j.a.cfg.Runtime.Start(ctx, runtime.Spec{
-			Command: p.Command, Dir: j.dir, Env: envList(env, p.Env), Stdout: stdout, Stderr: stderr,
-		})
+	for i, p := range plan.Procs {
+		spec := base
+		spec.Command, spec.Env = p.Command, envList(env, p.Env)
+		spec.Stdout = outs.add(labeled(p.Label, func(s string) { j.logs.add("stdout", s) }))
+		spec.Stderr = outs.add(labeled(p.Label, func(s string) { j.logs.add("stderr", s) }))
+		if len(plan.Procs) > 1 {
+			spec.Name += "-" + strconv.Itoa(i)
+		}
+		h, err := j.a.cfg.Runtime.Start(ctx, spec)
 		if err != nil {
 			for _, started := range hs {
 				started.Stop(0)
@@ -257,7 +295,53 @@ func (j *job) execute() api.AssignmentStatus {
 	if code != 0 {
 		st.Status, st.Error = api.JobFailed, fmt.Sprintf("exit code %d", code)
 	}
+	if r, ok := h.(runtime.ExitReasoner); ok && r.ExitReason() != "" {
+		st.Status, st.Error = api.JobFailed, fmt.Sprintf("exit code %d: %s", code, r.ExitReason())
+		j.logs.add("tide", "error: "+r.ExitReason())
+	}
 	return st
+}
+
+// runtimeSpec is what every process of the job shares: its folder, image,
+// mounts and limits; the command, environment and output are per process.
+func (j *job) runtimeSpec() (runtime.Spec, error) {
+	spec := runtime.Spec{
+		Dir:      j.dir,
+		Name:     strings.Join([]string{j.as.Workspace, j.as.Job, strconv.Itoa(j.as.Attempt), strconv.Itoa(j.as.NodeRank)}, "-"),
+		Image:    j.as.Image,
+		BuildDir: j.as.BuildPath,
+		Mounts:   []string{j.checkpointDir},
+		Note:     func(s string) { j.logs.add("tide", s) },
+	}
+	if j.as.ShmSize != "" {
+		n, err := parseShmSize(j.as.ShmSize)
+		if err != nil {
+			return spec, err
+		}
+		spec.ShmSize = n
+	}
+	return spec, nil
+}
+
+// parseShmSize reads resources.shm_size: a number of bytes with an
+// optional unit b, k, m or g (binary multiples, as Docker reads it).
+func parseShmSize(s string) (int64, error) {
+	mult := int64(1)
+	switch strings.ToLower(s[len(s)-1:]) {
+	case "b":
+		s = s[:len(s)-1]
+	case "k":
+		mult, s = 1<<10, s[:len(s)-1]
+	case "m":
+		mult, s = 1<<20, s[:len(s)-1]
+	case "g":
+		mult, s = 1<<30, s[:len(s)-1]
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < 0 || n > (1<<62)/mult {
+		return 0, fmt.Errorf("resources.shm_size: %q must be a number with an optional unit b, k, m or g, e.g. 2g", s)
+	}
+	return n * mult, nil
 }
 
 // stoppedStatus is the final status of a job that was asked to stop; j.mu is held.
@@ -316,7 +400,7 @@ func (j *job) path(what string) string {
 }
 
 // environ is the job's environment: the node's (without the agent's
-// token), the user's environment_variables, then the variables Azure ML
+// token; only when inherit is set: a container has its image's), the user's environment_variables, then the variables Azure ML
 // sets on its nodes and tide's own, which win so a job can rely on them.
 //
 //	AZUREML_RUN_ID                 job name
@@ -332,10 +416,14 @@ func (j *job) path(what string) string {
 //
 // A registered environment's tide block (variables, PATH) applies before
 // the user's environment_variables; launcher variables (MASTER_ADDR, RANK,
-// TF_CONFIG, ...) are added per process (see planLaunch).
-func (j *job) environ() (map[string]string, error) {
+// TF_CONFIG, ...) are added per process (see planLaunch). With inherit
+// false (a container runtime) the node's own variables are left out.
+func (j *job) environ(inherit bool) (map[string]string, error) {
 	env := map[string]string{}
 	for _, kv := range os.Environ() {
+		if !inherit {
+			break
+		}
 		k, v, _ := strings.Cut(kv, "=")
 		env[k] = v
 	}

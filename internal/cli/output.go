@@ -191,6 +191,7 @@ func (p *printer) computeDetails(w io.Writer, c *api.Compute) {
 		{"workspace", c.Workspace},
 		{"description", c.Description},
 		{"location", c.Location},
+		{"runtime", c.Runtime},
 		{"size", c.Size},
 		{"tier", c.Tier},
 		{"min_instances", itoa(c.MinInstances)},

@@ -12,6 +12,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -93,7 +94,12 @@ type Location struct {
 	Provider string `yaml:"provider"`
 	// Default marks the location used when a compute names none.
 	Default bool `yaml:"default"`
-	// Runtime is how jobs run on its nodes: "process" (default).
+	// Runtime is how jobs run on its nodes: "process" (default: on the
+	// host, as the agent's user) or "docker" (in a container of the job's
+	// environment image, limited to the node's size; needs a Docker engine
+	// on the node's host) or "sandbox" (in bubblewrap: own PID and mount
+	// namespaces, only the job folder writable, cgroup limits where the
+	// host allows them).
 	Runtime string `yaml:"runtime"`
 	// Settings are the provider's own settings.
 	Settings map[string]any `yaml:"settings"`
@@ -245,6 +251,9 @@ func (c *Server) Validate() error {
 		if l.Default {
 			defaults++
 		}
+		if l.Runtime != "" && !slices.Contains(Runtimes, l.Runtime) {
+			return fmt.Errorf("locations[%d].runtime: %q is not a runtime; use one of %s", i, l.Runtime, strings.Join(Runtimes, ", "))
+		}
 	}
 	if defaults > 1 {
 		return errors.New("locations: more than one location is marked default")
@@ -261,6 +270,20 @@ func (c *Server) Validate() error {
 		return fmt.Errorf("unusable_after: must be at least heartbeat_interval (%s)", c.HeartbeatInterval)
 	}
 	return nil
+}
+
+// Runtimes are the values of a location's runtime.
+var Runtimes = []string{"process", "docker", "sandbox"}
+
+// Runtime returns the runtime of the named location ("process" when the
+// location is unknown or sets none).
+func (c *Server) Runtime(location string) string {
+	for _, l := range c.Locations {
+		if l.Name == location && l.Runtime != "" {
+			return l.Runtime
+		}
+	}
+	return "process"
 }
 
 // DefaultLocation is the location a compute gets when it names none.

@@ -592,7 +592,10 @@ func (c *Controller) createNodes(ctx context.Context, cp *api.Compute, count int
 		c.inflight[n.ID] = true
 		c.mu.Unlock()
 		req := provider.NodeRequest{ID: n.ID, Workspace: cp.Workspace, Compute: cp.Name, Location: cp.Location,
-			Size: size, Tier: cp.Tier, ServerURL: c.cfg.AgentServerURLs(), Token: c.nodeToken(n.ID)}
+			Size: size, Tier: cp.Tier, ServerURL: c.cfg.AgentServerURLs(), Token: c.nodeToken(n.ID), Runtime: c.Runtime(cp.Location)}
+		if ns := cp.NetworkSettings; ns != nil {
+			req.Network = ns.VnetName
+		}
 		go func() {
 			defer func() {
 				c.mu.Lock()

@@ -12,7 +12,6 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -24,23 +23,20 @@ import (
 	"github.com/tideml/tide/internal/server"
 	"github.com/tideml/tide/internal/spec"
 	"github.com/tideml/tide/internal/store/pgtest"
+	"github.com/tideml/tide/internal/tidetest"
 )
 
 var tideBin string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "tide-e2e-bin-")
+	bin, cleanup, err := tidetest.Build("../../cmd/tide")
 	if err != nil {
-		panic(err)
-	}
-	tideBin = filepath.Join(dir, "tide")
-	out, err := exec.Command("go", "build", "-o", tideBin, "../../cmd/tide").CombinedOutput()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "building tide: %v\n%s", err, out)
+		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+	tideBin = bin
 	code := pgtest.Run(m)
-	os.RemoveAll(dir)
+	cleanup()
 	os.Exit(code)
 }
 
@@ -96,16 +92,11 @@ func testConfig(dataDir string) config.Server {
 // start runs a server on dataDir on the given address ("" picks a port).
 func start(t testing.TB, dataDir, addr, token string) *instance {
 	t.Helper()
-	return startConfig(t, testConfig(dataDir), addr, token)
+	return startWith(t, dataDir, addr, token, nil)
 }
 
-// startWith runs a server with a test's own configuration.
-func startWith(t testing.TB, cfg config.Server) *instance {
-	t.Helper()
-	return startConfig(t, cfg, "", "")
-}
-
-func startConfig(t testing.TB, cfg config.Server, addr, token string) *instance {
+// startWith is start with a change to the test configuration (may be nil).
+func startWith(t testing.TB, dataDir, addr, token string, configure func(*config.Server)) *instance {
 	t.Helper()
 	if addr == "" {
 		addr = "127.0.0.1:0"
@@ -113,6 +104,10 @@ func startConfig(t testing.TB, cfg config.Server, addr, token string) *instance 
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
+	}
+	cfg := testConfig(dataDir)
+	if configure != nil {
+		configure(&cfg)
 	}
 	cfg.Store = testStore(t, cfg.DataDir)
 	cfg.Listen = ln.Addr().String()

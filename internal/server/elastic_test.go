@@ -202,13 +202,12 @@ func TestPriorityOrderAndPendingReasons(t *testing.T) {
 }
 
 func TestProvisioningTimeoutBacksOff(t *testing.T) {
-	dir := t.TempDir()
-	cfg := testConfig(dir)
-	cfg.ProvisionTimeout = time.Second
-	// An agent that never registers: the node times out.
-	cfg.Locations = append(cfg.Locations, config.Location{Name: "broken", Provider: "local", Runtime: "process",
-		Settings: map[string]any{"agent_command": []any{"/bin/sh", "-c", "sleep 300"}}})
-	in := startWith(t, cfg)
+	in := startWith(t, t.TempDir(), "", "", func(cfg *config.Server) {
+		cfg.ProvisionTimeout = time.Second
+		// An agent that never registers: the node times out.
+		cfg.Locations = append(cfg.Locations, config.Location{Name: "broken", Provider: "local", Runtime: "process",
+			Settings: map[string]any{"agent_command": []any{"/bin/sh", "-c", "sleep 300"}}})
+	})
 	t.Cleanup(func() { cleanup(t, in) })
 	createCompute(t, in, "name: broken-cluster\ntype: amlcompute\nsize: Standard_DS3_v2\nlocation: broken\nmax_instances: 1\n")
 	j := submit(t, in, "command: 'true'\ncompute: broken-cluster\n")

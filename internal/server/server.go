@@ -31,6 +31,7 @@ import (
 	"github.com/tideml/tide/internal/catalog"
 	"github.com/tideml/tide/internal/config"
 	"github.com/tideml/tide/internal/controller"
+	"github.com/tideml/tide/internal/dockerengine"
 	"github.com/tideml/tide/internal/provider"
 	"github.com/tideml/tide/internal/provider/builtin"
 	"github.com/tideml/tide/internal/service"
@@ -92,7 +93,7 @@ func New(ctx context.Context, cfg config.Server, log *slog.Logger) (*Server, err
 		st.Close()
 		return nil, err
 	}
-	s.svc = &service.Service{Store: st, Catalog: cat, Config: cfg, Log: log, Blobs: s.blobs}
+	s.svc = &service.Service{Store: st, Catalog: cat, Config: cfg, Log: log, Blobs: s.blobs, DockerEngine: dockerengine.New("").Ping}
 	if err := s.svc.Bootstrap(ctx); err != nil {
 		st.Close()
 		return nil, fmt.Errorf("bootstrapping store: %w", err)

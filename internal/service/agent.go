@@ -62,7 +62,24 @@ func AssignmentFor(j *api.Job, rank int, addresses []string, runtime string, gra
 		a.Outputs = append(a.Outputs, name)
 	}
 	addData(&a, j)
+	if j.Resources != nil {
+		a.ShmSize = j.Resources.ShmSize
+	}
 	a.Environment = j.ResolvedEnvironment
+	if runtime == "docker" {
+		// The image of the job's inline environment, else of the
+		// registered one it names.
+		e := j.Environment
+		if r := j.ResolvedEnvironment; r != nil && (e == nil || e.Image == "" && e.Build == nil) {
+			e = &api.JobEnvironment{Image: r.Image}
+		}
+		if e != nil {
+			a.Image = e.Image
+			if e.Build != nil {
+				a.BuildPath = e.Build.Path
+			}
+		}
+	}
 	a.Notes = append(a.Notes, environmentNotes(j, runtime)...)
 	if j.Distribution != nil {
 		d := *j.Distribution
@@ -77,7 +94,7 @@ func AssignmentFor(j *api.Job, rank int, addresses []string, runtime string, gra
 // provide what the image or conda file would (a registered environment's
 // tide block says how).
 func environmentNotes(j *api.Job, runtime string) []string {
-	if runtime != "process" {
+	if runtime == "docker" {
 		return nil
 	}
 	// An inline environment's fields are named as the job file names them.
@@ -90,8 +107,15 @@ func environmentNotes(j *api.Job, runtime string) []string {
 		image, conda = e.Image, e.CondaFile
 	}
 	var notes []string
+	if e := j.Environment; e != nil && e.Build != nil {
+		notes = append(notes, fmt.Sprintf("tide: environment.build %q is not used: this node's runtime is %q, which runs the command on the host (configure a location with runtime docker to build images)", e.Build.Path, runtime))
+	}
 	if image != "" {
-		notes = append(notes, fmt.Sprintf("tide: %s (%q) is not used: this node's runtime is %q, which runs the command on the host (configure a location with runtime docker to run images)", imageOf, image, runtime))
+		what := fmt.Sprintf("%s %q", imageOf, image)
+		if j.ResolvedEnvironment != nil {
+			what = fmt.Sprintf("%s (%q)", imageOf, image)
+		}
+		notes = append(notes, fmt.Sprintf("tide: %s is not used: this node's runtime is %q, which runs the command on the host (configure a location with runtime docker to run images)", what, runtime))
 	}
 	if conda != "" {
 		notes = append(notes, fmt.Sprintf("tide: %s is not installed by the %q runtime; the host must already provide its packages", condaOf, runtime))
@@ -129,6 +153,7 @@ func (s *Service) Register(ctx context.Context, nodeID string, h api.AgentHello)
 		now := s.now()
 		n.LastHeartbeat = now
 		n.Address = h.Address
+		n.Runtime = h.Runtime
 		n.VCPUs, n.MemoryGB, n.GPUs = h.Capacity.VCPUs, h.Capacity.MemoryGB, h.Capacity.GPUs
 		kept := false
 		for _, r := range h.Running {

@@ -183,7 +183,7 @@ func (d *decoder) environment(n *yaml.Node, path string) *api.JobEnvironment {
 		return &api.JobEnvironment{Ref: s}
 	}
 	env := &api.JobEnvironment{}
-	d.mapping(n, path, []string{"image", "conda_file", "os_type"}, func(key string, v *yaml.Node, fp string) bool {
+	d.mapping(n, path, []string{"image", "build", "conda_file", "os_type"}, func(key string, v *yaml.Node, fp string) bool {
 		switch key {
 		case "image":
 			env.Image, _ = d.str(v, fp)
@@ -194,7 +194,14 @@ func (d *decoder) environment(n *yaml.Node, path string) *api.JobEnvironment {
 				d.add(d.lines[fp], fp, "%s is not supported; tide runs Linux environments", s)
 			}
 		case "build":
-			d.notSupported(fp, "not supported yet (building images from a Docker context); use image")
+			env.Build = &api.BuildContext{}
+			d.mapping(v, fp, []string{"path"}, func(key string, v *yaml.Node, fp string) bool {
+				if key != "path" {
+					return false
+				}
+				env.Build.Path, _ = d.str(v, fp)
+				return true
+			})
 		case "name", "version", "description", "tags", "inference_config":
 			d.notSupported(fp, "not supported in an inline environment; register the environment or remove it")
 		default:
@@ -481,8 +488,13 @@ func checkJob(j *api.Job, bad func(field, format string, args ...any)) {
 		}
 	}
 	if e := j.Environment; e != nil && e.Ref == "" {
-		if e.Image == "" {
-			bad("environment.image", "required for an inline environment (a Docker image such as python:3.11); or name a registered environment")
+		switch {
+		case e.Build != nil && e.Build.Path == "":
+			bad("environment.build.path", "required: a folder with a Dockerfile (the Docker build context)")
+		case e.Build != nil && e.Image != "":
+			bad("environment.image", "give either image or build, not both")
+		case e.Image == "" && e.Build == nil:
+			bad("environment.image", "required for an inline environment (a Docker image such as python:3.11, or build: {path: DIR}); or name a registered environment")
 		}
 	}
 	for k := range j.EnvironmentVariables {
