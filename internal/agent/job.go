@@ -428,7 +428,7 @@ func (j *job) environ(inherit bool) (map[string]string, error) {
 		env[k] = v
 	}
 	delete(env, TokenEnv)
-	if err := hostEnvironment(j.as.Environment, env, filepath.Join(j.dir, ".tide", "bin")); err != nil {
+	if err := hostEnvironment(j.as.Environment, env, filepath.Join(j.dir, ".tide", "bin"), inherit); err != nil {
 		return nil, err
 	}
 	for k, v := range j.as.Env {

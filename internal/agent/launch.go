@@ -200,18 +200,23 @@ func shellQuote(s string) string {
 }
 
 // hostEnvironment applies a registered environment's tide block to env:
-// its variables, and PATH with a folder of python/python3 links to the
-// interpreter, the interpreter's folder and the extra folders first. The
-// job's own environment_variables are applied after, so they win. shimDir
-// is where the links go; it fails when the interpreter is missing on this
-// node, since every python command would run the wrong one.
-func hostEnvironment(e *api.Environment, env map[string]string, shimDir string) error {
+// its variables, and, when the job runs on the host (onHost: not in a
+// container, whose image has its own PATH and interpreter), PATH with a
+// folder of python/python3 links to the interpreter, the interpreter's
+// folder and the extra folders first. The job's own environment_variables
+// are applied after, so they win. shimDir is where the links go; it fails
+// when the interpreter is missing on this node, since every python command
+// would run the wrong one.
+func hostEnvironment(e *api.Environment, env map[string]string, shimDir string, onHost bool) error {
 	if e == nil || e.Tide == nil {
 		return nil
 	}
 	h := e.Tide
 	for k, v := range h.Variables {
 		env[k] = v
+	}
+	if !onHost {
+		return nil
 	}
 	var head []string
 	if h.Python != "" {

@@ -146,7 +146,7 @@ func TestHostEnvironment(t *testing.T) {
 		Python: python, Path: []string{"/opt/tools/bin"}, Variables: map[string]string{"OMP_NUM_THREADS": "1"},
 	}}
 	env := map[string]string{"PATH": "/usr/bin:/bin"}
-	if err := hostEnvironment(e, env, shims); err != nil {
+	if err := hostEnvironment(e, env, shims, true); err != nil {
 		t.Fatalf("hostEnvironment: %v", err)
 	}
 	want := strings.Join([]string{shims, filepath.Dir(python), "/opt/tools/bin", "/usr/bin:/bin"}, ":")
@@ -163,12 +163,17 @@ func TestHostEnvironment(t *testing.T) {
 	}
 
 	e.Tide.Python = filepath.Join(dir, "missing")
-	err := hostEnvironment(e, map[string]string{}, shims)
+	err := hostEnvironment(e, map[string]string{}, shims, true)
 	if err == nil || !strings.Contains(err.Error(), "tide.python") {
 		t.Errorf("missing interpreter: err = %v, want one naming tide.python", err)
 	}
-	if err := hostEnvironment(nil, env, shims); err != nil {
+	if err := hostEnvironment(nil, env, shims, true); err != nil {
 		t.Errorf("no environment: %v", err)
+	}
+	// In a container the image's PATH and interpreter stay; the variables apply.
+	inContainer := map[string]string{}
+	if err := hostEnvironment(e, inContainer, shims, false); err != nil || inContainer["PATH"] != "" || inContainer["OMP_NUM_THREADS"] != "1" {
+		t.Errorf("container: env = %v, err %v; want the variables only", inContainer, err)
 	}
 }
 
