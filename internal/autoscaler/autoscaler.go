@@ -77,6 +77,29 @@ type Compute struct {
 	Nodes []Node
 	// Queued are the compute's jobs still queued after scheduler.Place.
 	Queued []Demand
+	// Counted are nodes that exist but are not listed in Nodes, only
+	// counted. The controller lists every node and leaves it zero; the
+	// simulator tracks thousands of nodes and would spend its time building
+	// them for every call, so it lists only the idle nodes that can leave
+	// and counts the rest. Plan's result is the same as when every node is
+	// listed provided the idle nodes left out are idle more recently than
+	// every listed idle node and the longest-idle listed node that may not
+	// leave yet is listed.
+	Counted NodeCounts
+	// Gaps is the compute's recent history of idle gaps, for policies that
+	// learn from it (adaptive); nil when the caller keeps none.
+	Gaps *GapHistory
+}
+
+// NodeCounts counts nodes by what Plan needs to know of them.
+type NodeCounts struct {
+	// Busy nodes run a job.
+	Busy int
+	// Preparing nodes are booting.
+	Preparing int
+	// Idle nodes run no job and were idle more recently than every listed
+	// idle node.
+	Idle int
 }
 
 // Cap returns the most nodes the compute may have: the lower of Max and
@@ -230,6 +253,10 @@ func planCompute(c *Compute, now time.Time, policies Registry, res *Result) {
 			existing++
 		}
 	}
+
+	existing += c.Counted.Busy + c.Counted.Preparing + c.Counted.Idle
+	busy += c.Counted.Busy
+	preparing += c.Counted.Preparing
 
 	var queued, queuedJobs int
 	for _, q := range c.Queued {

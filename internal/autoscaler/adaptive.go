@@ -1,0 +1,209 @@
+package autoscaler
+
+import (
+	"math"
+	"slices"
+	"time"
+)
+
+// Adaptive histogram settings.
+const (
+	gapBin   = 10 * time.Second
+	gapBins  = 720 // 2 hours of 10 s bins
+	gapRange = gapBin * gapBins
+	// gapWindow is about how many recent gaps the histogram reflects:
+	// when the weight reaches it every bin is halved, so old behaviour
+	// fades and the policy follows the workload.
+	gapWindow = 4096
+	// gapEvery is how many observations pass between two recomputations
+	// of the keep-alive, which costs one pass over the bins.
+	gapEvery = 64
+)
+
+// GapHistory is a compute's recent history of idle gaps: for every node
+// that went idle, the time until the next job that could use it was
+// submitted (the node itself may have left meanwhile). Like the
+// application histograms of the hybrid keep-alive policy of "Serverless in
+// the Wild" (Shahrad et al., USENIX ATC 2020) it is a histogram with a
+// fixed range plus an out-of-range count, and the adaptive policy picks
+// its idle timeout from it.
+//
+// The history is state the caller owns and feeds (the simulator per event,
+// the controller per compute): NodeIdle when a node turns idle, Demand when
+// a job is submitted. Plan and the policy only read it, so they stay pure.
+// A GapHistory is not safe for concurrent use.
+type GapHistory struct {
+	// BootTime is how long a new node takes to boot: the price, in node
+	// time and in a job's wait, of letting a node go too early.
+	BootTime time.Duration
+	// WaitWeight is what one second of a job's wait is worth in node
+	// seconds: 0 minimizes node time alone (the keep-alive of ski rental),
+	// larger values keep nodes longer to cut waits.
+	WaitWeight float64
+
+	bins    [gapBins]float64
+	over    float64 // gaps beyond gapRange or never closed
+	weight  float64
+	pending []time.Time // idle starts not matched to a job yet, oldest first
+	demand  []arrival   // recent submits, oldest first, from demandHead
+	dhead   int
+	head    int
+	seen    int
+	keep    time.Duration
+}
+
+// NewGapHistory returns an empty history with tide's defaults: a 180 s
+// boot time and a wait weight of 1.
+func NewGapHistory() *GapHistory {
+	return &GapHistory{BootTime: 180 * time.Second, WaitWeight: 1, keep: DefaultAdaptiveTimeout}
+}
+
+// arrival is a submit and the nodes demanded up to and including it.
+type arrival struct {
+	at  time.Time
+	cum int
+}
+
+// demandMemory is how far back DemandSince can look.
+const demandMemory = 2 * time.Hour
+
+// DemandSince returns the number of nodes the jobs submitted after since
+// asked for (as far back as two hours).
+func (h *GapHistory) DemandSince(since time.Time) int {
+	d := h.demand[h.dhead:]
+	if len(d) == 0 {
+		return 0
+	}
+	i, _ := slices.BinarySearchFunc(d, since, func(a arrival, t time.Time) int {
+		if a.at.After(t) {
+			return 1
+		}
+		return -1
+	})
+	before := 0
+	if i > 0 {
+		before = d[i-1].cum
+	} else if h.dhead > 0 {
+		before = h.demand[h.dhead-1].cum
+	}
+	return d[len(d)-1].cum - before
+}
+
+// NodeIdle records that a node turned idle at.
+func (h *GapHistory) NodeIdle(at time.Time) {
+	h.pending = append(h.pending, at)
+}
+
+// Demand records that a job needing nodes nodes was submitted at: it
+// closes the gaps of the nodes that went idle most recently.
+func (h *GapHistory) Demand(at time.Time, nodes int) {
+	cum := nodes
+	if len(h.demand) > 0 {
+		cum += h.demand[len(h.demand)-1].cum
+	}
+	h.demand = append(h.demand, arrival{at: at, cum: cum})
+	for h.dhead < len(h.demand) && at.Sub(h.demand[h.dhead].at) > demandMemory {
+		h.dhead++
+	}
+	if h.dhead > 1024 && h.dhead*2 > len(h.demand) {
+		// Keep the entry before the window: DemandSince subtracts its sum.
+		h.demand = append(h.demand[:0], h.demand[h.dhead-1:]...)
+		h.dhead = 1
+	}
+	// Gaps that have grown past the range are out of range whatever comes.
+	for h.head < len(h.pending) && at.Sub(h.pending[h.head]) >= gapRange {
+		h.head++
+		h.add(-1)
+	}
+	if h.head > 1024 && h.head*2 > len(h.pending) {
+		h.pending = append(h.pending[:0], h.pending[h.head:]...)
+		h.head = 0
+	}
+	for ; nodes > 0 && len(h.pending) > h.head; nodes-- {
+		last := len(h.pending) - 1
+		h.add(at.Sub(h.pending[last]))
+		h.pending = h.pending[:last]
+	}
+}
+
+// add records one gap; a negative gap is out of range.
+func (h *GapHistory) add(gap time.Duration) {
+	if gap < 0 || gap >= gapRange {
+		h.over++
+	} else {
+		h.bins[gap/gapBin]++
+	}
+	h.weight++
+	if h.weight >= gapWindow {
+		for i := range h.bins {
+			h.bins[i] /= 2
+		}
+		h.over /= 2
+		h.weight /= 2
+	}
+	h.seen++
+	if h.seen%gapEvery == 0 {
+		h.keep = h.bestKeep()
+	}
+}
+
+// bestKeep returns the idle timeout that minimizes the expected cost of an
+// idle node, in node seconds: a gap g kept for T costs min(g, T) of idle
+// time; a gap longer than T costs a boot, BootTime of booting plus
+// WaitWeight × BootTime of waiting.
+func (h *GapHistory) bestKeep() time.Duration {
+	if h.weight == 0 {
+		return DefaultAdaptiveTimeout
+	}
+	miss := h.BootTime.Seconds() * (1 + h.WaitWeight)
+	// Walk T over the bin edges: idle is the idle time of the gaps that
+	// end before T (their mid-bin length), beyond the count of longer ones.
+	var idle, below float64
+	best, bestCost := time.Duration(0), h.weight*miss
+	for i := range gapBins {
+		idle += h.bins[i] * (float64(i) + 0.5) * gapBin.Seconds()
+		below += h.bins[i]
+		t := time.Duration(i+1) * gapBin
+		beyond := h.weight - below
+		cost := idle + beyond*(t.Seconds()+miss)
+		if cost < bestCost {
+			best, bestCost = t, cost
+		}
+	}
+	return best
+}
+
+// KeepAlive is the idle timeout the history currently recommends.
+func (h *GapHistory) KeepAlive() time.Duration { return h.keep }
+
+// DefaultAdaptiveTimeout is the adaptive policy's idle timeout while a
+// compute has no history yet: Azure's default.
+const DefaultAdaptiveTimeout = 120 * time.Second
+
+// Adaptive is the policy that learns each compute's idle timeout from its
+// GapHistory (Compute.Gaps), within [Min, Max]. Without a history it
+// behaves like Fixed.
+type Adaptive struct {
+	// Min and Max bound the idle timeout it chooses; zero Max means 1 hour.
+	Min, Max time.Duration
+	// Window is how far back recent demand is counted for warm nodes.
+	Window time.Duration
+	// WarmFactor scales the recent demand into warm nodes.
+	WarmFactor float64
+}
+
+// Decide returns the timeout the compute's history recommends.
+func (a Adaptive) Decide(c *Compute, now time.Time) Decision {
+	if c.Gaps == nil {
+		return Fixed{}.Decide(c, time.Time{})
+	}
+	hi := a.Max
+	if hi == 0 {
+		hi = time.Hour
+	}
+	warm := 0
+	if a.Window > 0 && a.WarmFactor > 0 {
+		warm = int(math.Ceil(a.WarmFactor * float64(c.Gaps.DemandSince(now.Add(-a.Window)))))
+	}
+	return Decision{IdleTimeout: min(max(c.Gaps.KeepAlive(), a.Min), hi), Warm: warm, Setting: "adaptive idle timeout"}
+}
