@@ -188,8 +188,13 @@ type Adaptive struct {
 	Min, Max time.Duration
 	// Window is how far back recent demand is counted for warm nodes.
 	Window time.Duration
-	// WarmFactor scales the recent demand into warm nodes.
+	// WarmFactor scales the recent demand into the idle nodes kept.
 	WarmFactor float64
+	// CreateFactor scales the demand of the last CreateWindow into the
+	// warm nodes that may be created ahead of demand (on top of the idle
+	// ones kept).
+	CreateFactor float64
+	CreateWindow time.Duration
 }
 
 // Decide returns the timeout the compute's history recommends.
@@ -203,7 +208,15 @@ func (a Adaptive) Decide(c *Compute, now time.Time) Decision {
 	}
 	warm := 0
 	if a.Window > 0 && a.WarmFactor > 0 {
-		warm = int(math.Ceil(a.WarmFactor * float64(c.Gaps.DemandSince(now.Add(-a.Window)))))
+		recent := float64(c.Gaps.DemandSince(now.Add(-a.Window)))
+		idle := c.Counted.Idle
+		for i := range c.Nodes {
+			if c.Nodes[i].State == "idle" && c.Nodes[i].Job == "" {
+				idle++
+			}
+		}
+		burst := float64(c.Gaps.DemandSince(now.Add(-a.CreateWindow)))
+		warm = min(int(math.Floor(a.WarmFactor*recent)), idle+int(math.Floor(a.CreateFactor*burst)))
 	}
 	return Decision{IdleTimeout: min(max(c.Gaps.KeepAlive(), a.Min), hi), Warm: warm, Setting: "adaptive idle timeout"}
 }

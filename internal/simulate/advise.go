@@ -32,7 +32,7 @@ type Goal struct {
 }
 
 func (g Goal) String() string {
-	return fmt.Sprintf("%s wait under %s", g.Stat, g.Under)
+	return fmt.Sprintf("%s wait under %ss", g.Stat, strconv.FormatFloat(g.Under.Seconds(), 'f', -1, 64))
 }
 
 // wait returns the goal's statistic of r.

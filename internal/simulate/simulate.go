@@ -17,6 +17,7 @@
 package simulate
 
 import (
+	"cmp"
 	"container/heap"
 	"fmt"
 	"math"
@@ -38,7 +39,7 @@ type Config struct {
 	// Size is the compute's VM size, for its hourly price.
 	Size api.Size
 	// Policy names the autoscale policy; empty means the compute's
-	// (autoscaler.DefaultPolicy).
+	// (tide.scale_down_policy, else autoscaler.DefaultPolicy).
 	Policy string
 	// Policies are the policies by name; nil means
 	// autoscaler.BuiltinPolicies.
@@ -257,10 +258,7 @@ func Run(trace *Trace, cfg Config) (Result, error) {
 	if s.policies == nil {
 		s.policies = autoscaler.BuiltinPolicies()
 	}
-	name := cfg.Policy
-	if name == "" {
-		name = autoscaler.DefaultPolicy
-	}
+	name := cmp.Or(cfg.Policy, cfg.Compute.ScaleDownPolicy(), autoscaler.DefaultPolicy)
 	pol, ok := s.policies[name]
 	if !ok {
 		return Result{}, fmt.Errorf("policy: unknown autoscale policy %q; known: %v", name, policyNames(s.policies))
@@ -299,11 +297,13 @@ func policyNames(r autoscaler.Registry) []string {
 	return out
 }
 
-// loop processes the events in time order until no job is left and no
-// timer is pending.
+// loop processes the events in time order until the last job ends. Node
+// time is counted up to then and not beyond: idle timers still running at
+// the end belong to the workload that would follow, and cutting there
+// treats every policy (and min_instances) alike.
 func (s *sim) loop() {
 	next := 0 // next job to arrive
-	for next < len(s.jobs) || len(s.ev) > 0 {
+	for s.done < len(s.jobs) {
 		t := time.Duration(math.MaxInt64)
 		if next < len(s.jobs) {
 			t = s.jobs[next].Submit
@@ -571,6 +571,7 @@ func (s *sim) snapshot() autoscaler.Compute {
 	// the first that may not leave yet (which sets the next wake), so
 	// listing those nodes and their ties gives the same result as listing
 	// every node; the nodes idle more recently are only counted.
+	c.Counted = autoscaler.NodeCounts{Busy: s.counts[stBusy], Preparing: s.counts[stPreparing], Idle: s.counts[stIdle]}
 	d := s.policy.Decide(&c, s.base.Add(s.now))
 	for s.idleHead < len(s.byIdle) && !s.live(s.byIdle[s.idleHead]) {
 		s.idleHead++
@@ -666,8 +667,8 @@ func (s *sim) sample() {
 	p.Queued = max(p.Queued, len(s.queue))
 }
 
-// result closes the books: nodes still alive (min_instances) count until
-// the last event.
+// result closes the books: nodes still alive count until the last job
+// ended.
 func (s *sim) result() Result {
 	for i := range s.nodes {
 		if st := s.nodes[i].state; st != stGone {

@@ -88,7 +88,7 @@ func ReadTrace(file string, r io.Reader) (*Trace, error) {
 		if !at.IsZero() {
 			// Absolute times: keep them as offsets from the Unix epoch for
 			// now and shift them to the earliest submit below.
-			j.Submit = time.Duration(at.Unix()) * time.Second
+			j.Submit = time.Duration(at.UnixNano())
 			if t.Start.IsZero() || at.Before(t.Start) {
 				t.Start = at
 			}
