@@ -1,9 +1,12 @@
 package autoscaler
 
 import (
+	"cmp"
 	"math"
 	"slices"
 	"time"
+
+	"github.com/tideml/tide/api"
 )
 
 // Adaptive histogram settings.
@@ -53,9 +56,10 @@ type GapHistory struct {
 }
 
 // NewGapHistory returns an empty history with tide's defaults: a 180 s
-// boot time and a wait weight of 1.
+// boot time and a wait weight of 0 (the warm nodes of the adaptive policy,
+// not long idle timeouts, are what cut waits).
 func NewGapHistory() *GapHistory {
-	return &GapHistory{BootTime: 180 * time.Second, WaitWeight: 1, keep: DefaultAdaptiveTimeout}
+	return &GapHistory{BootTime: 180 * time.Second, keep: DefaultAdaptiveTimeout}
 }
 
 // arrival is a submit and the nodes demanded up to and including it.
@@ -173,6 +177,10 @@ func (h *GapHistory) bestKeep() time.Duration {
 	return best
 }
 
+// Closed returns how many gaps the history has closed (matched to a job or
+// seen to pass the histogram's range) in all.
+func (h *GapHistory) Closed() int { return h.seen }
+
 // KeepAlive is the idle timeout the history currently recommends.
 func (h *GapHistory) KeepAlive() time.Duration { return h.keep }
 
@@ -180,43 +188,65 @@ func (h *GapHistory) KeepAlive() time.Duration { return h.keep }
 // compute has no history yet: Azure's default.
 const DefaultAdaptiveTimeout = 120 * time.Second
 
-// Adaptive is the policy that learns each compute's idle timeout from its
-// GapHistory (Compute.Gaps), within [Min, Max]. Without a history it
-// behaves like Fixed.
+// Adaptive defaults, chosen on the Philly trace (docs/simulate.md).
+const (
+	DefaultAdaptiveWindow       = 3 * time.Minute
+	DefaultAdaptiveWarmFactor   = 1.0
+	DefaultAdaptiveCreateWindow = 2 * time.Minute
+	DefaultAdaptiveCreateFactor = 0.6
+)
+
+// Adaptive is the policy that learns from each compute's GapHistory
+// (Compute.Gaps). It makes two choices:
+//
+//   - The idle timeout: the one that minimizes the expected node time of
+//     an idle node over the histogram of idle gaps (GapHistory.KeepAlive),
+//     within [Min, Max].
+//   - Warm nodes, for bursts: jobs arrive in bursts (in the Philly trace
+//     more than half of all submits follow the previous one within 10 s),
+//     so recent demand predicts demand. The policy keeps up to
+//     WarmFactor × the nodes asked for in the last Window as idle nodes
+//     that do not time out, but boots new nodes ahead of demand only for
+//     CreateFactor × the nodes asked for in the last CreateWindow: keeping
+//     a node that exists is cheap, booting one that may not be used is
+//     not. Both round down, so a lone job warms nothing.
+//
+// Without a history (the caller keeps none) it behaves like Fixed. Zero
+// fields take the Default* values; Max zero means one hour.
 type Adaptive struct {
-	// Min and Max bound the idle timeout it chooses; zero Max means 1 hour.
+	// Min and Max bound the idle timeout.
 	Min, Max time.Duration
-	// Window is how far back recent demand is counted for warm nodes.
-	Window time.Duration
-	// WarmFactor scales the recent demand into the idle nodes kept.
+	// Window and WarmFactor size the idle nodes kept warm.
+	Window     time.Duration
 	WarmFactor float64
-	// CreateFactor scales the demand of the last CreateWindow into the
-	// warm nodes that may be created ahead of demand (on top of the idle
-	// ones kept).
-	CreateFactor float64
+	// CreateWindow and CreateFactor size the nodes booted ahead of demand.
 	CreateWindow time.Duration
+	CreateFactor float64
 }
 
-// Decide returns the timeout the compute's history recommends.
+// Decide returns the idle timeout the compute's history recommends and the
+// warm nodes its recent demand asks for.
 func (a Adaptive) Decide(c *Compute, now time.Time) Decision {
 	if c.Gaps == nil {
-		return Fixed{}.Decide(c, time.Time{})
+		return Fixed{}.Decide(c, now)
 	}
-	hi := a.Max
-	if hi == 0 {
-		hi = time.Hour
-	}
-	warm := 0
-	if a.Window > 0 && a.WarmFactor > 0 {
-		recent := float64(c.Gaps.DemandSince(now.Add(-a.Window)))
-		idle := c.Counted.Idle
-		for i := range c.Nodes {
-			if c.Nodes[i].State == "idle" && c.Nodes[i].Job == "" {
-				idle++
-			}
+	hi := cmp.Or(a.Max, time.Hour)
+	window := cmp.Or(a.Window, DefaultAdaptiveWindow)
+	warmF := cmp.Or(a.WarmFactor, DefaultAdaptiveWarmFactor)
+	cwindow := cmp.Or(a.CreateWindow, DefaultAdaptiveCreateWindow)
+	createF := cmp.Or(a.CreateFactor, DefaultAdaptiveCreateFactor)
+
+	idle := c.Counted.Idle
+	for i := range c.Nodes {
+		if c.Nodes[i].State == api.NodeIdle && c.Nodes[i].Job == "" {
+			idle++
 		}
-		burst := float64(c.Gaps.DemandSince(now.Add(-a.CreateWindow)))
-		warm = min(int(math.Floor(a.WarmFactor*recent)), idle+int(math.Floor(a.CreateFactor*burst)))
 	}
-	return Decision{IdleTimeout: min(max(c.Gaps.KeepAlive(), a.Min), hi), Warm: warm, Setting: "adaptive idle timeout"}
+	keep := int(math.Floor(warmF * float64(c.Gaps.DemandSince(now.Add(-window)))))
+	create := int(math.Floor(createF * float64(c.Gaps.DemandSince(now.Add(-cwindow)))))
+	return Decision{
+		IdleTimeout: min(max(c.Gaps.KeepAlive(), a.Min), hi),
+		Warm:        min(keep, idle+create),
+		Setting:     "adaptive idle timeout (learned from idle gaps)",
+	}
 }

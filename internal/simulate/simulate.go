@@ -55,9 +55,6 @@ type Config struct {
 	PreemptionsPerHour float64
 	// Seed seeds the random source of boot failures and preemptions.
 	Seed uint64
-	// GapWaitWeight is the adaptive policy's wait weight
-	// (autoscaler.GapHistory.WaitWeight); zero keeps its default.
-	GapWaitWeight float64
 	// full lists every node to Place and Plan instead of the nodes that
 	// matter (tests compare the two).
 	full bool
@@ -267,9 +264,6 @@ func Run(trace *Trace, cfg Config) (Result, error) {
 	s.caps = map[string]int{computeKey: cfg.Compute.MaxInstances}
 	s.gaps = autoscaler.NewGapHistory()
 	s.gaps.BootTime = cfg.BootTime
-	if cfg.GapWaitWeight > 0 {
-		s.gaps.WaitWeight = cfg.GapWaitWeight
-	}
 	s.rng = rand.New(rand.NewPCG(cfg.Seed, 0x7469646573696d))
 	s.jobs = make([]job, len(trace.Jobs))
 	for i, j := range trace.Jobs {
