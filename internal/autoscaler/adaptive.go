@@ -62,9 +62,10 @@ func NewGapHistory() *GapHistory {
 	return &GapHistory{BootTime: 180 * time.Second, keep: DefaultAdaptiveTimeout}
 }
 
-// arrival is a submit and the nodes demanded up to and including it.
+// arrival is a submit (Unix nanoseconds) and the nodes demanded up to and
+// including it.
 type arrival struct {
-	at  time.Time
+	at  int64
 	cum int
 }
 
@@ -78,8 +79,9 @@ func (h *GapHistory) DemandSince(since time.Time) int {
 	if len(d) == 0 {
 		return 0
 	}
-	i, _ := slices.BinarySearchFunc(d, since, func(a arrival, t time.Time) int {
-		if a.at.After(t) {
+	t := since.UnixNano()
+	i, _ := slices.BinarySearchFunc(d, t, func(a arrival, t int64) int {
+		if a.at > t {
 			return 1
 		}
 		return -1
@@ -105,8 +107,9 @@ func (h *GapHistory) Demand(at time.Time, nodes int) {
 	if len(h.demand) > 0 {
 		cum += h.demand[len(h.demand)-1].cum
 	}
-	h.demand = append(h.demand, arrival{at: at, cum: cum})
-	for h.dhead < len(h.demand) && at.Sub(h.demand[h.dhead].at) > demandMemory {
+	ns := at.UnixNano()
+	h.demand = append(h.demand, arrival{at: ns, cum: cum})
+	for h.dhead < len(h.demand) && ns-h.demand[h.dhead].at > int64(demandMemory) {
 		h.dhead++
 	}
 	if h.dhead > 1024 && h.dhead*2 > len(h.demand) {

@@ -1,6 +1,7 @@
 package autoscaler
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -90,5 +91,23 @@ func TestAdaptiveKeepsWarmNodes(t *testing.T) {
 	res := Plan(Snapshot{Computes: []Compute{c}}, t0, BuiltinPolicies())
 	if got := actions(res); len(got) != 2 || res.Targets["a"] != 4 {
 		t.Errorf("actions %v target %d, want 2 deletes and target 4", got, res.Targets["a"])
+	}
+}
+
+// TestReasonsUnchanged pins the reason texts built without fmt to the
+// fmt forms they replaced.
+func TestReasonsUnchanged(t *testing.T) {
+	got := createReason(5, 1, 2, 3, 4, 0, 10, 2, 1)
+	want := fmt.Sprintf("scaling to %d nodes: %d busy, %d queued jobs need %d, %d warm, min_instances %d, cap %d; have %d (%d preparing)", 5, 1, 2, 3, 4, 0, 10, 2, 1)
+	if got != want {
+		t.Errorf("createReason = %q, want %q", got, want)
+	}
+	for _, tc := range []struct {
+		d, unit time.Duration
+		want    string
+	}{{125 * time.Second, time.Second, "125s"}, {1500 * time.Millisecond, time.Second, "1s"}, {1500 * time.Millisecond, 500 * time.Millisecond, "1.5s"}} {
+		if got := seconds(tc.d, tc.unit); got != tc.want {
+			t.Errorf("seconds(%v, %v) = %q, want %q", tc.d, tc.unit, got, tc.want)
+		}
 	}
 }

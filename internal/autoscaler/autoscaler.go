@@ -45,6 +45,7 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/tideml/tide/api"
@@ -274,8 +275,7 @@ func planCompute(c *Compute, now time.Time, policies Registry, res *Result) {
 
 	if target > existing {
 		res.Actions = append(res.Actions, Action{Kind: ActionCreate, Compute: c.Key, Count: target - existing,
-			Reason: fmt.Sprintf("scaling to %d nodes: %d busy, %d queued jobs need %d, %d warm, min_instances %d, cap %d; have %d (%d preparing)",
-				target, busy, queuedJobs, queued, d.Warm, c.Min, limit, existing, preparing)})
+			Reason: createReason(target, busy, queuedJobs, queued, d.Warm, c.Min, limit, existing, preparing)})
 		return
 	}
 
@@ -303,7 +303,7 @@ func planCompute(c *Compute, now time.Time, policies Registry, res *Result) {
 					existing, limit, c.Max, c.QuotaMaxNodes)})
 		case elapsed >= d.IdleTimeout:
 			res.Actions = append(res.Actions, Action{Kind: ActionDelete, Compute: c.Key, Node: n.ID,
-				Reason: fmt.Sprintf("idle for %s >= %s %s", seconds(elapsed, d.IdleTimeout), d.Setting, seconds(d.IdleTimeout, d.IdleTimeout))})
+				Reason: "idle for " + seconds(elapsed, d.IdleTimeout) + " >= " + d.Setting + " " + seconds(d.IdleTimeout, d.IdleTimeout)})
 		default:
 			// Longest idle first: this node's timer is the next to expire
 			// for this compute.
@@ -335,9 +335,36 @@ func unschedulable(c *Compute, job string, need, limit int) Unschedulable {
 // Go duration.
 func seconds(d, unit time.Duration) string {
 	if unit%time.Second == 0 {
-		return fmt.Sprintf("%ds", d/time.Second)
+		return strconv.FormatInt(int64(d/time.Second), 10) + "s"
 	}
 	return d.String()
+}
+
+// createReason explains a scale-up. It is built with strconv rather than
+// fmt because the simulator plans hundreds of thousands of times per replay
+// and formatting was half of Plan's time; the text is the same.
+func createReason(target, busy, queuedJobs, queued, warm, minN, limit, existing, preparing int) string {
+	b := make([]byte, 0, 128)
+	b = append(b, "scaling to "...)
+	b = strconv.AppendInt(b, int64(target), 10)
+	b = append(b, " nodes: "...)
+	b = strconv.AppendInt(b, int64(busy), 10)
+	b = append(b, " busy, "...)
+	b = strconv.AppendInt(b, int64(queuedJobs), 10)
+	b = append(b, " queued jobs need "...)
+	b = strconv.AppendInt(b, int64(queued), 10)
+	b = append(b, ", "...)
+	b = strconv.AppendInt(b, int64(warm), 10)
+	b = append(b, " warm, min_instances "...)
+	b = strconv.AppendInt(b, int64(minN), 10)
+	b = append(b, ", cap "...)
+	b = strconv.AppendInt(b, int64(limit), 10)
+	b = append(b, "; have "...)
+	b = strconv.AppendInt(b, int64(existing), 10)
+	b = append(b, " ("...)
+	b = strconv.AppendInt(b, int64(preparing), 10)
+	b = append(b, " preparing)"...)
+	return string(b)
 }
 
 // Counts returns a compute's current_node_count and node_state_counts from

@@ -124,7 +124,10 @@ named with --policy replaces the compute's.`,
 					return err
 				}
 			}
-			return r.printer().print(res, func(w io.Writer) { simTable(w, &cfg, res) })
+			return r.printer().print(res, func(w io.Writer) {
+				simTable(w, &cfg, res)
+				clairvoyantLine(w, tr, &cfg)
+			})
 		},
 	}
 	f.register(cmd)
@@ -163,6 +166,13 @@ func simTable(w io.Writer, cfg *simulate.Config, r simulate.Result) {
 	tw.Flush()
 }
 
+// clairvoyantLine prints the reference no policy can beat without waits.
+func clairvoyantLine(w io.Writer, tr *simulate.Trace, cfg *simulate.Config) {
+	h := simulate.Clairvoyant(tr, cfg.BootTime)
+	fmt.Fprintf(w, "Clairvoyant reference (no wait): %.1f node-hours (%.1f idle, %.1f booting), $%.2f\n",
+		h.Total, h.Idle, h.Booting, h.Total*priceOf(cfg))
+}
+
 func priceOf(cfg *simulate.Config) float64 {
 	if cfg.Compute.Tier == api.TierLowPriority && cfg.Size.LowPriorityPrice > 0 {
 		return cfg.Size.LowPriorityPrice
@@ -197,7 +207,10 @@ recommend the cheapest setting that meets the goal.`,
 			if err != nil {
 				return &UsageError{Err: err}
 			}
-			return r.printer().print(adv, func(w io.Writer) { adviceTable(w, &cfg, adv) })
+			return r.printer().print(adv, func(w io.Writer) {
+				adviceTable(w, &cfg, adv)
+				clairvoyantLine(w, tr, &cfg)
+			})
 		},
 	}
 	f.register(cmd)

@@ -2,6 +2,7 @@ package simulate
 
 import (
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -35,18 +36,27 @@ func loadPhilly(tb testing.TB) (*Trace, Config) {
 	return tr, Config{Compute: *c, Size: size, BootTime: 180 * time.Second}
 }
 
-// BenchmarkPhilly replays the full Philly trace (82,247 jobs) per policy.
+// BenchmarkPhilly replays the full Philly trace (82,247 jobs) per policy
+// (one GPU per node, 180 s boot, no node cap) and reports the CPU time per
+// replay (cpu-s/op) besides the wall time: run it with GOMAXPROCS=1 for
+// the time on one core.
 func BenchmarkPhilly(b *testing.B) {
 	tr, cfg := loadPhilly(b)
-	for _, p := range []string{"fixed", "adaptive"} {
-		b.Run(p, func(b *testing.B) {
+	for _, p := range []struct {
+		name string
+		idle int
+	}{{"fixed-120s", 120}, {"fixed-3600s", 3600}, {"adaptive", 120}} {
+		b.Run(p.name, func(b *testing.B) {
 			c := cfg
-			c.Policy = p
+			c.Policy = strings.SplitN(p.name, "-", 2)[0]
+			c.Compute.IdleTimeBeforeScaleDown = p.idle
+			cpu := cpuTime()
 			for b.Loop() {
 				if _, err := Run(tr, c); err != nil {
 					b.Fatal(err)
 				}
 			}
+			b.ReportMetric((cpuTime() - cpu).Seconds()/float64(b.N), "cpu-s/op")
 		})
 	}
 }

@@ -229,6 +229,10 @@ type sim struct {
 	popbuf []ref
 	cnodes []autoscaler.Node
 	cqueue []autoscaler.Demand
+	snap   []autoscaler.Compute // one compute, reused
+	// memo hands Plan the decision snapshot already asked the policy for:
+	// the policy is pure, so asking again would give the same.
+	memo *memoPolicy
 	gaps   *autoscaler.GapHistory
 
 	busyT, idleT, bootT time.Duration
@@ -261,6 +265,9 @@ func Run(trace *Trace, cfg Config) (Result, error) {
 		return Result{}, fmt.Errorf("policy: unknown autoscale policy %q; known: %v", name, policyNames(s.policies))
 	}
 	s.cfg.Policy, s.policy = name, pol
+	s.memo = &memoPolicy{}
+	s.policies = autoscaler.Registry{name: s.memo}
+	s.snap = make([]autoscaler.Compute, 1)
 	s.caps = map[string]int{computeKey: cfg.Compute.MaxInstances}
 	s.gaps = autoscaler.NewGapHistory()
 	s.gaps.BootTime = cfg.BootTime
@@ -514,8 +521,8 @@ func (s *sim) start(ji int32, ids []string) {
 
 // plan runs autoscaler.Plan and applies its actions.
 func (s *sim) plan() {
-	c := s.snapshot()
-	res := autoscaler.Plan(autoscaler.Snapshot{Computes: []autoscaler.Compute{c}}, s.base.Add(s.now), s.policies)
+	s.snap[0] = s.snapshot()
+	res := autoscaler.Plan(autoscaler.Snapshot{Computes: s.snap}, s.base.Add(s.now), s.policies)
 	for _, a := range res.Actions {
 		switch a.Kind {
 		case autoscaler.ActionCreate:
@@ -567,6 +574,7 @@ func (s *sim) snapshot() autoscaler.Compute {
 	// every node; the nodes idle more recently are only counted.
 	c.Counted = autoscaler.NodeCounts{Busy: s.counts[stBusy], Preparing: s.counts[stPreparing], Idle: s.counts[stIdle]}
 	d := s.policy.Decide(&c, s.base.Add(s.now))
+	s.memo.d = d
 	for s.idleHead < len(s.byIdle) && !s.live(s.byIdle[s.idleHead]) {
 		s.idleHead++
 	}
@@ -637,9 +645,21 @@ func (s *sim) create() {
 	heap.Push(&s.ev, event{at: s.now + s.cfg.BootTime, kind: evBoot, idx: i})
 }
 
+// memoPolicy returns the decision the simulator computed for this call.
+type memoPolicy struct{ d autoscaler.Decision }
+
+// Decide returns the stored decision.
+func (m *memoPolicy) Decide(*autoscaler.Compute, time.Time) autoscaler.Decision { return m.d }
+
 // nodeID names node i so that string order is creation order, which is
 // the order Place hands free nodes out in.
-func nodeID(i int32) string { return fmt.Sprintf("node-%09d", i) }
+func nodeID(i int32) string {
+	b := []byte("node-000000000")
+	for k, v := len(b)-1, i; v > 0; k, v = k-1, v/10 {
+		b[k] = byte('0' + v%10)
+	}
+	return string(b)
+}
 
 func nodeIndex(id string) int32 {
 	n, _ := strconv.Atoi(id[len("node-"):])

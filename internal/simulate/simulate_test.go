@@ -266,3 +266,31 @@ func TestParseGoal(t *testing.T) {
 		}
 	}
 }
+
+// FuzzReadTrace checks that no trace crashes the reader or the simulation
+// and that every error names the file.
+func FuzzReadTrace(f *testing.F) {
+	f.Add(GenericHeader + "\n0,10,1,\n5,20,2,Standard_NC4as_T4_v3\n")
+	f.Add(phillyHeader + "\n2017-10-09 07:01:55,66.0,1,66.0,11cb48\n")
+	f.Add("submit,duration,instance_count\n1e300,1e300,1\n")
+	f.Fuzz(func(t *testing.T, text string) {
+		tr, err := ReadTrace("f.csv", strings.NewReader(text))
+		if err != nil {
+			if !strings.HasPrefix(err.Error(), "f.csv") && !strings.HasPrefix(err.Error(), "reading f.csv") {
+				t.Fatalf("error %q does not name the file", err)
+			}
+			return
+		}
+		if len(tr.Jobs) > 50 {
+			return
+		}
+		c := &api.Compute{Name: "gpu-cluster", Size: "Standard_NC4as_T4_v3", MaxInstances: 8, IdleTimeBeforeScaleDown: 120}
+		if tr.Fit(c, catalog.Default().Lookup) != nil {
+			return
+		}
+		size, _ := catalog.Default().Lookup(c.Size)
+		if _, err := Run(tr, Config{Compute: *c, Size: size, BootTime: time.Minute}); err != nil {
+			t.Fatal(err)
+		}
+	})
+}

@@ -62,6 +62,7 @@ func ReadTrace(file string, r io.Reader) (*Trace, error) {
 	sc.Buffer(make([]byte, 64*1024), 1024*1024)
 	t := &Trace{File: file}
 	line := 0
+	var absolute, relative int // lines with RFC 3339 submits and with seconds
 	var parse func(fields []string, line int) (Job, time.Time, error)
 	for sc.Scan() {
 		line++
@@ -85,6 +86,14 @@ func ReadTrace(file string, r io.Reader) (*Trace, error) {
 			return nil, fmt.Errorf("%s:%d: %w", file, line, err)
 		}
 		j.Line = line
+		if at.IsZero() {
+			relative = line
+		} else {
+			absolute = line
+		}
+		if absolute > 0 && relative > 0 {
+			return nil, fmt.Errorf("%s:%d: submit: mixes times (line %d) and seconds (line %d); use one or the other", file, line, absolute, relative)
+		}
 		if !at.IsZero() {
 			// Absolute times: keep them as offsets from the Unix epoch for
 			// now and shift them to the earliest submit below.
@@ -162,11 +171,18 @@ func parseGeneric(f []string, _ int) (Job, time.Time, error) {
 	return j, at, nil
 }
 
+// maxSeconds bounds durations and submit offsets (ten years), far beyond
+// any trace and far from time.Duration's limit.
+const maxSeconds = 10 * 365 * 24 * 3600
+
 // seconds parses a non-negative number of seconds.
 func seconds(field, s string) (time.Duration, error) {
 	v, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
 	if err != nil || v < 0 || math.IsInf(v, 0) || math.IsNaN(v) {
 		return 0, fmt.Errorf("%s: must be a number of seconds >= 0 (got %q)", field, s)
+	}
+	if v > maxSeconds {
+		return 0, fmt.Errorf("%s: %s seconds is more than ten years; is the unit seconds?", field, s)
 	}
 	return time.Duration(v * float64(time.Second)), nil
 }
