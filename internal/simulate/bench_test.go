@@ -56,7 +56,7 @@ func BenchmarkPhilly(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
-			b.ReportMetric((cpuTime() - cpu).Seconds()/float64(b.N), "cpu-s/op")
+			b.ReportMetric((cpuTime()-cpu).Seconds()/float64(b.N), "cpu-s/op")
 		})
 	}
 }

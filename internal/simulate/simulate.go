@@ -18,7 +18,6 @@ package simulate
 
 import (
 	"cmp"
-	"container/heap"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -168,16 +167,44 @@ type event struct {
 	idx  int32
 }
 
+// events is a min-heap of events by time, typed so pushing and popping
+// allocate nothing (container/heap boxes every element).
 type events []event
 
-func (e events) Len() int           { return len(e) }
-func (e events) Less(i, j int) bool { return e[i].at < e[j].at }
-func (e events) Swap(i, j int)      { e[i], e[j] = e[j], e[i] }
-func (e *events) Push(x any)        { *e = append(*e, x.(event)) }
-func (e *events) Pop() any {
-	old := *e
-	x := old[len(old)-1]
-	*e = old[:len(old)-1]
+func (e *events) push(x event) {
+	*e = append(*e, x)
+	h := *e
+	for i := len(h) - 1; i > 0; {
+		p := (i - 1) / 2
+		if h[p].at <= h[i].at {
+			break
+		}
+		h[p], h[i] = h[i], h[p]
+		i = p
+	}
+}
+
+func (e *events) pop() event {
+	h := *e
+	x := h[0]
+	n := len(h) - 1
+	h[0] = h[n]
+	h = h[:n]
+	for i := 0; ; {
+		l, m := 2*i+1, i
+		if l < n && h[l].at < h[m].at {
+			m = l
+		}
+		if r := l + 1; r < n && h[r].at < h[m].at {
+			m = r
+		}
+		if m == i {
+			break
+		}
+		h[i], h[m] = h[m], h[i]
+		i = m
+	}
+	*e = h
 	return x
 }
 
@@ -190,14 +217,40 @@ type ref struct {
 // idHeap keeps idle nodes by ID (creation order); stale refs are skipped.
 type idHeap []ref
 
-func (h idHeap) Len() int           { return len(h) }
-func (h idHeap) Less(i, j int) bool { return h[i].idx < h[j].idx }
-func (h idHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *idHeap) Push(x any)        { *h = append(*h, x.(ref)) }
-func (h *idHeap) Pop() any {
-	old := *h
-	x := old[len(old)-1]
-	*h = old[:len(old)-1]
+func (h *idHeap) push(x ref) {
+	*h = append(*h, x)
+	a := *h
+	for i := len(a) - 1; i > 0; {
+		p := (i - 1) / 2
+		if a[p].idx <= a[i].idx {
+			break
+		}
+		a[p], a[i] = a[i], a[p]
+		i = p
+	}
+}
+
+func (h *idHeap) pop() ref {
+	a := *h
+	x := a[0]
+	n := len(a) - 1
+	a[0] = a[n]
+	a = a[:n]
+	for i := 0; ; {
+		l, m := 2*i+1, i
+		if l < n && a[l].idx < a[m].idx {
+			m = l
+		}
+		if r := l + 1; r < n && a[r].idx < a[m].idx {
+			m = r
+		}
+		if m == i {
+			break
+		}
+		a[i], a[m] = a[m], a[i]
+		i = m
+	}
+	*h = a
 	return x
 }
 
@@ -233,7 +286,7 @@ type sim struct {
 	// memo hands Plan the decision snapshot already asked the policy for:
 	// the policy is pure, so asking again would give the same.
 	memo *memoPolicy
-	gaps   *autoscaler.GapHistory
+	gaps *autoscaler.GapHistory
 
 	busyT, idleT, bootT time.Duration
 	peak                int
@@ -314,7 +367,7 @@ func (s *sim) loop() {
 		}
 		s.now = t
 		for len(s.ev) > 0 && s.ev[0].at == t {
-			e := heap.Pop(&s.ev).(event)
+			e := s.ev.pop()
 			s.handle(e)
 		}
 		for next < len(s.jobs) && s.jobs[next].Submit == t {
@@ -414,7 +467,7 @@ func (s *sim) setState(i int32, st uint8) {
 	switch st {
 	case stIdle:
 		r := ref{i, n.gen}
-		heap.Push(&s.byID, r)
+		s.byID.push(r)
 		s.byIdle = append(s.byIdle, r)
 		s.gaps.NodeIdle(s.base.Add(s.now))
 	case stUnusable, stPreempted:
@@ -457,7 +510,7 @@ func (s *sim) place() {
 	nodes := s.nbuf[:0]
 	popped := s.popbuf[:0]
 	for len(popped) < take {
-		r := heap.Pop(&s.byID).(ref)
+		r := s.byID.pop()
 		if !s.live(r) {
 			continue
 		}
@@ -485,7 +538,7 @@ func (s *sim) place() {
 	}
 	for _, r := range popped {
 		if s.live(r) {
-			heap.Push(&s.byID, r)
+			s.byID.push(r)
 		}
 	}
 	if len(res.Assignments) > 0 {
@@ -512,11 +565,11 @@ func (s *sim) start(ji int32, ids []string) {
 		if s.cfg.PreemptionsPerHour > 0 && s.cfg.Compute.Tier == api.TierLowPriority {
 			after := time.Duration(s.rng.ExpFloat64() / s.cfg.PreemptionsPerHour * float64(time.Hour))
 			if after < j.Duration {
-				heap.Push(&s.ev, event{at: s.now + after, kind: evPreempt, idx: i, gen: s.nodes[i].gen})
+				s.ev.push(event{at: s.now + after, kind: evPreempt, idx: i, gen: s.nodes[i].gen})
 			}
 		}
 	}
-	heap.Push(&s.ev, event{at: s.now + j.Duration, kind: evFinish, idx: ji, gen: j.epoch})
+	s.ev.push(event{at: s.now + j.Duration, kind: evFinish, idx: ji, gen: j.epoch})
 }
 
 // plan runs autoscaler.Plan and applies its actions.
@@ -540,7 +593,7 @@ func (s *sim) plan() {
 		at := res.NextWake.Sub(s.base)
 		if s.wake < 0 || at < s.wake {
 			s.wake = at
-			heap.Push(&s.ev, event{at: at, kind: evWake})
+			s.ev.push(event{at: at, kind: evWake})
 		}
 	}
 	if n := s.counts[stPreparing] + s.counts[stIdle] + s.counts[stBusy]; n > s.peak {
@@ -642,7 +695,7 @@ func (s *sim) create() {
 		s.prepHead = 0
 	}
 	s.prep = append(s.prep, i)
-	heap.Push(&s.ev, event{at: s.now + s.cfg.BootTime, kind: evBoot, idx: i})
+	s.ev.push(event{at: s.now + s.cfg.BootTime, kind: evBoot, idx: i})
 }
 
 // memoPolicy returns the decision the simulator computed for this call.
