@@ -344,27 +344,13 @@ func seconds(d, unit time.Duration) string {
 // fmt because the simulator plans hundreds of thousands of times per replay
 // and formatting was half of Plan's time; the text is the same.
 func createReason(target, busy, queuedJobs, queued, warm, minN, limit, existing, preparing int) string {
+	labels := [...]string{"scaling to ", " nodes: ", " busy, ", " queued jobs need ", ", ", " warm, min_instances ", ", cap ", "; have ", " ("}
+	values := [...]int{target, busy, queuedJobs, queued, warm, minN, limit, existing, preparing}
 	b := make([]byte, 0, 128)
-	b = append(b, "scaling to "...)
-	b = strconv.AppendInt(b, int64(target), 10)
-	b = append(b, " nodes: "...)
-	b = strconv.AppendInt(b, int64(busy), 10)
-	b = append(b, " busy, "...)
-	b = strconv.AppendInt(b, int64(queuedJobs), 10)
-	b = append(b, " queued jobs need "...)
-	b = strconv.AppendInt(b, int64(queued), 10)
-	b = append(b, ", "...)
-	b = strconv.AppendInt(b, int64(warm), 10)
-	b = append(b, " warm, min_instances "...)
-	b = strconv.AppendInt(b, int64(minN), 10)
-	b = append(b, ", cap "...)
-	b = strconv.AppendInt(b, int64(limit), 10)
-	b = append(b, "; have "...)
-	b = strconv.AppendInt(b, int64(existing), 10)
-	b = append(b, " ("...)
-	b = strconv.AppendInt(b, int64(preparing), 10)
-	b = append(b, " preparing)"...)
-	return string(b)
+	for i, l := range labels {
+		b = strconv.AppendInt(append(b, l...), int64(values[i]), 10)
+	}
+	return string(append(b, " preparing)"...))
 }
 
 // Counts returns a compute's current_node_count and node_state_counts from

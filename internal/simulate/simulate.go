@@ -167,46 +167,7 @@ type event struct {
 	idx  int32
 }
 
-// events is a min-heap of events by time, typed so pushing and popping
-// allocate nothing (container/heap boxes every element).
-type events []event
-
-func (e *events) push(x event) {
-	*e = append(*e, x)
-	h := *e
-	for i := len(h) - 1; i > 0; {
-		p := (i - 1) / 2
-		if h[p].at <= h[i].at {
-			break
-		}
-		h[p], h[i] = h[i], h[p]
-		i = p
-	}
-}
-
-func (e *events) pop() event {
-	h := *e
-	x := h[0]
-	n := len(h) - 1
-	h[0] = h[n]
-	h = h[:n]
-	for i := 0; ; {
-		l, m := 2*i+1, i
-		if l < n && h[l].at < h[m].at {
-			m = l
-		}
-		if r := l + 1; r < n && h[r].at < h[m].at {
-			m = r
-		}
-		if m == i {
-			break
-		}
-		h[i], h[m] = h[m], h[i]
-		i = m
-	}
-	*e = h
-	return x
-}
+func (e event) before(o event) bool { return e.at < o.at }
 
 // ref names a node in a given state generation.
 type ref struct {
@@ -214,15 +175,19 @@ type ref struct {
 	gen uint32
 }
 
-// idHeap keeps idle nodes by ID (creation order); stale refs are skipped.
-type idHeap []ref
+// before orders idle nodes by ID, which is creation order.
+func (r ref) before(o ref) bool { return r.idx < o.idx }
 
-func (h *idHeap) push(x ref) {
+// minHeap is a binary min-heap, typed so pushing and popping allocate
+// nothing (container/heap boxes every element in an interface).
+type minHeap[T interface{ before(T) bool }] []T
+
+func (h *minHeap[T]) push(x T) {
 	*h = append(*h, x)
 	a := *h
 	for i := len(a) - 1; i > 0; {
 		p := (i - 1) / 2
-		if a[p].idx <= a[i].idx {
+		if !a[i].before(a[p]) {
 			break
 		}
 		a[p], a[i] = a[i], a[p]
@@ -230,7 +195,7 @@ func (h *idHeap) push(x ref) {
 	}
 }
 
-func (h *idHeap) pop() ref {
+func (h *minHeap[T]) pop() T {
 	a := *h
 	x := a[0]
 	n := len(a) - 1
@@ -238,10 +203,10 @@ func (h *idHeap) pop() ref {
 	a = a[:n]
 	for i := 0; ; {
 		l, m := 2*i+1, i
-		if l < n && a[l].idx < a[m].idx {
+		if l < n && a[l].before(a[m]) {
 			m = l
 		}
-		if r := l + 1; r < n && a[r].idx < a[m].idx {
+		if r := l + 1; r < n && a[r].before(a[m]) {
 			m = r
 		}
 		if m == i {
@@ -262,10 +227,10 @@ type sim struct {
 	rng      *rand.Rand
 	jobs     []job
 	nodes    []node
-	ev       events
-	queue    []int32 // queued job indexes, in submit order
-	byID     idHeap
-	byIdle   []ref // idle nodes in the order they became idle; stale refs skipped
+	ev       minHeap[event] // pending events by time
+	queue    []int32        // queued job indexes, in submit order
+	byID     minHeap[ref]   // idle nodes by ID; stale refs skipped
+	byIdle   []ref          // idle nodes in the order they became idle; stale refs skipped
 	idleHead int
 	prep     []int32 // nodes in creation order since prepHead; booted ones skipped
 	prepHead int
