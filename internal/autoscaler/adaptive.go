@@ -65,8 +65,9 @@ func NewGapHistory() *GapHistory {
 // arrival is a submit (Unix nanoseconds) and the nodes demanded up to and
 // including it.
 type arrival struct {
-	at  int64
-	cum int
+	at   int64
+	cum  int
+	jobs int // submits up to and including this one
 }
 
 // demandMemory is how far back DemandSince can look.
@@ -75,9 +76,22 @@ const demandMemory = 2 * time.Hour
 // DemandSince returns the number of nodes the jobs submitted after since
 // asked for (as far back as two hours).
 func (h *GapHistory) DemandSince(since time.Time) int {
+	nodes, _ := h.since(since)
+	return nodes
+}
+
+// SubmitsSince returns the number of jobs submitted after since (as far
+// back as two hours).
+func (h *GapHistory) SubmitsSince(since time.Time) int {
+	_, jobs := h.since(since)
+	return jobs
+}
+
+// since returns the nodes and jobs submitted after t.
+func (h *GapHistory) since(since time.Time) (nodes, jobs int) {
 	d := h.demand[h.dhead:]
 	if len(d) == 0 {
-		return 0
+		return 0, 0
 	}
 	t := since.UnixNano()
 	i, _ := slices.BinarySearchFunc(d, t, func(a arrival, t int64) int {
@@ -86,13 +100,14 @@ func (h *GapHistory) DemandSince(since time.Time) int {
 		}
 		return -1
 	})
-	before := 0
+	var before arrival
 	if i > 0 {
-		before = d[i-1].cum
+		before = d[i-1]
 	} else if h.dhead > 0 {
-		before = h.demand[h.dhead-1].cum
+		before = h.demand[h.dhead-1]
 	}
-	return d[len(d)-1].cum - before
+	last := d[len(d)-1]
+	return last.cum - before.cum, last.jobs - before.jobs
 }
 
 // NodeIdle records that a node turned idle at.
@@ -103,12 +118,13 @@ func (h *GapHistory) NodeIdle(at time.Time) {
 // Demand records that a job needing nodes nodes was submitted at: it
 // closes the gaps of the nodes that went idle most recently.
 func (h *GapHistory) Demand(at time.Time, nodes int) {
-	cum := nodes
+	a := arrival{at: at.UnixNano(), cum: nodes, jobs: 1}
 	if len(h.demand) > 0 {
-		cum += h.demand[len(h.demand)-1].cum
+		a.cum += h.demand[len(h.demand)-1].cum
+		a.jobs += h.demand[len(h.demand)-1].jobs
 	}
-	ns := at.UnixNano()
-	h.demand = append(h.demand, arrival{at: ns, cum: cum})
+	ns := a.at
+	h.demand = append(h.demand, a)
 	for h.dhead < len(h.demand) && ns-h.demand[h.dhead].at > int64(demandMemory) {
 		h.dhead++
 	}
@@ -225,6 +241,8 @@ type Adaptive struct {
 	// CreateWindow and CreateFactor size the nodes booted ahead of demand.
 	CreateWindow time.Duration
 	CreateFactor float64
+	// CreateBySubmits counts submits rather than nodes for CreateFactor.
+	CreateBySubmits bool
 }
 
 // Decide returns the idle timeout the compute's history recommends and the
@@ -246,7 +264,11 @@ func (a Adaptive) Decide(c *Compute, now time.Time) Decision {
 		}
 	}
 	keep := int(math.Floor(warmF * float64(c.Gaps.DemandSince(now.Add(-window)))))
-	create := int(math.Floor(createF * float64(c.Gaps.DemandSince(now.Add(-cwindow)))))
+	recent := c.Gaps.DemandSince(now.Add(-cwindow))
+	if a.CreateBySubmits {
+		recent = c.Gaps.SubmitsSince(now.Add(-cwindow))
+	}
+	create := int(math.Floor(createF * float64(recent)))
 	return Decision{
 		IdleTimeout: min(max(c.Gaps.KeepAlive(), a.Min), hi),
 		Warm:        min(keep, idle+create),
