@@ -212,7 +212,7 @@ const (
 	DefaultAdaptiveWindow       = 3 * time.Minute
 	DefaultAdaptiveWarmFactor   = 1.0
 	DefaultAdaptiveCreateWindow = 2 * time.Minute
-	DefaultAdaptiveCreateFactor = 0.6
+	DefaultAdaptiveCreateFactor = 0.9
 )
 
 // Adaptive is the policy that learns from each compute's GapHistory
@@ -226,9 +226,10 @@ const (
 //     so recent demand predicts demand. The policy keeps up to
 //     WarmFactor × the nodes asked for in the last Window as idle nodes
 //     that do not time out, but boots new nodes ahead of demand only for
-//     CreateFactor × the nodes asked for in the last CreateWindow: keeping
+//     CreateFactor × the jobs submitted in the last CreateWindow: keeping
 //     a node that exists is cheap, booting one that may not be used is
-//     not. Both round down, so a lone job warms nothing.
+//     not, and a burst is many jobs (one 8-node job predicts no second
+//     one). Both round down, so a lone job warms nothing.
 //
 // Without a history (the caller keeps none) it behaves like Fixed. Zero
 // fields take the Default* values; Max zero means one hour.
@@ -238,11 +239,10 @@ type Adaptive struct {
 	// Window and WarmFactor size the idle nodes kept warm.
 	Window     time.Duration
 	WarmFactor float64
-	// CreateWindow and CreateFactor size the nodes booted ahead of demand.
+	// CreateWindow and CreateFactor size the nodes booted ahead of demand,
+	// from the number of jobs submitted.
 	CreateWindow time.Duration
 	CreateFactor float64
-	// CreateBySubmits counts submits rather than nodes for CreateFactor.
-	CreateBySubmits bool
 }
 
 // Decide returns the idle timeout the compute's history recommends and the
@@ -264,11 +264,7 @@ func (a Adaptive) Decide(c *Compute, now time.Time) Decision {
 		}
 	}
 	keep := int(math.Floor(warmF * float64(c.Gaps.DemandSince(now.Add(-window)))))
-	recent := c.Gaps.DemandSince(now.Add(-cwindow))
-	if a.CreateBySubmits {
-		recent = c.Gaps.SubmitsSince(now.Add(-cwindow))
-	}
-	create := int(math.Floor(createF * float64(recent)))
+	create := int(math.Floor(createF * float64(c.Gaps.SubmitsSince(now.Add(-cwindow)))))
 	return Decision{
 		IdleTimeout: min(max(c.Gaps.KeepAlive(), a.Min), hi),
 		Warm:        min(keep, idle+create),

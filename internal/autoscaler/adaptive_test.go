@@ -47,6 +47,8 @@ func TestAdaptiveDecide(t *testing.T) {
 	for i := range 10 { // ten one-node jobs in the last 100 s
 		burst.Demand(t0.Add(-time.Duration(100-10*i)*time.Second), 1)
 	}
+	gang := NewGapHistory()
+	gang.Demand(t0.Add(-10*time.Second), 8)
 	lone := NewGapHistory()
 	lone.Demand(t0.Add(-10*time.Second), 1)
 	idle := nodes("i", api.NodeIdle, 3, time.Minute)
@@ -59,11 +61,14 @@ func TestAdaptiveDecide(t *testing.T) {
 	}{
 		{name: "no history behaves like fixed", c: cluster(0, 20, nil, nil), warm: 0, timeout: 120 * time.Second, fallback: true},
 		{name: "a lone job warms nothing", c: Compute{Gaps: lone}, warm: 0},
-		// 10 nodes asked for in the last 3 min may stay; 0.6 × 10 = 6 may
-		// be booted ahead of demand.
-		{name: "a burst boots warm nodes", c: Compute{Gaps: burst}, warm: 6},
-		{name: "idle nodes are kept up to the recent demand", c: Compute{Gaps: burst, Nodes: idle}, warm: 9},
+		// 10 nodes asked for in the last 3 min may stay; 0.9 × the 10 jobs
+		// of the last 2 min = 9 may be booted ahead of demand.
+		{name: "a burst boots warm nodes", c: Compute{Gaps: burst}, warm: 9},
+		{name: "idle nodes are kept up to the recent demand", c: Compute{Gaps: burst, Nodes: idle}, warm: 10},
 		{name: "counted idle nodes count", c: Compute{Gaps: burst, Counted: NodeCounts{Idle: 7}}, warm: 10},
+		// One 8-node job: 8 nodes may stay, but one submit boots nothing.
+		{name: "a gang job is one submit", c: Compute{Gaps: gang}, warm: 0},
+		{name: "a gang job keeps its idle nodes", c: Compute{Gaps: gang, Nodes: idle}, warm: 3},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

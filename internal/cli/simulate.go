@@ -6,6 +6,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"text/tabwriter"
 	"time"
 
@@ -120,7 +121,7 @@ named with --policy replaces the compute's.`,
 				return &UsageError{Err: err}
 			}
 			if plot != "" {
-				if err := writePlot(plot, res, fmt.Sprintf("%s on %s (%s)", tr.File, cfg.Compute.Name, res.Policy)); err != nil {
+				if err := writePlot(plot, res, fmt.Sprintf("%s on %s (%s)", filepath.Base(tr.File), cfg.Compute.Name, res.Policy)); err != nil {
 					return err
 				}
 			}

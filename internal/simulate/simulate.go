@@ -237,8 +237,12 @@ type sim struct {
 	broken   []int32 // unusable or preempted nodes for Plan to delete
 	counts   [stGone]int
 	wake     time.Duration // pending wake event; -1 when none
-	// placeDirty is set when the queue or the nodes changed since the last
-	// Place: with the same input Place places nothing new.
+	// placeDirty is set when a job was queued, a node turned idle or one
+	// was created (booting nodes widen the head job's reservation) since
+	// the last Place. Nothing else can let Place place more: a second call
+	// on what the first left (fewer free nodes, the jobs it did not place)
+	// places nothing. The full mode calls Place every time, so the tests
+	// check this too.
 	placeDirty bool
 	caps       map[string]int
 	// Buffers reused from call to call.
@@ -399,6 +403,7 @@ func (s *sim) handle(e event) {
 		// Back in its place by submit order.
 		i, _ := slices.BinarySearch(s.queue, n.job)
 		s.queue = slices.Insert(s.queue, i, n.job)
+		s.placeDirty = true
 	case evWake:
 		if s.wake == e.at {
 			s.wake = -1
@@ -428,9 +433,9 @@ func (s *sim) setState(i int32, st uint8) {
 	if st != stGone {
 		s.counts[st]++
 	}
-	s.placeDirty = true
 	switch st {
 	case stIdle:
+		s.placeDirty = true
 		r := ref{i, n.gen}
 		s.byID.push(r)
 		s.byIdle = append(s.byIdle, r)
@@ -447,7 +452,7 @@ func (s *sim) live(r ref) bool {
 
 // place runs scheduler.Place on the queue and the idle nodes it can take.
 func (s *sim) place() {
-	if len(s.queue) == 0 || s.counts[stIdle] == 0 || !s.placeDirty {
+	if len(s.queue) == 0 || s.counts[stIdle] == 0 || (!s.placeDirty && !s.cfg.full) {
 		return
 	}
 	s.placeDirty = false
@@ -461,7 +466,7 @@ func (s *sim) place() {
 		smallest = min(smallest, j.Instances)
 	}
 	s.qbuf = queue
-	if smallest > s.counts[stIdle] {
+	if smallest > s.counts[stIdle] && !s.cfg.full {
 		// No job fits the idle nodes: Place would place nothing.
 		return
 	}
@@ -655,6 +660,7 @@ func (s *sim) create() {
 	s.nodes = append(s.nodes, node{id: nodeID(i), state: stPreparing, since: s.now, created: s.now})
 	s.counts[stPreparing]++
 	s.res.ScaleUps++
+	s.placeDirty = true
 	if s.prepHead > 4096 && s.prepHead*2 > len(s.prep) {
 		s.prep = slices.Delete(s.prep, 0, s.prepHead)
 		s.prepHead = 0
