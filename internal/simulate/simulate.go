@@ -234,9 +234,13 @@ type sim struct {
 	idleHead int
 	prep     []int32 // nodes in creation order since prepHead; booted ones skipped
 	prepHead int
-	broken   []int32 // unusable or preempted nodes for Plan to delete
-	counts   [stGone]int
-	wake     time.Duration // pending wake event; -1 when none
+	// prepNodes are the preparing nodes as Place sees them, rebuilt when
+	// prepDirty says a node was created or left preparing.
+	prepNodes []scheduler.Node
+	prepDirty bool
+	broken    []int32 // unusable or preempted nodes for Plan to delete
+	counts    [stGone]int
+	wake      time.Duration // pending wake event; -1 when none
 	// placeDirty is set when a job was queued, a node turned idle or one
 	// was created (booting nodes widen the head job's reservation) since
 	// the last Place. Nothing else can let Place place more: a second call
@@ -428,6 +432,9 @@ func (s *sim) setState(i int32, st uint8) {
 		s.idleT += d
 	}
 	s.counts[n.state]--
+	if n.state == stPreparing {
+		s.prepDirty = true
+	}
 	n.state, n.since = st, s.now
 	n.gen++
 	if st != stGone {
@@ -491,14 +498,19 @@ func (s *sim) place() {
 		// Booting nodes count toward the head job's reservation.
 		// Every node boots in BootTime, so they finish in creation order
 		// and the preparing ones are the tail of prep.
-		for s.prepHead < len(s.prep) && s.nodes[s.prep[s.prepHead]].state != stPreparing {
-			s.prepHead++
-		}
-		for _, i := range s.prep[s.prepHead:] {
-			if s.nodes[i].state == stPreparing {
-				nodes = append(nodes, scheduler.Node{ID: s.nodes[i].id, Compute: key, State: api.NodePreparing})
+		if s.prepDirty {
+			for s.prepHead < len(s.prep) && s.nodes[s.prep[s.prepHead]].state != stPreparing {
+				s.prepHead++
 			}
+			s.prepNodes = s.prepNodes[:0]
+			for _, i := range s.prep[s.prepHead:] {
+				if s.nodes[i].state == stPreparing {
+					s.prepNodes = append(s.prepNodes, scheduler.Node{ID: s.nodes[i].id, Compute: key, State: api.NodePreparing})
+				}
+			}
+			s.prepDirty = false
 		}
+		nodes = append(nodes, s.prepNodes...)
 	}
 	s.nbuf, s.popbuf = nodes, popped
 	res := scheduler.Place(queue, nodes, s.caps)
@@ -544,7 +556,7 @@ func (s *sim) start(ji int32, ids []string) {
 
 // plan runs autoscaler.Plan and applies its actions.
 func (s *sim) plan() {
-	s.snap[0] = s.snapshot()
+	s.snapshot()
 	res := autoscaler.Plan(autoscaler.Snapshot{Computes: s.snap}, s.base.Add(s.now), s.policies)
 	for _, a := range res.Actions {
 		switch a.Kind {
@@ -571,11 +583,12 @@ func (s *sim) plan() {
 	}
 }
 
-// snapshot builds the compute as Plan sees it: the idle nodes that may
+// snapshot builds, in s.snap[0], the compute as Plan sees it: the idle nodes that may
 // leave are listed, longest idle first, the others only counted.
-func (s *sim) snapshot() autoscaler.Compute {
+func (s *sim) snapshot() {
 	cp := &s.cfg.Compute
-	c := autoscaler.Compute{
+	c := &s.snap[0]
+	*c = autoscaler.Compute{
 		Key: computeKey, Nodes: s.cnodes[:0], Queued: s.cqueue[:0], Min: cp.MinInstances, Max: cp.MaxInstances, QuotaMaxNodes: cp.MaxInstances,
 		IdleTimeout: time.Duration(cp.IdleTimeBeforeScaleDown) * time.Second,
 		Policy:      s.cfg.Policy, Gaps: s.gaps,
@@ -596,7 +609,7 @@ func (s *sim) snapshot() autoscaler.Compute {
 	// listing those nodes and their ties gives the same result as listing
 	// every node; the nodes idle more recently are only counted.
 	c.Counted = autoscaler.NodeCounts{Busy: s.counts[stBusy], Preparing: s.counts[stPreparing], Idle: s.counts[stIdle]}
-	d := s.policy.Decide(&c, s.base.Add(s.now))
+	d := s.policy.Decide(c, s.base.Add(s.now))
 	s.memo.d = d
 	for s.idleHead < len(s.byIdle) && !s.live(s.byIdle[s.idleHead]) {
 		s.idleHead++
@@ -651,7 +664,6 @@ func (s *sim) snapshot() autoscaler.Compute {
 			c.Nodes = append(c.Nodes, an)
 		}
 	}
-	return c
 }
 
 // create adds a preparing node and schedules its boot.
@@ -660,7 +672,7 @@ func (s *sim) create() {
 	s.nodes = append(s.nodes, node{id: nodeID(i), state: stPreparing, since: s.now, created: s.now})
 	s.counts[stPreparing]++
 	s.res.ScaleUps++
-	s.placeDirty = true
+	s.placeDirty, s.prepDirty = true, true
 	if s.prepHead > 4096 && s.prepHead*2 > len(s.prep) {
 		s.prep = slices.Delete(s.prep, 0, s.prepHead)
 		s.prepHead = 0
