@@ -59,7 +59,7 @@ type GapHistory struct {
 // boot time and a wait weight of 0 (the warm nodes of the adaptive policy,
 // not long idle timeouts, are what cut waits).
 func NewGapHistory() *GapHistory {
-	return &GapHistory{BootTime: 180 * time.Second, keep: DefaultAdaptiveTimeout}
+	return &GapHistory{BootTime: 180 * time.Second}
 }
 
 // arrival is a submit (Unix nanoseconds) and the nodes demanded up to and
@@ -175,9 +175,6 @@ func (h *GapHistory) add(gap time.Duration) {
 // time; a gap longer than T costs a boot, BootTime of booting plus
 // WaitWeight × BootTime of waiting.
 func (h *GapHistory) bestKeep() time.Duration {
-	if h.weight == 0 {
-		return DefaultAdaptiveTimeout
-	}
 	miss := h.BootTime.Seconds() * (1 + h.WaitWeight)
 	// Walk T over the bin edges: idle is the idle time of the gaps that
 	// end before T (their mid-bin length), beyond the count of longer ones.
@@ -200,12 +197,9 @@ func (h *GapHistory) bestKeep() time.Duration {
 // seen to pass the histogram's range) in all.
 func (h *GapHistory) Closed() int { return h.seen }
 
-// KeepAlive is the idle timeout the history currently recommends.
-func (h *GapHistory) KeepAlive() time.Duration { return h.keep }
-
-// DefaultAdaptiveTimeout is the adaptive policy's idle timeout while a
-// compute has no history yet: Azure's default.
-const DefaultAdaptiveTimeout = 120 * time.Second
+// KeepAlive returns the idle timeout the history recommends, and false
+// while it has closed too few gaps to recommend one.
+func (h *GapHistory) KeepAlive() (time.Duration, bool) { return h.keep, h.seen >= gapEvery }
 
 // Adaptive defaults, chosen on the Philly trace (docs/simulate.md).
 const (
@@ -220,7 +214,8 @@ const (
 //
 //   - The idle timeout: the one that minimizes the expected node time of
 //     an idle node over the histogram of idle gaps (GapHistory.KeepAlive),
-//     within [Min, Max].
+//     within [Min, Max]; the compute's idle_time_before_scale_down until
+//     the history has learned one.
 //   - Warm nodes, for bursts: jobs arrive in bursts (in the Philly trace
 //     more than half of all submits follow the previous one within 10 s),
 //     so recent demand predicts demand. The policy keeps up to
@@ -265,8 +260,12 @@ func (a Adaptive) Decide(c *Compute, now time.Time) Decision {
 	}
 	keep := int(math.Floor(warmF * float64(c.Gaps.DemandSince(now.Add(-window)))))
 	create := int(math.Floor(createF * float64(c.Gaps.SubmitsSince(now.Add(-cwindow)))))
+	timeout, learned := c.Gaps.KeepAlive()
+	if !learned {
+		timeout = c.IdleTimeout
+	}
 	return Decision{
-		IdleTimeout: min(max(c.Gaps.KeepAlive(), a.Min), hi),
+		IdleTimeout: min(max(timeout, a.Min), hi),
 		Warm:        min(keep, idle+create),
 		Setting:     "adaptive idle timeout (learned from idle gaps)",
 	}

@@ -22,12 +22,14 @@ func history(gap, period time.Duration, n int) *GapHistory {
 }
 
 func TestGapHistoryKeepAlive(t *testing.T) {
+	if _, ok := NewGapHistory().KeepAlive(); ok {
+		t.Error("an empty history recommends a keep-alive")
+	}
 	tests := []struct {
 		name     string
 		h        *GapHistory
 		min, max time.Duration
 	}{
-		{"no history yet: Azure's default", NewGapHistory(), DefaultAdaptiveTimeout, DefaultAdaptiveTimeout},
 		// Reuse 45 s later is cheaper than a 180 s boot: keep just past it.
 		{"short gaps are kept", history(45*time.Second, 10*time.Minute, 500), 50 * time.Second, 60 * time.Second},
 		// Reuse 20 min later costs more idle time than a boot: let go.
@@ -35,7 +37,7 @@ func TestGapHistoryKeepAlive(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := tc.h.KeepAlive(); got < tc.min || got > tc.max {
+			if got, ok := tc.h.KeepAlive(); !ok || got < tc.min || got > tc.max {
 				t.Errorf("keep-alive %v, want within [%v, %v]", got, tc.min, tc.max)
 			}
 		})
@@ -60,7 +62,7 @@ func TestAdaptiveDecide(t *testing.T) {
 		fallback bool
 	}{
 		{name: "no history behaves like fixed", c: cluster(0, 20, nil, nil), warm: 0, timeout: 120 * time.Second, fallback: true},
-		{name: "a lone job warms nothing", c: Compute{Gaps: lone}, warm: 0},
+		{name: "a lone job warms nothing", c: Compute{Gaps: lone}, warm: 0, timeout: 120 * time.Second},
 		// 10 nodes asked for in the last 3 min may stay; 0.9 × the 10 jobs
 		// of the last 2 min = 9 may be booted ahead of demand.
 		{name: "a burst boots warm nodes", c: Compute{Gaps: burst}, warm: 9},
@@ -76,6 +78,9 @@ func TestAdaptiveDecide(t *testing.T) {
 			d := Adaptive{}.Decide(&tc.c, t0)
 			if d.Warm != tc.warm {
 				t.Errorf("warm %d, want %d", d.Warm, tc.warm)
+			}
+			if tc.timeout != 0 && d.IdleTimeout != tc.timeout {
+				t.Errorf("idle timeout %v, want the compute's %v until the history has learned", d.IdleTimeout, tc.timeout)
 			}
 			if tc.fallback && d != (Fixed{}).Decide(&tc.c, t0) {
 				t.Errorf("decision %+v, want Fixed's", d)

@@ -12,8 +12,8 @@ import (
 // gapTracker feeds each adaptive compute's autoscaler.GapHistory from the
 // snapshots the loop loads: nodes that turned idle and jobs that were
 // submitted since the last turn, in time order. The history lives in
-// memory: after a restart the policy relearns, using Azure's default idle
-// time until it has seen enough.
+// memory: after a restart the policy relearns, using the compute's
+// idle_time_before_scale_down until it has seen enough.
 type gapTracker struct {
 	boot    time.Duration
 	byKey   map[string]*autoscaler.GapHistory

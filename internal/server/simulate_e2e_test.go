@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -130,5 +131,52 @@ func TestSimulatorAgreesWithLiveServer(t *testing.T) {
 	}
 	if w := live["c"].StartTime.Sub(live["c"].CreatedOn); w > 2*time.Second {
 		t.Errorf("job c waited %s live; want it to reuse an idle node", w)
+	}
+}
+
+// TestAdaptivePolicyRunsLive checks that a compute that asks for the
+// adaptive policy gets it in the live controller: a burst of jobs boots
+// warm nodes ahead of demand, and after the burst idle nodes stay warm for
+// the recent demand (3 minutes) instead of leaving after the compute's 2 s
+// idle time, as the fixed policy would.
+func TestAdaptivePolicyRunsLive(t *testing.T) {
+	in, _ := newServer(t)
+	createCompute(t, in, "name: adaptive-cluster\ntype: amlcompute\nsize: Standard_DS3_v2\nmax_instances: 4\nidle_time_before_scale_down: 2\ntide:\n  scale_down_policy: adaptive\n")
+	ctx := context.Background()
+	var names []string
+	for range 3 {
+		names = append(names, submit(t, in, "command: sleep 1\ncompute: adaptive-cluster\n").Name)
+	}
+	var ended time.Time
+	for _, n := range names {
+		j := waitJob(t, in, n, 60*time.Second)
+		if j.Status != api.JobCompleted {
+			t.Fatalf("job %s: %s", n, j.Status)
+		}
+		if j.EndTime.After(ended) {
+			ended = j.EndTime
+		}
+	}
+	// Watch the idle nodes until well past the 2 s idle time: they stay.
+	waitFor(t, "6 s past the last job", 30*time.Second, func() bool {
+		c, err := in.client.Compute(ctx, "default", "adaptive-cluster")
+		if err == nil && c.CurrentNodeCount == 0 {
+			t.Fatalf("all nodes left %s after the last job; the adaptive policy keeps them warm", time.Since(ended))
+		}
+		return time.Since(ended) > 6*time.Second
+	})
+	evs, err := in.client.ComputeEvents(ctx, "default", "adaptive-cluster")
+	if err != nil {
+		t.Fatal(err)
+	}
+	warm := false
+	for _, e := range evs {
+		warm = warm || (e.Kind == "ScaleUp" && !strings.Contains(e.Message, " 0 warm"))
+	}
+	if !warm {
+		for _, e := range evs {
+			t.Logf("event %s %s", e.Kind, e.Message)
+		}
+		t.Error("no scale-up booted warm nodes")
 	}
 }
