@@ -311,7 +311,9 @@ func Run(trace *Trace, cfg Config) (Result, error) {
 		span := last.Submit + last.Duration + 4*time.Hour
 		s.seriesStep = max(span/time.Duration(cfg.SeriesPoints), time.Second)
 	}
-	s.loop()
+	if err := s.loop(); err != nil {
+		return Result{}, err
+	}
 	return s.result(), nil
 }
 
@@ -328,9 +330,13 @@ func policyNames(r autoscaler.Registry) []string {
 // time is counted up to then and not beyond: idle timers still running at
 // the end belong to the workload that would follow, and cutting there
 // treats every policy (and min_instances) alike.
-func (s *sim) loop() {
+func (s *sim) loop() error {
 	next := 0 // next job to arrive
 	for s.done < len(s.jobs) {
+		if next == len(s.jobs) && len(s.ev) == 0 {
+			// Nothing left to happen, yet jobs wait: a bug, never a hang.
+			return fmt.Errorf("simulation stalled at %s with %d jobs queued and none running", s.now, len(s.queue))
+		}
 		t := time.Duration(math.MaxInt64)
 		if next < len(s.jobs) {
 			t = s.jobs[next].Submit
@@ -361,6 +367,7 @@ func (s *sim) loop() {
 		}
 		s.sample()
 	}
+	return nil
 }
 
 // handle applies one event.
