@@ -24,6 +24,7 @@ test-short: ## Run the fast unit tests only.
 bench: ## Run the benchmarks and print their tables.
 	$(GO) test -run '^$$' -bench . -benchmem ./internal/autoscaler ./internal/scheduler ./internal/store/...
 	$(GO) test -run '^$$' -bench . -benchtime 200x ./internal/server
+	GOMAXPROCS=1 $(GO) test -run '^$$' -bench Philly -benchtime 3x ./internal/simulate
 
 fuzz: ## Fuzz the spec parsers for 30s each.
 	$(GO) test -run '^$$' -fuzz FuzzParseCompute -fuzztime 30s ./internal/spec

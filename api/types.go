@@ -52,6 +52,9 @@ type Compute struct {
 	NetworkSettings         *NetworkSettings  `json:"network_settings,omitempty"`
 	Identity                *Identity         `json:"identity,omitempty"`
 	EnableNodePublicIP      *bool             `json:"enable_node_public_ip,omitempty"`
+	// Tide holds tide's extensions to Azure's compute schema; nil when the
+	// file sets none.
+	Tide *ComputeExtensions `json:"tide,omitempty"`
 
 	// Status, set by the server.
 	ID string `json:"id,omitempty"`
@@ -68,6 +71,29 @@ type Compute struct {
 	ModifiedOn        time.Time       `json:"modified_on,omitzero"`
 	Errors            []ErrorDetail   `json:"errors,omitempty"`
 	Etag              string          `json:"etag,omitempty"`
+}
+
+// ComputeExtensions are the compute settings tide adds to Azure ML's
+// schema, under the key tide.
+type ComputeExtensions struct {
+	// ScaleDownPolicy names the autoscale policy: ScaleDownFixed (the
+	// default, Azure's idle_time_before_scale_down) or ScaleDownAdaptive.
+	ScaleDownPolicy string `json:"scale_down_policy,omitempty"`
+}
+
+// Scale-down policies of ComputeExtensions.ScaleDownPolicy.
+const (
+	ScaleDownFixed    = "fixed"
+	ScaleDownAdaptive = "adaptive"
+)
+
+// ScaleDownPolicy returns the compute's scale-down policy name, "" when it
+// sets none.
+func (c *Compute) ScaleDownPolicy() string {
+	if c.Tide == nil {
+		return ""
+	}
+	return c.Tide.ScaleDownPolicy
 }
 
 // SSHSettings configures SSH access to a compute's nodes. Secrets are stored

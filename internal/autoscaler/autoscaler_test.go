@@ -362,6 +362,20 @@ func randomCompute(r *rand.Rand, key string) Compute {
 	for i := range r.IntN(8) {
 		c.Queued = append(c.Queued, Demand{Job: fmt.Sprintf("%s-q%d", key, i), Instances: []int{0, 1, 1, 1, 2, 4, 8, 16}[r.IntN(8)]})
 	}
+	if r.IntN(3) == 0 {
+		// The adaptive policy with a random recent history: its warm
+		// nodes and timeouts must keep every invariant too.
+		c.Policy, c.Gaps = AdaptivePolicy, NewGapHistory()
+		at := t0.Add(-time.Hour)
+		for range r.IntN(400) {
+			at = at.Add(time.Duration(r.IntN(40)) * time.Second)
+			if r.IntN(2) == 0 {
+				c.Gaps.NodeIdle(at)
+			} else {
+				c.Gaps.Demand(at, 1+r.IntN(4))
+			}
+		}
+	}
 	return c
 }
 

@@ -5,6 +5,10 @@ import "time"
 // DefaultPolicy is the policy a compute with an empty Policy uses.
 const DefaultPolicy = "fixed"
 
+// AdaptivePolicy names the policy that learns the idle timeout from the
+// compute's idle gaps (Adaptive).
+const AdaptivePolicy = "adaptive"
+
 // Policy decides, per compute and call, how long idle nodes stay and how
 // many nodes are kept warm beyond the demand. Plan applies every other rule
 // (min, max, quota cap, busy nodes, queued demand) itself, so a policy can
@@ -40,7 +44,8 @@ type Registry map[string]Policy
 // caller owns the map and may add its own.
 func BuiltinPolicies() Registry {
 	return Registry{
-		DefaultPolicy: Fixed{},
+		DefaultPolicy:  Fixed{},
+		AdaptivePolicy: Adaptive{},
 	}
 }
 

@@ -203,6 +203,8 @@ canceled), 2 usage or validation error, 3 not found.`,
 		r.workspaceCommand(),
 		r.serverCommand(),
 		r.versionCommand(),
+		r.simulateCommand(),
+		r.adviseCommand(),
 	)
 	if r.app.Roles.Agent != nil {
 		root.AddCommand(r.agentCommand())

@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 
 	"github.com/spf13/cobra"
 
 	"github.com/tideml/tide/api"
+	"github.com/tideml/tide/internal/simulate"
 )
 
 func (r *run) jobCommand() *cobra.Command {
@@ -99,11 +101,17 @@ func (r *run) jobShow() *cobra.Command {
 }
 
 func (r *run) jobList() *cobra.Command {
-	var f api.JobFilter
+	var (
+		f      api.JobFilter
+		export string
+	)
 	cmd := &cobra.Command{
-		Use:   "list [--compute C] [--status S]",
+		Use:   "list [--compute C] [--status S] [--export-trace FILE]",
 		Short: "List jobs, oldest first",
-		Args:  r.exactArgs(),
+		Long: `List jobs, oldest first. With --export-trace, write the jobs that ran as a
+trace for 'tide simulate' and 'tide advise' instead (` + simulate.GenericHeader + `;
+see docs/simulate.md); - writes to standard output.`,
+		Args: r.exactArgs(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cl, err := r.client()
 			if err != nil {
@@ -115,13 +123,50 @@ func (r *run) jobList() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if export != "" {
+				return r.exportTrace(ctx, cl, js, export)
+			}
 			p := r.printer()
 			return p.print(js, func(w io.Writer) { p.jobTable(w, js) })
 		},
 	}
 	cmd.Flags().StringVar(&f.Compute, "compute", "", "only jobs on this compute")
 	cmd.Flags().StringVar(&f.Status, "status", "", "only jobs in this status (Queued, Running, Completed, ...)")
+	cmd.Flags().StringVar(&export, "export-trace", "", "write the jobs as a trace for 'tide simulate' to FILE (- for standard output)")
 	return cmd
+}
+
+// exportTrace writes js as a generic trace, with each job's compute size.
+func (r *run) exportTrace(ctx context.Context, cl *api.Client, js []api.Job, path string) error {
+	cs, err := cl.Computes(ctx, r.workspace)
+	if err != nil {
+		return err
+	}
+	sizes := make(map[string]string, len(cs))
+	for _, c := range cs {
+		sizes[c.Name] = c.Size
+	}
+	w := r.app.Stdout
+	var file *os.File
+	if path != "-" {
+		if file, err = os.Create(path); err != nil {
+			return fmt.Errorf("--export-trace: %w", err)
+		}
+		w = file
+	}
+	n, err := simulate.WriteTrace(w, js, sizes, r.app.Now())
+	if file != nil {
+		if cerr := file.Close(); err == nil && cerr != nil {
+			err = fmt.Errorf("--export-trace: %w", cerr)
+		}
+	}
+	if err != nil {
+		return err
+	}
+	if path != "-" {
+		fmt.Fprintf(r.app.Stderr, "Wrote %d of %d jobs to %s (jobs that never started are left out).\n", n, len(js), path)
+	}
+	return nil
 }
 
 func (r *run) jobStream() *cobra.Command {

@@ -42,6 +42,7 @@ type Controller struct {
 	log       *slog.Logger
 	now       func() time.Time
 	policies  autoscaler.Registry
+	gaps      *gapTracker // idle-gap histories of adaptive computes
 	// NodeToken makes the bearer token of a node's agent.
 	nodeToken func(nodeID string) string
 
@@ -87,6 +88,7 @@ func New(o Options) *Controller {
 		store: o.Store, catalog: o.Catalog, cfg: o.Config, providers: o.Providers,
 		hub: o.Hub, changes: o.Changes, log: o.Log, now: o.Now, nodeToken: o.NodeToken,
 		policies: autoscaler.BuiltinPolicies(),
+		gaps:     newGapTracker(0),
 		kick:     make(chan struct{}, 1),
 		inflight: map[string]bool{},
 		canceled: map[string]time.Time{},
@@ -428,11 +430,13 @@ func (c *Controller) decide(ctx context.Context, s *snapshot, now time.Time) (ti
 
 	snap := autoscaler.Snapshot{}
 	index := map[string]int{}
+	gaps := c.gaps.observe(s, computes)
 	for k, cp := range computes {
 		index[k] = len(snap.Computes)
 		snap.Computes = append(snap.Computes, autoscaler.Compute{
 			Key: k, Min: cp.MinInstances, Max: cp.MaxInstances, QuotaMaxNodes: c.quotaCap(cp),
 			IdleTimeout: time.Duration(cp.IdleTimeBeforeScaleDown) * time.Second,
+			Policy:      cp.ScaleDownPolicy(), Gaps: gaps[k],
 		})
 	}
 	slices.SortFunc(snap.Computes, func(a, b autoscaler.Compute) int { return strings.Compare(a.Key, b.Key) })

@@ -240,6 +240,23 @@ type entry struct {
 // stably by priority and each run is sorted only when it is not in order
 // already; that makes the common case linear.
 func queueOrder(queue []Job) []entry {
+	if uniformPriority(queue) {
+		// One priority, the common case: no split needed.
+		order := make([]entry, len(queue))
+		for i := range queue {
+			order[i] = entry{prio: queue[i].Priority, seq: queue[i].Seq, idx: int32(i)}
+		}
+		sortRun(order, func(a, b entry) int {
+			if c := cmp.Compare(a.seq, b.seq); c != 0 {
+				return c
+			}
+			if c := cmp.Compare(queue[a.idx].Key, queue[b.idx].Key); c != 0 {
+				return c
+			}
+			return cmp.Compare(a.idx, b.idx)
+		})
+		return order
+	}
 	counts := make(map[int]int)
 	for i := range queue {
 		counts[queue[i].Priority]++
@@ -280,6 +297,16 @@ func queueOrder(queue []Job) []entry {
 		sortRun(order[runs[r]:runs[r+1]], bySeq)
 	}
 	return order
+}
+
+// uniformPriority reports whether every job of queue has the same priority.
+func uniformPriority(queue []Job) bool {
+	for i := 1; i < len(queue); i++ {
+		if queue[i].Priority != queue[0].Priority {
+			return false
+		}
+	}
+	return true
 }
 
 // sortRun sorts the jobs of one priority by bySeq. When the sequence

@@ -36,6 +36,7 @@ var computeFields = []string{
 	"$schema", "name", "type", "description", "tags", "location", "size", "tier",
 	"min_instances", "max_instances", "idle_time_before_scale_down",
 	"ssh_public_access_enabled", "ssh_settings", "network_settings", "identity", "enable_node_public_ip",
+	"tide",
 }
 
 // computeStatusFields are set by the server (api.Compute's status block and
@@ -110,6 +111,8 @@ func ParseCompute(file string, data []byte, sets []string) (*api.Compute, error)
 			c.NetworkSettings = d.networkSettings(v, fp)
 		case "identity":
 			c.Identity = d.identity(v, fp)
+		case "tide":
+			c.Tide = d.computeExtensions(v, fp)
 		default:
 			if computeStatusFields[key] {
 				d.readOnly(v, fp)
@@ -187,6 +190,27 @@ func (d *decoder) computeType(root *yaml.Node, c *api.Compute) bool {
 		d.add(d.lines["type"], "type", "%q is not a compute type; tide supports type: amlcompute", s)
 	}
 	return false
+}
+
+// computeExtensions reads tide's own compute settings (the key tide, which
+// Azure's schema does not have).
+func (d *decoder) computeExtensions(n *yaml.Node, path string) *api.ComputeExtensions {
+	if isNull(n) {
+		return nil
+	}
+	x := &api.ComputeExtensions{}
+	d.mapping(n, path, []string{"scale_down_policy"}, func(key string, v *yaml.Node, fp string) bool {
+		switch key {
+		case "scale_down_policy":
+			if s, ok := d.str(v, fp); ok {
+				x.ScaleDownPolicy = strings.ToLower(strings.TrimSpace(s))
+			}
+		default:
+			return false
+		}
+		return true
+	})
+	return x
 }
 
 func (d *decoder) sshSettings(n *yaml.Node, path string) *api.SSHSettings {
@@ -317,6 +341,11 @@ func checkCompute(c *api.Compute, needName bool, bad func(field, format string, 
 	}
 	if c.IdleTimeBeforeScaleDown < 0 {
 		bad("idle_time_before_scale_down", "must be >= 0 seconds (got %d)", c.IdleTimeBeforeScaleDown)
+	}
+	switch p := c.ScaleDownPolicy(); p {
+	case "", api.ScaleDownFixed, api.ScaleDownAdaptive:
+	default:
+		bad("tide.scale_down_policy", "must be %s or %s (got %q)", api.ScaleDownFixed, api.ScaleDownAdaptive, p)
 	}
 	for k := range c.Tags {
 		if strings.TrimSpace(k) == "" {

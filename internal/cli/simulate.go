@@ -1,0 +1,251 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/tideml/tide/api"
+	"github.com/tideml/tide/internal/autoscaler"
+	"github.com/tideml/tide/internal/catalog"
+	"github.com/tideml/tide/internal/simulate"
+)
+
+// simFlags are the flags tide simulate and tide advise share.
+type simFlags struct {
+	trace, file        string
+	sets               []string
+	bootTime           time.Duration
+	bootFailures       float64
+	preemptionsPerHour float64
+	seed               uint64
+}
+
+func (f *simFlags) register(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&f.trace, "trace", "", "job trace: Philly CSV, generic CSV ("+simulate.GenericHeader+") or 'tide job list --export-trace' output")
+	cmd.Flags().StringVarP(&f.file, "file", "f", "", "compute YAML file (the file 'tide compute create -f' reads)")
+	cmd.Flags().StringArrayVar(&f.sets, "set", nil, "override a compute field: --set max_instances=100000 (repeatable)")
+	cmd.Flags().DurationVar(&f.bootTime, "boot-time", 180*time.Second, "how long a new node takes to boot")
+	cmd.Flags().Float64Var(&f.bootFailures, "boot-failure-rate", 0, "fraction of boots that fail (0 to 1)")
+	cmd.Flags().Float64Var(&f.preemptionsPerHour, "preemptions-per-hour", 0, "preemptions per node-hour of a low_priority compute")
+	cmd.Flags().Uint64Var(&f.seed, "seed", 1, "seed of the simulated provider's faults")
+}
+
+// load reads the compute file and the trace and checks one against the
+// other.
+func (f *simFlags) load(r *run) (*simulate.Trace, simulate.Config, error) {
+	if f.trace == "" {
+		return nil, simulate.Config{}, usagef("--trace: required; name a job trace file")
+	}
+	switch {
+	case f.bootTime < 0:
+		return nil, simulate.Config{}, usagef("--boot-time: must be >= 0 (got %s)", f.bootTime)
+	case f.bootFailures < 0 || f.bootFailures >= 1:
+		return nil, simulate.Config{}, usagef("--boot-failure-rate: must be >= 0 and < 1 (got %g)", f.bootFailures)
+	case f.preemptionsPerHour < 0:
+		return nil, simulate.Config{}, usagef("--preemptions-per-hour: must be >= 0 (got %g)", f.preemptionsPerHour)
+	}
+	data, err := r.readSpecFile(f.file)
+	if err != nil {
+		return nil, simulate.Config{}, err
+	}
+	c, err := parseCompute(f.file, data, f.sets)
+	if err != nil {
+		return nil, simulate.Config{}, err
+	}
+	cat := catalog.Default()
+	size, ok := cat.Lookup(c.Size)
+	if !ok {
+		return nil, simulate.Config{}, usagef("%s: size: unknown VM size %q; run 'tide compute list-sizes'", f.file, c.Size)
+	}
+	tf, err := os.Open(f.trace)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, simulate.Config{}, usagef("--trace %s: no such file", f.trace)
+	}
+	if err != nil {
+		return nil, simulate.Config{}, fmt.Errorf("--trace %s: %w", f.trace, err)
+	}
+	defer tf.Close()
+	tr, err := simulate.ReadTrace(f.trace, tf)
+	if err != nil {
+		return nil, simulate.Config{}, &UsageError{Err: err}
+	}
+	if err := tr.Fit(c, cat.Lookup); err != nil {
+		return nil, simulate.Config{}, &UsageError{Err: err}
+	}
+	return tr, simulate.Config{
+		Compute: *c, Size: size, BootTime: f.bootTime, BootFailureRate: f.bootFailures,
+		PreemptionsPerHour: f.preemptionsPerHour, Seed: f.seed,
+	}, nil
+}
+
+func (r *run) simulateCommand() *cobra.Command {
+	var (
+		f      simFlags
+		policy string
+		plot   string
+	)
+	cmd := &cobra.Command{
+		Use:   "simulate --trace FILE -f COMPUTE.yml [--policy NAME] [--boot-time 180s] [--plot F.svg]",
+		Short: "Replay a job trace against a compute's autoscaling, offline",
+		Long: `Replay a job trace on a virtual clock through tide's own scheduler and
+autoscaler, with a simulated provider that boots nodes in --boot-time, and
+report node-hours (busy, idle, booting), cost at the size's hourly price,
+queue waits and peak nodes. Nothing is sent to a server.
+
+Traces: the Philly trace (timestamp,duration,num_gpus,gpu_time,cluster; one
+GPU per node unless the compute's size has more), the generic CSV
+(` + simulate.GenericHeader + `) that 'tide job list --export-trace' writes.
+Policies: fixed (Azure's idle_time_before_scale_down) and adaptive; a policy
+named with --policy replaces the compute's.`,
+		Example: "  tide simulate --trace philly.csv -f cluster.yml --set max_instances=100000 --policy adaptive",
+		Args:    r.exactArgs(),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			tr, cfg, err := f.load(r)
+			if err != nil {
+				return err
+			}
+			cfg.Policy = policy
+			if plot != "" {
+				cfg.SeriesPoints = 2000
+			}
+			res, err := simulate.Run(tr, cfg)
+			if err != nil {
+				return &UsageError{Err: err}
+			}
+			if plot != "" {
+				if err := writePlot(plot, res, fmt.Sprintf("%s on %s (%s)", filepath.Base(tr.File), cfg.Compute.Name, res.Policy)); err != nil {
+					return err
+				}
+			}
+			return r.printer().print(res, func(w io.Writer) {
+				simTable(w, &cfg, res)
+				clairvoyantLine(w, tr, &cfg)
+			})
+		},
+	}
+	f.register(cmd)
+	cmd.Flags().StringVar(&policy, "policy", "", "autoscale policy: fixed or adaptive (default: the compute's)")
+	cmd.Flags().StringVar(&plot, "plot", "", "draw nodes and queued jobs over time into this SVG file")
+	return cmd
+}
+
+func writePlot(path string, res simulate.Result, title string) error {
+	out, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("--plot: %w", err)
+	}
+	if err := simulate.WritePlot(out, res, title); err != nil {
+		out.Close()
+		return err
+	}
+	if err := out.Close(); err != nil {
+		return fmt.Errorf("--plot: %w", err)
+	}
+	return nil
+}
+
+func simTable(w io.Writer, cfg *simulate.Config, r simulate.Result) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	c := &cfg.Compute
+	fmt.Fprintf(tw, "Compute:\t%s (%s, min %d, max %d, idle %ds)\n", c.Name, c.Size, c.MinInstances, c.MaxInstances, c.IdleTimeBeforeScaleDown)
+	fmt.Fprintf(tw, "Policy:\t%s\n", r.Policy)
+	fmt.Fprintf(tw, "Jobs:\t%d over %.1f hours\n", r.Jobs, r.Horizon)
+	fmt.Fprintf(tw, "Node-hours:\t%.1f total: %.1f busy, %.1f idle, %.1f booting\n", r.NodeHours.Total, r.NodeHours.Busy, r.NodeHours.Idle, r.NodeHours.Booting)
+	fmt.Fprintf(tw, "Cost:\t$%.2f at $%.4f/hour\n", r.Cost, priceOf(cfg))
+	fmt.Fprintf(tw, "Wait (s):\tmean %.1f, p50 %.0f, p95 %.0f, p99 %.0f\n", r.Wait.Mean, r.Wait.P50, r.Wait.P95, r.Wait.P99)
+	fmt.Fprintf(tw, "Cold starts:\t%.1f%% of jobs waited for a booting node\n", 100*r.ColdStartFraction)
+	fmt.Fprintf(tw, "Peak nodes:\t%d\n", r.PeakNodes)
+	fmt.Fprintf(tw, "Nodes:\t%d created, %d deleted, %d boot failures, %d preemptions\n", r.ScaleUps, r.ScaleDowns, r.BootFailures, r.Preemptions)
+	tw.Flush()
+}
+
+// clairvoyantLine prints the reference no policy can beat without waits.
+func clairvoyantLine(w io.Writer, tr *simulate.Trace, cfg *simulate.Config) {
+	h := simulate.Clairvoyant(tr, cfg.BootTime)
+	fmt.Fprintf(w, "Clairvoyant reference (no wait): %.1f node-hours (%.1f idle, %.1f booting), $%.2f\n",
+		h.Total, h.Idle, h.Booting, h.Total*priceOf(cfg))
+}
+
+func priceOf(cfg *simulate.Config) float64 {
+	if cfg.Compute.Tier == api.TierLowPriority && cfg.Size.LowPriorityPrice > 0 {
+		return cfg.Size.LowPriorityPrice
+	}
+	return cfg.Size.PricePerHour
+}
+
+func (r *run) adviseCommand() *cobra.Command {
+	var (
+		f    simFlags
+		goal string
+	)
+	cmd := &cobra.Command{
+		Use:   "advise --trace FILE -f COMPUTE.yml [--goal \"mean wait under 60s\"]",
+		Short: "Recommend autoscale settings for a job trace: cost versus wait",
+		Long: `Simulate the trace (as 'tide simulate' does) under idle times 0, 60, 120,
+300, 600, 1800 and 3600 s, a few min_instances and the adaptive policy; print
+every setting cheapest first, mark the cost-versus-wait frontier (*) and
+recommend the cheapest setting that meets the goal.`,
+		Example: "  tide advise --trace history.csv -f cluster.yml --goal \"p95 wait under 5m\"",
+		Args:    r.exactArgs(),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			g, err := simulate.ParseGoal(goal)
+			if err != nil {
+				return usagef("--goal: %v", err)
+			}
+			tr, cfg, err := f.load(r)
+			if err != nil {
+				return err
+			}
+			adv, err := simulate.Advise(tr, cfg, g)
+			if err != nil {
+				return &UsageError{Err: err}
+			}
+			return r.printer().print(adv, func(w io.Writer) {
+				adviceTable(w, &cfg, adv)
+				clairvoyantLine(w, tr, &cfg)
+			})
+		},
+	}
+	f.register(cmd)
+	cmd.Flags().StringVar(&goal, "goal", "mean wait under 60s", "what the recommendation must meet: STAT wait under DURATION (STAT mean, p50, p95, p99)")
+	return cmd
+}
+
+func adviceTable(w io.Writer, cfg *simulate.Config, adv simulate.Advice) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "\tSETTING\tNODE-HOURS\tIDLE\tBOOTING\tCOST\tMEAN WAIT\tP95 WAIT\tCOLD")
+	for i, c := range adv.Candidates {
+		mark := " "
+		if c.Frontier {
+			mark = "*"
+		}
+		if i == adv.Recommended {
+			mark += ">"
+		}
+		r := c.Result
+		fmt.Fprintf(tw, "%s\t%s\t%.1f\t%.1f\t%.1f\t$%.2f\t%.1fs\t%.0fs\t%.1f%%\n", mark, c.Setting,
+			r.NodeHours.Total, r.NodeHours.Idle, r.NodeHours.Booting, r.Cost, r.Wait.Mean, r.Wait.P95, 100*r.ColdStartFraction)
+	}
+	tw.Flush()
+	rec := adv.Candidates[adv.Recommended]
+	fmt.Fprintln(w, "\n* on the cost-versus-wait frontier; > recommended")
+	if !adv.Met {
+		fmt.Fprintf(w, "No setting meets %q; the one that waits least is %s.\n", adv.Goal, rec.Setting)
+	} else {
+		fmt.Fprintf(w, "Recommended for %q: %s ($%.2f).\n", adv.Goal, rec.Setting, rec.Result.Cost)
+	}
+	switch rec.Policy {
+	case autoscaler.AdaptivePolicy:
+		fmt.Fprintf(w, "Set in %s:  tide: {scale_down_policy: adaptive}  min_instances: %d\n", cfg.Compute.Name, rec.MinInstances)
+	default:
+		fmt.Fprintf(w, "Set in %s:  idle_time_before_scale_down: %d  min_instances: %d\n", cfg.Compute.Name, rec.IdleTime, rec.MinInstances)
+	}
+}
