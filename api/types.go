@@ -79,6 +79,9 @@ type ComputeExtensions struct {
 	// ScaleDownPolicy names the autoscale policy: ScaleDownFixed (the
 	// default, Azure's idle_time_before_scale_down) or ScaleDownAdaptive.
 	ScaleDownPolicy string `json:"scale_down_policy,omitempty"`
+	// MaxStartingNodes caps how many nodes start at once (0: no cap), so a
+	// burst of jobs does not ask the backend for every node in one go.
+	MaxStartingNodes int `json:"max_starting_nodes,omitempty"`
 }
 
 // Scale-down policies of ComputeExtensions.ScaleDownPolicy.
@@ -242,3 +245,12 @@ const (
 	CodeBadRequest       = "BadRequest"
 	CodeMethodNotAllowed = "MethodNotAllowed"
 )
+
+// MaxStartingNodes returns the compute's cap on nodes starting at once (0:
+// none).
+func (c *Compute) MaxStartingNodes() int {
+	if c.Tide == nil {
+		return 0
+	}
+	return c.Tide.MaxStartingNodes
+}

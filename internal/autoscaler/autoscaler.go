@@ -73,6 +73,9 @@ type Compute struct {
 	IdleTimeout time.Duration
 	// Policy names the autoscale policy; empty means DefaultPolicy.
 	Policy string
+	// MaxStarting caps the nodes preparing at once (like Slurm's
+	// ResumeRate or Ray's upscaling_speed); 0 means no cap.
+	MaxStarting int
 	// Nodes are the compute's nodes in any state, with the assignments of
 	// the preceding scheduler.Place already applied (Job set).
 	Nodes []Node
@@ -278,8 +281,15 @@ func planCompute(c *Compute, now time.Time, policies Registry, res *Result) {
 	res.Targets[c.Key] = target
 
 	if target > existing {
-		res.Actions = append(res.Actions, Action{Kind: ActionCreate, Compute: c.Key, Count: target - existing,
-			Reason: createReason(target, busy, queuedJobs, queued, d.Warm, c.Min, limit, existing, preparing)})
+		count := target - existing
+		if c.MaxStarting > 0 {
+			// The rest start as these register; Plan runs again then.
+			count = min(count, c.MaxStarting-preparing)
+		}
+		if count > 0 {
+			res.Actions = append(res.Actions, Action{Kind: ActionCreate, Compute: c.Key, Count: count,
+				Reason: createReason(target, busy, queuedJobs, queued, d.Warm, c.Min, limit, existing, preparing)})
+		}
 		return
 	}
 

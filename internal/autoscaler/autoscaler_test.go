@@ -82,6 +82,7 @@ func actions(r Result) []string {
 
 func TestPlan(t *testing.T) {
 	quota := func(c Compute, q int) Compute { c.QuotaMaxNodes = q; return c }
+	starting := func(c Compute, n int) Compute { c.MaxStarting = n; return c }
 	withPolicy := func(c Compute, p string) Compute { c.Policy = p; return c }
 	tests := []struct {
 		name     string
@@ -111,6 +112,23 @@ func TestPlan(t *testing.T) {
 			c:       cluster(0, 4, nil, demand(1, 1, 1, 1, 1, 1)),
 			target:  4,
 			actions: []string{"create 4"},
+		},
+		{
+			name:    "max_starting_nodes caps a burst",
+			c:       starting(cluster(0, 8, nil, demand(1, 1, 1, 1, 1, 1)), 2),
+			target:  6,
+			actions: []string{"create 2"},
+		},
+		{
+			name:    "max_starting_nodes counts the nodes already starting",
+			c:       starting(cluster(0, 8, nodes("p", api.NodePreparing, 1, 0), demand(1, 1, 1, 1)), 2),
+			target:  4,
+			actions: []string{"create 1"},
+		},
+		{
+			name:   "max_starting_nodes reached: wait for registrations",
+			c:      starting(cluster(0, 8, nodes("p", api.NodePreparing, 2, 0), demand(1, 1, 1)), 2),
+			target: 3,
 		},
 		{
 			name:    "respect quota cap below max",

@@ -436,7 +436,7 @@ func (c *Controller) decide(ctx context.Context, s *snapshot, now time.Time) (ti
 		snap.Computes = append(snap.Computes, autoscaler.Compute{
 			Key: k, Min: cp.MinInstances, Max: cp.MaxInstances, QuotaMaxNodes: c.quotaCap(cp),
 			IdleTimeout: time.Duration(cp.IdleTimeBeforeScaleDown) * time.Second,
-			Policy:      cp.ScaleDownPolicy(), Gaps: gaps[k],
+			Policy:      cp.ScaleDownPolicy(), Gaps: gaps[k], MaxStarting: cp.MaxStartingNodes(),
 		})
 	}
 	slices.SortFunc(snap.Computes, func(a, b autoscaler.Compute) int { return strings.Compare(a.Key, b.Key) })

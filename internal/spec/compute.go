@@ -199,12 +199,14 @@ func (d *decoder) computeExtensions(n *yaml.Node, path string) *api.ComputeExten
 		return nil
 	}
 	x := &api.ComputeExtensions{}
-	d.mapping(n, path, []string{"scale_down_policy"}, func(key string, v *yaml.Node, fp string) bool {
+	d.mapping(n, path, []string{"scale_down_policy", "max_starting_nodes"}, func(key string, v *yaml.Node, fp string) bool {
 		switch key {
 		case "scale_down_policy":
 			if s, ok := d.str(v, fp); ok {
 				x.ScaleDownPolicy = strings.ToLower(strings.TrimSpace(s))
 			}
+		case "max_starting_nodes":
+			x.MaxStartingNodes, _ = d.integer(v, fp)
 		default:
 			return false
 		}
@@ -341,6 +343,9 @@ func checkCompute(c *api.Compute, needName bool, bad func(field, format string, 
 	}
 	if c.IdleTimeBeforeScaleDown < 0 {
 		bad("idle_time_before_scale_down", "must be >= 0 seconds (got %d)", c.IdleTimeBeforeScaleDown)
+	}
+	if c.Tide != nil && c.Tide.MaxStartingNodes < 0 {
+		bad("tide.max_starting_nodes", "must be >= 0 (0: no cap; got %d)", c.Tide.MaxStartingNodes)
 	}
 	switch p := c.ScaleDownPolicy(); p {
 	case "", api.ScaleDownFixed, api.ScaleDownAdaptive:

@@ -120,6 +120,8 @@ func TestComputeErrors(t *testing.T) {
 		{"bad set value", "name: abc\ntype: amlcompute\n", []string{"max_instances=two"}, `--set: max_instances: must be an integer, got "two"`},
 		{"bad set syntax", "name: abc\ntype: amlcompute\n", []string{"max_instances"}, `--set: "max_instances": want path=value, e.g. max_instances=3 or tags.team=ml`},
 		{"set through a scalar", "name: abc\ntype: amlcompute\n", []string{"name.x=1"}, `--set: "name.x=1": name is not a mapping (it is "abc")`},
+		{"tide extensions", "name: abc\ntype: amlcompute\ntide:\n  scale_down_policy: eager\n  max_starting_nodes: -1\n", nil,
+			"c.yml:5: tide.max_starting_nodes: must be >= 0 (0: no cap; got -1)\nc.yml:4: tide.scale_down_policy: must be fixed or adaptive (got \"eager\")"},
 		{"two documents", "name: abc\ntype: amlcompute\n---\nname: b\n", nil, "c.yml:3: the file holds more than one YAML document (---); put one resource per file"},
 	}
 	for _, tt := range tests {
