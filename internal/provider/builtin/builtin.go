@@ -7,6 +7,7 @@ import (
 	"github.com/tideml/tide/internal/provider"
 	"github.com/tideml/tide/internal/provider/fake"
 	"github.com/tideml/tide/internal/provider/local"
+	"github.com/tideml/tide/internal/provider/ssh"
 )
 
 // Providers returns the builtin providers. "fake" is a programmable,
@@ -15,5 +16,6 @@ func Providers() provider.Registry {
 	return provider.Registry{
 		local.Name: local.Factory,
 		fake.Name:  fake.Factory,
+		ssh.Name:   ssh.Factory,
 	}
 }

@@ -1,0 +1,148 @@
+package ssh_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/tideml/tide/internal/agent"
+	"github.com/tideml/tide/internal/provider"
+	"github.com/tideml/tide/internal/provider/providertest"
+	"github.com/tideml/tide/internal/provider/ssh"
+)
+
+// TestMain builds the sshd lab, and makes the test binary double as the
+// agent: the provider copies this binary to the hosts and starts it with
+// TIDE_TEST_AGENT=1 and the agent's real flags.
+func TestMain(m *testing.M) {
+	if os.Getenv("TIDE_TEST_AGENT") == "1" {
+		os.Exit(runAgent(os.Args[2:]))
+	}
+	stop := startLab()
+	code := m.Run()
+	stop()
+	os.Exit(code)
+}
+
+func runAgent(args []string) int {
+	flags, err := agent.ParseFlags(args)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	cfg := flags.Config(os.Getenv(agent.TokenEnv))
+	cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
+	cfg.MinBackoff, cfg.MaxBackoff = 50*time.Millisecond, 500*time.Millisecond
+	cfg.ShutdownTimeout = time.Second
+	if err := agent.Run(ctx, cfg); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return 0
+}
+
+func open(t *testing.T, settings map[string]any) provider.Provider {
+	t.Helper()
+	p, err := ssh.Factory("lab", settings, provider.Deps{Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// deleteAll deletes every node left, so no agent outlives the test.
+func deleteAll(t *testing.T, settings map[string]any) {
+	t.Cleanup(func() {
+		p := open(t, settings)
+		ctx := context.Background()
+		nodes, err := p.List(ctx)
+		if err != nil {
+			t.Errorf("cleanup: %v", err)
+			return
+		}
+		for _, n := range nodes {
+			if err := p.Delete(ctx, n.ID); err != nil && !provider.IsNotFound(err) {
+				t.Errorf("cleanup: %v", err)
+			}
+		}
+	})
+}
+
+func TestConformance(t *testing.T) {
+	l := requireLab(t)
+	providertest.Run(t, func(t *testing.T) func() provider.Provider {
+		settings := l.settings(t.TempDir(), 2, "")
+		deleteAll(t, settings)
+		return func() provider.Provider { return open(t, settings) }
+	})
+}
+
+func TestCapacityAndHostKeys(t *testing.T) {
+	l := requireLab(t)
+	ctx := t.Context()
+	kh, err := l.knownHosts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	settings := l.settings(t.TempDir(), 1, kh)
+	deleteAll(t, settings)
+	p := open(t, settings)
+	hosts := map[string]bool{}
+	for i := range 2 {
+		n, err := p.Create(ctx, providertest.Request(fmt.Sprintf("cap-%d", i)))
+		if err != nil {
+			t.Fatalf("Create with known_hosts: %v", err)
+		}
+		hosts[strings.Split(n.ProviderID, "/pid/")[0]] = true
+	}
+	if len(hosts) != 2 {
+		t.Errorf("two nodes on capacity-1 hosts landed on %v; want both hosts", hosts)
+	}
+	_, err = p.Create(ctx, providertest.Request("cap-2"))
+	if !provider.IsInsufficientCapacity(err) {
+		t.Errorf("third node on two capacity-1 hosts: err = %v; want insufficient capacity", err)
+	}
+
+	// A host whose key is not the pinned one is refused with ssh's reason,
+	// and nothing is started.
+	bad := l.settings(t.TempDir(), 1, "")
+	other := l.hosts[1].hostKey
+	for _, h := range bad["hosts"].([]any) {
+		h.(map[string]any)["host_key"] = other
+	}
+	bad["hosts"] = bad["hosts"].([]any)[:1]
+	pb := open(t, bad)
+	_, err = pb.Create(ctx, providertest.Request("wrong-key"))
+	if err == nil || !strings.Contains(err.Error(), "host key mismatch") {
+		t.Errorf("Create on a host with the wrong key: err = %v; want ssh's host key mismatch", err)
+	}
+	if _, err := os.Stat(filepath.Join(bad["hosts"].([]any)[0].(map[string]any)["dir"].(string), "nodes", "wrong-key")); err == nil {
+		t.Error("a node folder was made on a host whose key did not verify")
+	}
+
+	// Settings errors name the field.
+	for _, tc := range []struct {
+		settings map[string]any
+		want     string
+	}{
+		{map[string]any{}, "hosts: at least one host"},
+		{map[string]any{"hosts": []any{map[string]any{"address": "h", "key_file": l.clientKey}}}, "hosts[0].host_key: required"},
+		{map[string]any{"hosts": []any{map[string]any{"address": "h", "port": 70000, "host_key": other, "key_file": l.clientKey}}}, "hosts[0].port"},
+		{map[string]any{"hosts": []any{map[string]any{"adress": "h"}}}, "hosts[0].adress: unknown host setting"},
+		{map[string]any{"host": 1}, "host: unknown setting"},
+	} {
+		_, err := ssh.Factory("lab", tc.settings, provider.Deps{})
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("settings %v: err = %v; want %q", tc.settings, err, tc.want)
+		}
+	}
+}
