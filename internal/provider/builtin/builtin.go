@@ -7,6 +7,7 @@ import (
 	"github.com/tideml/tide/internal/provider"
 	"github.com/tideml/tide/internal/provider/fake"
 	"github.com/tideml/tide/internal/provider/local"
+	"github.com/tideml/tide/internal/provider/slurm"
 	"github.com/tideml/tide/internal/provider/ssh"
 )
 
@@ -17,5 +18,6 @@ func Providers() provider.Registry {
 		local.Name: local.Factory,
 		fake.Name:  fake.Factory,
 		ssh.Name:   ssh.Factory,
+		slurm.Name: slurm.Factory,
 	}
 }

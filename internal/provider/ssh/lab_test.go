@@ -1,7 +1,6 @@
 package ssh_test
 
 import (
-	"context"
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/pem"
@@ -265,15 +264,4 @@ func startLab() func() {
 		return func() {}
 	}
 	return testLab.close
-}
-
-func waitUntil(ctx context.Context, d time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			return false
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	return true
 }
