@@ -10,6 +10,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	xssh "golang.org/x/crypto/ssh"
@@ -30,10 +31,19 @@ func (e *UnreachableError) Error() string {
 
 func (e *UnreachableError) Unwrap() error { return e.Err }
 
-// remote is one host with the ssh settings to reach it.
+// idleTimeout is how long an unused connection to a host stays open.
+const idleTimeout = 30 * time.Second
+
+// remote is one host with the ssh settings to reach it, and the
+// connection to it, shared by the calls in flight and closed when idle.
 type remote struct {
 	Host
 	config *xssh.ClientConfig
+
+	mu       sync.Mutex
+	client   *xssh.Client
+	inflight int
+	idle     *time.Timer
 }
 
 // newRemote prepares the client configuration of h: the host key check
@@ -93,34 +103,38 @@ func algorithmsFor(keyType string) []string {
 }
 
 // run runs script with sh on the host, feeding it stdin, and returns its
-// standard output. A fresh connection per call keeps failures contained:
-// a host cut off mid-call fails that call at its deadline, nothing else.
+// standard output. Calls share one connection; a call that exceeds its
+// timeout closes it (a host cut off fails the calls in flight, and the
+// next call dials again).
 func (r *remote) run(ctx context.Context, timeout time.Duration, script string, stdin io.Reader) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	addr := net.JoinHostPort(r.Address, strconv.Itoa(r.Port))
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, "tcp", addr)
-	if err != nil {
-		return nil, &UnreachableError{Host: r.name(), Err: err}
+	for attempt := 0; ; attempt++ {
+		c, fresh, err := r.acquire(ctx)
+		if err != nil {
+			return nil, &UnreachableError{Host: r.name(), Err: err}
+		}
+		out, started, err := r.session(ctx, c, script, stdin)
+		r.release()
+		if err != nil && !started && !fresh && attempt == 0 && ctx.Err() == nil {
+			continue // a connection that died while idle: dial again
+		}
+		if err != nil && ctx.Err() != nil {
+			err = &UnreachableError{Host: r.name(), Err: fmt.Errorf("%w after %s", ctx.Err(), timeout)}
+		}
+		return out, err
 	}
-	defer conn.Close()
-	// The deadline bounds the handshake and the command alike; closing
-	// the connection on cancel unblocks everything.
-	if dl, ok := ctx.Deadline(); ok {
-		_ = conn.SetDeadline(dl)
-	}
-	stop := context.AfterFunc(ctx, func() { conn.Close() })
+}
+
+// session runs script in a new session of c; started reports whether the
+// command was sent (after which a retry could run it twice).
+func (r *remote) session(ctx context.Context, c *xssh.Client, script string, stdin io.Reader) (out []byte, started bool, err error) {
+	stop := context.AfterFunc(ctx, func() { r.drop(c) })
 	defer stop()
-	c, chans, reqs, err := xssh.NewClientConn(conn, addr, r.config)
+	sess, err := c.NewSession()
 	if err != nil {
-		return nil, &UnreachableError{Host: r.name(), Err: err}
-	}
-	client := xssh.NewClient(c, chans, reqs)
-	defer client.Close()
-	sess, err := client.NewSession()
-	if err != nil {
-		return nil, &UnreachableError{Host: r.name(), Err: err}
+		r.drop(c)
+		return nil, false, &UnreachableError{Host: r.name(), Err: err}
 	}
 	defer sess.Close()
 	var stdout, stderr bytes.Buffer
@@ -128,14 +142,94 @@ func (r *remote) run(ctx context.Context, timeout time.Duration, script string, 
 	if err := sess.Run("sh -c " + quote(script)); err != nil {
 		var exit *xssh.ExitError
 		if errors.As(err, &exit) {
-			return stdout.Bytes(), fmt.Errorf("host %s: %s (exit status %d)", r.name(), strings.TrimSpace(stderr.String()), exit.ExitStatus())
+			return stdout.Bytes(), true, fmt.Errorf("host %s: %s (exit status %d)", r.name(), strings.TrimSpace(stderr.String()), exit.ExitStatus())
 		}
-		if ctx.Err() != nil {
-			err = fmt.Errorf("%w after %s", ctx.Err(), timeout)
-		}
-		return stdout.Bytes(), &UnreachableError{Host: r.name(), Err: err}
+		r.drop(c)
+		return stdout.Bytes(), true, &UnreachableError{Host: r.name(), Err: err}
 	}
-	return stdout.Bytes(), nil
+	return stdout.Bytes(), true, nil
+}
+
+// acquire returns the host's connection, dialing it if there is none;
+// fresh reports a new one. Every acquire is paired with a release.
+func (r *remote) acquire(ctx context.Context) (c *xssh.Client, fresh bool, err error) {
+	r.mu.Lock()
+	r.inflight++
+	c = r.client
+	r.mu.Unlock()
+	if c != nil {
+		return c, false, nil
+	}
+	c, err = r.dial(ctx)
+	if err != nil {
+		r.release()
+		return nil, false, err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.client != nil { // another call dialed meanwhile
+		c.Close()
+		return r.client, false, nil
+	}
+	r.client = c
+	return c, true, nil
+}
+
+// release ends a call; the last one arms the idle timer.
+func (r *remote) release() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.inflight--
+	if r.inflight > 0 || r.client == nil {
+		return
+	}
+	if r.idle != nil {
+		r.idle.Stop()
+	}
+	c := r.client
+	r.idle = time.AfterFunc(idleTimeout, func() {
+		r.mu.Lock()
+		idle := r.inflight == 0 && r.client == c
+		r.mu.Unlock()
+		if idle {
+			r.drop(c)
+		}
+	})
+}
+
+// drop closes c and forgets it if it is the host's connection.
+func (r *remote) drop(c *xssh.Client) {
+	r.mu.Lock()
+	if r.client == c {
+		r.client = nil
+	}
+	r.mu.Unlock()
+	c.Close()
+}
+
+// dial connects and logs in, within ctx's deadline.
+func (r *remote) dial(ctx context.Context) (*xssh.Client, error) {
+	addr := net.JoinHostPort(r.Address, strconv.Itoa(r.Port))
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		_ = conn.SetDeadline(dl)
+	}
+	stop := context.AfterFunc(ctx, func() { conn.Close() })
+	c, chans, reqs, err := xssh.NewClientConn(conn, addr, r.config)
+	if !stop() || err != nil {
+		conn.Close()
+		if err == nil {
+			err = ctx.Err()
+		}
+		return nil, err
+	}
+	// The deadline was for the handshake; calls bound themselves.
+	_ = conn.SetDeadline(time.Time{})
+	return xssh.NewClient(c, chans, reqs), nil
 }
 
 // quote quotes s for a POSIX shell.

@@ -17,7 +17,7 @@ import (
 // a host cut off mid-job and brought back.
 func TestEndToEnd(t *testing.T) {
 	l := requireLab(t)
-	settings := l.settings(t.TempDir(), 1, "")
+	settings := l.settings(l.shared(), 1, "")
 	deleteAll(t, settings)
 	opts := servertest.Options{
 		DataDir: t.TempDir(),

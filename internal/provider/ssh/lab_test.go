@@ -265,3 +265,7 @@ func startLab() func() {
 	}
 	return testLab.close
 }
+
+// shared is the base of the hosts' tide folders shared by the tests, so
+// the binary is copied to each host once; each test deletes its nodes.
+func (l *lab) shared() string { return filepath.Join(l.dir, "remote") }

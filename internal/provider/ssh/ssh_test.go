@@ -80,7 +80,7 @@ func deleteAll(t *testing.T, settings map[string]any) {
 func TestConformance(t *testing.T) {
 	l := requireLab(t)
 	providertest.Run(t, func(t *testing.T) func() provider.Provider {
-		settings := l.settings(t.TempDir(), 2, "")
+		settings := l.settings(l.shared(), 2, "")
 		deleteAll(t, settings)
 		return func() provider.Provider { return open(t, settings) }
 	})
@@ -93,7 +93,7 @@ func TestCapacityAndHostKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	settings := l.settings(t.TempDir(), 1, kh)
+	settings := l.settings(l.shared(), 1, kh)
 	deleteAll(t, settings)
 	p := open(t, settings)
 	hosts := map[string]bool{}
