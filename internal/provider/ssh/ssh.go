@@ -257,9 +257,6 @@ func (p *Provider) Create(ctx context.Context, req provider.NodeRequest) (*provi
 		p.mu.Unlock()
 	}()
 	h := p.hosts[i]
-	if err := p.ensureBinary(ctx, i); err != nil {
-		return nil, fmt.Errorf("creating node %s: %w", req.ID, err)
-	}
 	nf := nodeFile{
 		ID: req.ID, Workspace: req.Workspace, Compute: req.Compute, Created: time.Now().UTC(),
 		Capacity: api.Capacity{VCPUs: req.Size.VCPUs, MemoryGB: req.Size.MemoryGB, GPUs: req.Size.GPUs,
@@ -269,12 +266,25 @@ func (p *Provider) Create(ctx context.Context, req provider.NodeRequest) (*provi
 	if err != nil {
 		return nil, err
 	}
-	// The token reaches the agent through stdin and the environment,
-	// never a command line: argv is readable by every user of the host.
-	stdin := strings.NewReader(req.Token + "\n" + string(nfJSON) + "\n")
-	out, err := h.run(ctx, p.cfg.Timeout, prelude(h)+p.startScript(req, nf.Capacity), stdin)
-	if err != nil {
-		return nil, fmt.Errorf("creating node %s: %w", req.ID, err)
+	script := prelude(h) + p.startScript(req, nf.Capacity)
+	var out []byte
+	for attempt := 0; ; attempt++ {
+		// The token reaches the agent through stdin and the environment,
+		// never a command line: argv is readable by every user of the host.
+		stdin := strings.NewReader(req.Token + "\n" + string(nfJSON) + "\n")
+		out, err = h.run(ctx, p.cfg.Timeout, script, stdin)
+		if err != nil {
+			return nil, fmt.Errorf("creating node %s: %w", req.ID, err)
+		}
+		if strings.TrimSpace(string(out)) != "stale" || attempt > 0 {
+			break
+		}
+		if err := p.ensureBinary(ctx, i); err != nil {
+			return nil, fmt.Errorf("creating node %s: %w", req.ID, err)
+		}
+	}
+	if strings.TrimSpace(string(out)) == "stale" {
+		return nil, fmt.Errorf("creating node %s: host %s: the tide binary's sha256 still differs after copying it", req.ID, h.name())
 	}
 	if strings.TrimSpace(string(out)) == "exists" {
 		return nil, &provider.AlreadyExistsError{ID: req.ID}
@@ -308,7 +318,10 @@ func (p *Provider) startScript(req provider.NodeRequest, capacity api.Capacity) 
 		k, v, _ := strings.Cut(kv, "=")
 		env.WriteString("export " + k + "=" + quote(v) + "\n")
 	}
-	return "N=\"$R/nodes/\"" + quote(req.ID) + `
+	// A missing or stale binary stops the script before it reads stdin;
+	// Create copies the binary and runs it again.
+	return `[ "$(sha256sum bin/tide 2>/dev/null | cut -d' ' -f1)" = ` + quote(p.binHash) + ` ] || { echo stale; exit 0; }
+N="$R/nodes/"` + quote(req.ID) + `
 mkdir "$N" 2>/dev/null || { echo exists; exit 0; }
 IFS= read -r TIDE_AGENT_TOKEN
 export TIDE_AGENT_TOKEN
@@ -413,12 +426,27 @@ func (p *Provider) Delete(ctx context.Context, id string) error {
 	if !validID(id) {
 		return &provider.NotFoundError{ID: id}
 	}
+	p.mu.Lock()
+	i, known := p.where[id]
+	p.mu.Unlock()
+	if known {
+		err := p.stop(ctx, i, id)
+		if !provider.IsNotFound(err) {
+			return err
+		}
+	}
+	// Not where we last saw it (or never seen): find it.
 	if _, err := p.Get(ctx, id); err != nil {
 		return err
 	}
 	p.mu.Lock()
-	i := p.where[id]
+	i = p.where[id]
 	p.mu.Unlock()
+	return p.stop(ctx, i, id)
+}
+
+// stop stops node id's agent on host i and removes its folder.
+func (p *Provider) stop(ctx context.Context, i int, id string) error {
 	h := p.hosts[i]
 	grace := int(p.cfg.GracePeriod / (100 * time.Millisecond))
 	script := prelude(h) + fmt.Sprintf("N=\"$R/nodes/\"%s\nGRACE=%d\n", quote(id), grace) + deleteScript

@@ -1,6 +1,7 @@
 package ssh_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -95,6 +96,17 @@ func TestCapacityAndHostKeys(t *testing.T) {
 	}
 	settings := l.settings(l.shared(), 1, kh)
 	deleteAll(t, settings)
+	// A stale binary on a host is replaced before an agent starts.
+	bins := make([]string, len(l.hosts))
+	for i, h := range l.hosts {
+		bins[i] = filepath.Join(l.shared(), h.ns, "bin", "tide")
+		if err := os.MkdirAll(filepath.Dir(bins[i]), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(bins[i], []byte("#!/bin/sh\nexit 1\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
 	p := open(t, settings)
 	hosts := map[string]bool{}
 	for i := range 2 {
@@ -103,6 +115,13 @@ func TestCapacityAndHostKeys(t *testing.T) {
 			t.Fatalf("Create with known_hosts: %v", err)
 		}
 		hosts[strings.Split(n.ProviderID, "/pid/")[0]] = true
+	}
+	exe, _ := os.Executable()
+	want, _ := os.ReadFile(exe)
+	for _, b := range bins {
+		if got, _ := os.ReadFile(b); !bytes.Equal(got, want) {
+			t.Errorf("%s: not replaced by the server's binary", b)
+		}
 	}
 	if len(hosts) != 2 {
 		t.Errorf("two nodes on capacity-1 hosts landed on %v; want both hosts", hosts)
