@@ -44,7 +44,14 @@ type remote struct {
 	client   *xssh.Client
 	inflight int
 	idle     *time.Timer
+	// down is set while the host is unreachable: calls fail at once with
+	// it (the controller's loop must not wait on a dead host at every
+	// turn) while a background probe waits for the host to come back.
+	down error
 }
+
+// maxProbeWait bounds the wait between two probes of a host that is down.
+const maxProbeWait = 10 * time.Second
 
 // newRemote prepares the client configuration of h: the host key check
 // (pinned key or known_hosts, never none) and the login method.
@@ -105,8 +112,24 @@ func algorithmsFor(keyType string) []string {
 // run runs script with sh on the host, feeding it stdin, and returns its
 // standard output. Calls share one connection; a call that exceeds its
 // timeout closes it (a host cut off fails the calls in flight, and the
-// next call dials again).
+// next call dials again). A host that cannot be reached is marked down:
+// calls fail at once until a background probe reaches it again.
 func (r *remote) run(ctx context.Context, timeout time.Duration, script string, stdin io.Reader) ([]byte, error) {
+	r.mu.Lock()
+	down := r.down
+	r.mu.Unlock()
+	if down != nil {
+		return nil, down
+	}
+	out, err := r.try(ctx, timeout, script, stdin)
+	var ue *UnreachableError
+	if errors.As(err, &ue) && ctx.Err() == nil {
+		r.markDown(ue, timeout)
+	}
+	return out, err
+}
+
+func (r *remote) try(ctx context.Context, timeout time.Duration, script string, stdin io.Reader) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	for attempt := 0; ; attempt++ {
@@ -123,6 +146,38 @@ func (r *remote) run(ctx context.Context, timeout time.Duration, script string, 
 			err = &UnreachableError{Host: r.name(), Err: fmt.Errorf("%w after %s", ctx.Err(), timeout)}
 		}
 		return out, err
+	}
+}
+
+// markDown records that the host is unreachable and starts the probe.
+func (r *remote) markDown(err *UnreachableError, timeout time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.down != nil {
+		return
+	}
+	r.down = &UnreachableError{Host: r.name(), Err: fmt.Errorf("%w (unreachable since %s; tide retries in the background)",
+		err.Err, time.Now().UTC().Format(time.RFC3339))}
+	go r.probe(timeout)
+}
+
+// probe dials the host, waiting longer after each failure, until it
+// answers; then calls go through again.
+func (r *remote) probe(timeout time.Duration) {
+	wait := 500 * time.Millisecond
+	for {
+		time.Sleep(wait)
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		c, err := r.dial(ctx)
+		cancel()
+		if err == nil {
+			c.Close()
+			r.mu.Lock()
+			r.down = nil
+			r.mu.Unlock()
+			return
+		}
+		wait = min(2*wait, maxProbeWait)
 	}
 }
 

@@ -3,6 +3,7 @@ package ssh_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -17,6 +18,7 @@ import (
 	"github.com/tideml/tide/internal/provider"
 	"github.com/tideml/tide/internal/provider/providertest"
 	"github.com/tideml/tide/internal/provider/ssh"
+	"github.com/tideml/tide/internal/server/servertest"
 )
 
 // TestMain builds the sshd lab, and makes the test binary double as the
@@ -163,5 +165,49 @@ func TestCapacityAndHostKeys(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("settings %v: err = %v; want %q", tc.settings, err, tc.want)
 		}
+	}
+}
+
+// TestHostCutOff checks that a host that stops answering is marked down:
+// the first call waits for its timeout, later ones fail at once (the
+// controller's loop never waits on a dead host at every turn), and calls
+// go through again soon after the host is back.
+func TestHostCutOff(t *testing.T) {
+	l := requireLab(t)
+	ctx := t.Context()
+	settings := l.settings(t.TempDir(), 1, "")
+	settings["hosts"] = settings["hosts"].([]any)[1:]
+	settings["timeout"] = "2s"
+	p := open(t, settings)
+	if _, err := p.Get(ctx, "nothing"); !provider.IsNotFound(err) {
+		t.Fatalf("Get on a reachable host: %v; want NotFound", err)
+	}
+	if err := l.cut(1, true); err != nil {
+		t.Fatal(err)
+	}
+	restored := false
+	defer func() {
+		if !restored {
+			_ = l.cut(1, false)
+		}
+	}()
+	var ue *ssh.UnreachableError
+	if _, err := p.Get(ctx, "nothing"); !errors.As(err, &ue) {
+		t.Fatalf("Get on a host cut off: %v; want *UnreachableError", err)
+	}
+	start := time.Now()
+	_, err := p.Get(ctx, "nothing")
+	if took := time.Since(start); !errors.As(err, &ue) || !strings.Contains(err.Error(), "unreachable since") || took > time.Second {
+		t.Errorf("second Get on a host cut off: %v after %s; want an immediate *UnreachableError", err, took)
+	}
+	if err := l.cut(1, false); err != nil {
+		t.Fatal(err)
+	}
+	restored = true
+	if !servertest.Poll(ctx, 20*time.Second, func() bool {
+		_, err := p.Get(ctx, "nothing")
+		return provider.IsNotFound(err)
+	}) {
+		t.Errorf("Get after the host came back: %v; want NotFound", err)
 	}
 }
