@@ -14,8 +14,9 @@ help: ## List the targets.
 build: ## Build bin/tide.
 	$(GO) build -o $(BIN) ./cmd/tide
 
-test: vet ## Run every test (needs PostgreSQL binaries for the store suite; .ci/run installs them).
+test: vet ## Run every test, then the end-to-end tests again on PostgreSQL (.ci/run installs it).
 	$(GO) test $(TESTFLAGS) $(PKGS)
+	TIDE_TEST_STORE=postgres $(GO) test $(TESTFLAGS) -skip 'TestReplicasFailover|FuzzComputeRequest' ./internal/server
 
 test-short: ## Run the fast unit tests only.
 	$(GO) test -short -count=1 $(PKGS)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"runtime"
 	"runtime/debug"
 	"strings"
@@ -124,14 +125,15 @@ func newLogger(w io.Writer, level string) (*slog.Logger, error) {
 
 func (r *run) serverCommand() *cobra.Command {
 	var (
-		file, dataDir, listen, store, logLevel string
+		file, dataDir, listen, store, logLevel, replica string
+		agentURLs                                       []string
 	)
 	cmd := &cobra.Command{
 		Use:   "server [--config FILE] [--data-dir D] [--listen HOST:PORT] [--store URL]",
 		Short: "Run the tide server (API, scheduler, autoscaler, providers)",
 		Long: `Run the control plane until interrupted. Settings come from the config file,
 then TIDE_* environment variables (TIDE_DATA_DIR, TIDE_LISTEN, TIDE_STORE,
-TIDE_ADVERTISE_URL), then these flags. On its first start the server creates
+TIDE_ADVERTISE_URL, TIDE_REPLICA, TIDE_AGENT_URLS), then these flags. On its first start the server creates
 an admin token and writes the client config the other commands read.`,
 		Args: r.exactArgs(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -149,6 +151,12 @@ an admin token and writes the client config the other commands read.`,
 			if err := applyServerFlags(&cfg, cmd, dataDir, listen, store); err != nil {
 				return err
 			}
+			if changed(cmd, "replica") {
+				cfg.Replica = replica
+			}
+			if changed(cmd, "agent-url") {
+				cfg.AgentURLs = agentURLs
+			}
 			err = r.app.Roles.Server(cmd.Context(), cfg, log)
 			if errors.Is(err, context.Canceled) && cmd.Context().Err() != nil {
 				return nil // interrupted: a normal shutdown
@@ -164,6 +172,8 @@ an admin token and writes the client config the other commands read.`,
 	f.StringVar(&listen, "listen", "", "HOST:PORT to listen on (default "+config.DefaultListen+")")
 	f.StringVar(&store, "store", "", "store: empty for SQLite in the data dir, or a postgres:// URL")
 	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	f.StringVar(&replica, "replica", "", "this replica's name among servers sharing a PostgreSQL store (default HOSTNAME:PORT)")
+	f.StringSliceVar(&agentURLs, "agent-url", nil, "URL agents use to reach the servers; repeat for every replica (default: the advertised URL)")
 	return cmd
 }
 
@@ -180,6 +190,11 @@ func applyServerFlags(cfg *config.Server, cmd *cobra.Command, dataDir, listen, s
 	if changed(cmd, "listen") {
 		if cfg.AdvertiseURL == "http://"+cfg.Listen {
 			cfg.AdvertiseURL = "http://" + listen
+		}
+		host, _ := os.Hostname()
+		if _, port, _ := strings.Cut(cfg.Listen, ":"); cfg.Replica == host+":"+port {
+			_, port, _ = strings.Cut(listen, ":")
+			cfg.Replica = host + ":" + port
 		}
 		cfg.Listen = listen
 	}

@@ -37,6 +37,12 @@ type Server struct {
 	// AdvertiseURL is the URL agents and clients use to reach this server.
 	// Default: http://<Listen>.
 	AdvertiseURL string `yaml:"advertise_url"`
+	// AgentURLs are the URLs agents are given to reach the servers: every
+	// replica's, or one address in front of them. Default: AdvertiseURL.
+	AgentURLs []string `yaml:"agent_urls"`
+	// Replica names this server among replicas sharing a PostgreSQL store
+	// (in /readyz, /metrics and the logs). Default: HOSTNAME:PORT.
+	Replica string `yaml:"replica"`
 	// ClientConfig is where the server writes the CLI configuration on its
 	// first start. Default: api.DefaultConfigPath(). "-" disables writing.
 	ClientConfig string `yaml:"client_config"`
@@ -91,6 +97,11 @@ func (c *Server) fill() {
 	}
 	if c.AdvertiseURL == "" {
 		c.AdvertiseURL = "http://" + c.Listen
+	}
+	if c.Replica == "" {
+		host, _ := os.Hostname()
+		_, port, _ := strings.Cut(c.Listen, ":")
+		c.Replica = host + ":" + port
 	}
 	if len(c.Locations) == 0 {
 		c.Locations = []Location{
@@ -162,6 +173,18 @@ func (c *Server) applyEnv(get func(string) string) {
 	set(&c.Listen, "TIDE_LISTEN")
 	set(&c.Store, "TIDE_STORE")
 	set(&c.AdvertiseURL, "TIDE_ADVERTISE_URL")
+	set(&c.Replica, "TIDE_REPLICA")
+	if v := get("TIDE_AGENT_URLS"); v != "" {
+		c.AgentURLs = strings.Split(v, ",")
+	}
+}
+
+// AgentServerURLs returns the comma-separated server URLs handed to agents.
+func (c *Server) AgentServerURLs() string {
+	if len(c.AgentURLs) == 0 {
+		return c.AdvertiseURL
+	}
+	return strings.Join(c.AgentURLs, ",")
 }
 
 // Validate checks the configuration and names the field at fault.

@@ -579,7 +579,7 @@ func (c *Controller) createNodes(ctx context.Context, cp *api.Compute, count int
 		c.inflight[n.ID] = true
 		c.mu.Unlock()
 		req := provider.NodeRequest{ID: n.ID, Workspace: cp.Workspace, Compute: cp.Name, Location: cp.Location,
-			Size: size, Tier: cp.Tier, ServerURL: c.cfg.AdvertiseURL, Token: c.nodeToken(n.ID)}
+			Size: size, Tier: cp.Tier, ServerURL: c.cfg.AgentServerURLs(), Token: c.nodeToken(n.ID)}
 		go func() {
 			defer func() {
 				c.mu.Lock()

@@ -3,16 +3,25 @@ package controller
 import "sync"
 
 // Message is what the server pushes to an agent: an "assign" with an
-// api.Assignment, or a "cancel" with an api.Cancel.
+// api.Assignment, or a "cancel" with an api.Cancel. KindSync, from another
+// replica, asks the agent's stream to send what the store holds for it.
 type Message struct {
 	Kind string
 	Data any
 }
 
+// KindSync is a Message that carries no data: the stream reads what is
+// pending for its node from the store and sends that.
+const KindSync = "sync"
+
 // Hub holds the agents' live connections. The controller pushes to it the
 // moment it decides; the store stays the source of truth, so a message to an
 // agent that is not connected is dropped and sent again when it connects.
 type Hub struct {
+	// Relay, when set, is called for a message to a node whose agent is not
+	// connected here: with several replicas it may be connected to another.
+	Relay func(node string)
+
 	mu   sync.Mutex
 	subs map[string]chan Message
 }
@@ -46,10 +55,18 @@ func (h *Hub) Connected(node string) bool {
 	return ok
 }
 
-// Push sends a message to a node's agent if it is connected. It never
-// blocks: a full channel means a stuck connection, which the agent's
+// Push sends a message to a node's agent: directly if it is connected
+// here, else through Relay. It never blocks.
+func (h *Hub) Push(node string, m Message) {
+	if !h.Deliver(node, m) && h.Relay != nil {
+		h.Relay(node)
+	}
+}
+
+// Deliver sends a message to a node's agent if it is connected here. It
+// never blocks: a full channel means a stuck connection, which the agent's
 // reconnect will repair from the store.
-func (h *Hub) Push(node string, m Message) bool {
+func (h *Hub) Deliver(node string, m Message) bool {
 	h.mu.Lock()
 	ch, ok := h.subs[node]
 	h.mu.Unlock()
@@ -61,6 +78,19 @@ func (h *Hub) Push(node string, m Message) bool {
 		return true
 	default:
 		return false
+	}
+}
+
+// DeliverAll sends a message to every agent connected here.
+func (h *Hub) DeliverAll(m Message) {
+	h.mu.Lock()
+	nodes := make([]string, 0, len(h.subs))
+	for n := range h.subs {
+		nodes = append(nodes, n)
+	}
+	h.mu.Unlock()
+	for _, n := range nodes {
+		h.Deliver(n, m)
 	}
 }
 

@@ -21,7 +21,9 @@ import (
 // newHandler returns the API handler of a server on a fresh data dir and
 // its admin token. No controller runs: these tests exercise the HTTP layer.
 func newHandler(t testing.TB) (http.Handler, string) {
-	cfg := testConfig(t.TempDir())
+	dir := t.TempDir()
+	cfg := testConfig(dir)
+	cfg.Store = testStore(t, dir)
 	srv, err := server.New(context.Background(), cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
@@ -168,4 +170,59 @@ func FuzzComputeRequest(f *testing.F) {
 			t.Fatalf("%s %s with %q: %d %s", method, path, body, rec.Code, rec.Body)
 		}
 	})
+}
+
+// TestIfMatch checks optimistic concurrency: every write that names the
+// version it read (If-Match) fails with 412 when the resource changed since.
+func TestIfMatch(t *testing.T) {
+	h, token := newHandler(t)
+	put := call(h, token, "PUT", "/v1/workspaces/default/computes/etag-cluster", []byte("name: etag-cluster\ntype: amlcompute\nsize: Standard_DS3_v2\nmax_instances: 2\n"))
+	if put.Code != 201 || put.Header().Get("ETag") == "" {
+		t.Fatalf("create: %d %s (ETag %q)", put.Code, put.Body, put.Header().Get("ETag"))
+	}
+	v1 := put.Header().Get("ETag")
+	if got := call(h, token, "GET", "/v1/workspaces/default/computes/etag-cluster", nil).Header().Get("ETag"); got != v1 {
+		t.Fatalf("GET ETag %q, want %q", got, v1)
+	}
+	withEtag := func(method, path, etag string, body []byte) *httptest.ResponseRecorder {
+		req := httptest.NewRequest(method, path, bytes.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("If-Match", etag)
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		return rec
+	}
+	const path = "/v1/workspaces/default/computes/etag-cluster"
+	ok := withEtag("PATCH", path, v1, []byte(`{"max_instances": 3}`))
+	if ok.Code != 200 || ok.Header().Get("ETag") == v1 {
+		t.Fatalf("PATCH with the current etag: %d %s", ok.Code, ok.Body)
+	}
+	for _, tc := range []struct {
+		method, path string
+		body         []byte
+	}{
+		{"PATCH", path, []byte(`{"max_instances": 4}`)},
+		{"PUT", path, []byte("name: etag-cluster\ntype: amlcompute\nsize: Standard_DS3_v2\nmax_instances: 4\n")},
+		{"DELETE", path, nil},
+	} {
+		rec := withEtag(tc.method, tc.path, v1, tc.body)
+		if rec.Code != 412 || !strings.Contains(rec.Body.String(), "etag-cluster") {
+			t.Errorf("%s with a stale etag: %d %s, want 412 naming the compute", tc.method, rec.Code, rec.Body)
+		}
+	}
+	// A job: cancel honours If-Match too.
+	sub := call(h, token, "POST", "/v1/workspaces/default/jobs", []byte(`{"name": "etag-job", "command": "true", "compute": "etag-cluster"}`))
+	if sub.Code != 201 {
+		t.Fatalf("submit: %d %s", sub.Code, sub.Body)
+	}
+	jobEtag := call(h, token, "GET", "/v1/workspaces/default/jobs/etag-job", nil).Header().Get("ETag")
+	if rec := withEtag("POST", "/v1/workspaces/default/jobs/etag-job/cancel", "\"stale\"", nil); rec.Code != 412 {
+		t.Errorf("cancel with a stale etag: %d %s", rec.Code, rec.Body)
+	}
+	if rec := withEtag("POST", "/v1/workspaces/default/jobs/etag-job/cancel", jobEtag, nil); rec.Code != 202 {
+		t.Errorf("cancel with the current etag: %d %s", rec.Code, rec.Body)
+	}
+	if rec := withEtag("DELETE", path, ok.Header().Get("ETag"), nil); rec.Code != 202 {
+		t.Errorf("DELETE with the current etag: %d %s", rec.Code, rec.Body)
+	}
 }

@@ -10,12 +10,24 @@ import (
 	"time"
 
 	"github.com/tideml/tide/api"
+	"github.com/tideml/tide/internal/store/pgtest"
 )
+
+// forEachStore runs a benchmark on SQLite and on a real PostgreSQL, so one
+// run compares the two.
+func forEachStore(b *testing.B, bench func(b *testing.B, dataDir string)) {
+	b.Run("store=sqlite", func(b *testing.B) { bench(b, b.TempDir()) })
+	b.Run("store=postgres", func(b *testing.B) {
+		dir := b.TempDir()
+		stores.Store(dir, pgtest.Start(b))
+		bench(b, dir)
+	})
+}
 
 // warmCluster starts a server with a compute of n nodes kept warm
 // (min_instances = max_instances = n) and waits until they are idle.
-func warmCluster(b *testing.B, n int) *instance {
-	in := start(b, b.TempDir(), "", "")
+func warmCluster(b *testing.B, dataDir string, n int) *instance {
+	in := start(b, dataDir, "", "")
 	b.Cleanup(func() { cleanup(b, in) })
 	c := fmt.Sprintf("name: warm\ntype: amlcompute\nsize: Standard_DS3_v2\nmin_instances: %d\nmax_instances: %d\nidle_time_before_scale_down: 600\n", n, n)
 	createCompute(b, in, c)
@@ -34,8 +46,10 @@ func warmCluster(b *testing.B, n int) *instance {
 
 // BenchmarkSubmitToRunning measures, on an idle warm node, the time from
 // the client's submit to the job's first log line reaching the client.
-func BenchmarkSubmitToRunning(b *testing.B) {
-	in := warmCluster(b, 1)
+func BenchmarkSubmitToRunning(b *testing.B) { forEachStore(b, benchSubmitToRunning) }
+
+func benchSubmitToRunning(b *testing.B, dataDir string) {
+	in := warmCluster(b, dataDir, 1)
 	ctx := context.Background()
 	var lat []time.Duration
 	b.ResetTimer()
@@ -74,8 +88,10 @@ var errFirstLine = errors.New("first line")
 // BenchmarkDispatchThroughput submits b.N no-op jobs as fast as 8 client
 // goroutines can to a compute of 8 warm nodes and reports jobs per second
 // from the first submit to the last completion.
-func BenchmarkDispatchThroughput(b *testing.B) {
-	in := warmCluster(b, 8)
+func BenchmarkDispatchThroughput(b *testing.B) { forEachStore(b, benchDispatch) }
+
+func benchDispatch(b *testing.B, dataDir string) {
+	in := warmCluster(b, dataDir, 8)
 	ctx := context.Background()
 	b.ResetTimer()
 	t0 := time.Now()
@@ -112,4 +128,27 @@ func BenchmarkDispatchThroughput(b *testing.B) {
 	el := time.Since(t0)
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)/el.Seconds(), "jobs/s")
+}
+
+// BenchmarkSubmit measures job submissions per second through the API,
+// from 8 client goroutines; one node runs the first job and the rest queue.
+func BenchmarkSubmit(b *testing.B) { forEachStore(b, benchSubmit) }
+
+func benchSubmit(b *testing.B, dataDir string) {
+	in := start(b, dataDir, "", "")
+	b.Cleanup(func() { cleanup(b, in) })
+	createCompute(b, in, "name: queue\ntype: amlcompute\nsize: Standard_DS3_v2\nmin_instances: 0\nmax_instances: 1\n")
+	ctx := context.Background()
+	b.ResetTimer()
+	t0 := time.Now()
+	b.SetParallelism(4) // 4 x GOMAXPROCS client goroutines
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, err := in.client.CreateJob(ctx, "default", &api.Job{Type: "command", Command: "sleep 600", Compute: "queue"}); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	b.ReportMetric(float64(b.N)/time.Since(t0).Seconds(), "jobs/s")
 }

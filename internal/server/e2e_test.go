@@ -2,6 +2,8 @@ package server_test
 
 // End-to-end tests: a real server (SQLite store, local provider) whose nodes
 // are real `tide agent` processes built from cmd/tide, running real jobs.
+// With TIDE_TEST_STORE=postgres the same tests run on a real PostgreSQL
+// (make test runs them both ways).
 
 import (
 	"context"
@@ -13,6 +15,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -21,6 +24,7 @@ import (
 	"github.com/tideml/tide/internal/config"
 	"github.com/tideml/tide/internal/server"
 	"github.com/tideml/tide/internal/spec"
+	"github.com/tideml/tide/internal/store/pgtest"
 )
 
 var tideBin string
@@ -36,9 +40,30 @@ func TestMain(m *testing.M) {
 		fmt.Fprintf(os.Stderr, "building tide: %v\n%s", err, out)
 		os.Exit(1)
 	}
-	code := m.Run()
+	code := pgtest.Run(m)
 	os.RemoveAll(dir)
 	os.Exit(code)
+}
+
+var stores sync.Map // data dir -> store URL
+
+// testStore returns the store of the test server on dataDir: SQLite in
+// dataDir, or with TIDE_TEST_STORE=postgres a database of its own (the
+// same one again when a test restarts its server).
+func testStore(t testing.TB, dataDir string) string {
+	if url, ok := stores.Load(dataDir); ok {
+		return url.(string)
+	}
+	switch os.Getenv("TIDE_TEST_STORE") {
+	case "", "sqlite":
+		return ""
+	case "postgres":
+		url, _ := stores.LoadOrStore(dataDir, pgtest.Start(t))
+		return url.(string)
+	default:
+		t.Fatalf("TIDE_TEST_STORE=%q: want sqlite or postgres", os.Getenv("TIDE_TEST_STORE"))
+		return ""
+	}
 }
 
 const examples = "../../../shared/data/azureml-examples/cli"
@@ -79,6 +104,7 @@ func start(t testing.TB, dataDir, addr, token string) *instance {
 		t.Fatal(err)
 	}
 	cfg := testConfig(dataDir)
+	cfg.Store = testStore(t, dataDir)
 	cfg.Listen = ln.Addr().String()
 	cfg.AdvertiseURL = "http://" + cfg.Listen
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))

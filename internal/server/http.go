@@ -86,6 +86,10 @@ func (s *Server) wrap(rt route) http.HandlerFunc {
 		}()
 		if rt.auth != authNone {
 			p, err := s.authenticate(r)
+			if err != nil && !errors.Is(err, errUnauthorized) {
+				s.fail(w, r, err)
+				return
+			}
 			if err != nil {
 				writeProblem(w, &api.Problem{Status: 401, Code: api.CodeUnauthorized, Title: "Unauthorized", Detail: err.Error()})
 				return
@@ -103,11 +107,15 @@ func (s *Server) wrap(rt route) http.HandlerFunc {
 	}
 }
 
+// errUnauthorized marks authentication failures (401); other errors from
+// authenticate are the store's.
+var errUnauthorized = errors.New("unauthorized")
+
 func (s *Server) authenticate(r *http.Request) (principal, error) {
 	h := r.Header.Get("Authorization")
 	secret, ok := strings.CutPrefix(h, "Bearer ")
 	if !ok || secret == "" {
-		return principal{}, errors.New("missing 'Authorization: Bearer <token>'; the server wrote a token to the CLI config on its first start (or set TIDE_TOKEN)")
+		return principal{}, fmt.Errorf("%w: missing 'Authorization: Bearer <token>'; the server wrote a token to the CLI config on its first start (or set TIDE_TOKEN)", errUnauthorized)
 	}
 	if id, ok := s.checkNodeToken(secret); ok {
 		return principal{role: "node", node: id}, nil
@@ -121,8 +129,11 @@ func (s *Server) authenticate(r *http.Request) (principal, error) {
 		t, err = tx.GetToken(r.Context(), hash)
 		return err
 	})
+	if store.IsNotFound(err) {
+		return principal{}, fmt.Errorf("%w: invalid token", errUnauthorized)
+	}
 	if err != nil {
-		return principal{}, errors.New("invalid token")
+		return principal{}, fmt.Errorf("reading token: %w", err)
 	}
 	p := principal{role: t.Role, node: t.Node}
 	s.tokens.Store(hash, p)
@@ -156,6 +167,9 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 		writeProblem(w, &api.Problem{Status: se.Status, Code: se.Code, Detail: se.Msg, Field: se.Field, Errors: se.Fields})
 	case errors.As(err, &mbe):
 		writeProblem(w, &api.Problem{Status: 413, Code: "RequestTooLarge", Detail: fmt.Sprintf("request body larger than %d bytes", mbe.Limit)})
+	case errors.Is(err, store.ErrUnavailable):
+		w.Header().Set("Retry-After", "1")
+		writeProblem(w, &api.Problem{Status: 503, Code: "StoreUnavailable", Detail: "the store cannot be reached; retry shortly: " + err.Error()})
 	case errors.Is(err, context.Canceled):
 		writeProblem(w, &api.Problem{Status: 499, Code: "Canceled", Detail: "request canceled"})
 	default:

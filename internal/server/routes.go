@@ -68,7 +68,14 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, 503, map[string]string{"status": "unavailable", "error": err.Error()})
 		return
 	}
-	writeJSON(w, 200, map[string]any{"status": "ok", "leader": true, "replica": s.replica})
+	leader := s.cfg.Replica
+	if s.repl != nil {
+		if leader, err = s.repl.cluster.Leader(r.Context()); err != nil {
+			writeJSON(w, 503, map[string]string{"status": "unavailable", "error": err.Error()})
+			return
+		}
+	}
+	writeJSON(w, 200, map[string]any{"status": "ok", "replica": s.cfg.Replica, "leader": leader, "leading": s.Leading()})
 }
 
 func list[T any](items []T) api.List[T] {
@@ -238,7 +245,7 @@ func (s *Server) patchCompute(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) deleteCompute(w http.ResponseWriter, r *http.Request) {
-	if err := s.svc.DeleteCompute(r.Context(), r.PathValue("workspace"), r.PathValue("name")); err != nil {
+	if err := s.svc.DeleteCompute(r.Context(), r.PathValue("workspace"), r.PathValue("name"), r.Header.Get("If-Match")); err != nil {
 		s.fail(w, r, err)
 		return
 	}
@@ -314,15 +321,17 @@ func (s *Server) getJob(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
+	w.Header().Set("ETag", j.Etag)
 	writeJSON(w, 200, j)
 }
 
 func (s *Server) cancelJob(w http.ResponseWriter, r *http.Request) {
-	j, err := s.svc.CancelJob(r.Context(), r.PathValue("workspace"), r.PathValue("name"))
+	j, err := s.svc.CancelJob(r.Context(), r.PathValue("workspace"), r.PathValue("name"), r.Header.Get("If-Match"))
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
+	w.Header().Set("ETag", j.Etag)
 	writeJSON(w, 202, j)
 }
 

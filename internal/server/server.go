@@ -50,7 +50,7 @@ type Server struct {
 	metrics  http.Handler
 	tokens   sync.Map // token hash -> principal
 	nodeKey  []byte
-	replica  string
+	repl     *replication // nil: the store is not shared; this server leads
 	stopping chan struct{}
 	// AdminToken is set when this start created the admin token.
 	AdminToken string
@@ -83,9 +83,9 @@ func New(ctx context.Context, cfg config.Server, log *slog.Logger) (*Server, err
 		st.Close()
 		return nil, fmt.Errorf("sizes: %w", err)
 	}
-	host, _ := os.Hostname()
-	s := &Server{cfg: cfg, log: log, store: st, hub: controller.NewHub(), changes: controller.NewBroadcast(),
-		replica: host, stopping: make(chan struct{})}
+	s := &Server{cfg: cfg, log: log.With("replica", cfg.Replica), store: st, hub: controller.NewHub(),
+		changes: controller.NewBroadcast(), stopping: make(chan struct{})}
+	log = s.log
 	s.svc = &service.Service{Store: st, Catalog: cat, Config: cfg, Log: log}
 	if err := s.svc.Bootstrap(ctx); err != nil {
 		st.Close()
@@ -106,12 +106,29 @@ func New(ctx context.Context, cfg config.Server, log *slog.Logger) (*Server, err
 	}
 	s.ctrl = controller.New(controller.Options{Store: st, Catalog: cat, Config: cfg, Providers: providers,
 		Hub: s.hub, Changes: s.changes, Log: log.With("component", "controller"), NodeToken: s.nodeToken})
+	if c, ok := st.(store.Cluster); ok {
+		s.repl = newReplication(s, c)
+		s.hub.Relay = s.repl.relay
+	}
 	s.svc.Notify = func() {
 		s.ctrl.Notify()
 		s.changes.Notify()
+		if s.repl != nil {
+			s.repl.changedLocally()
+		}
 	}
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}), newCollector(st))
+	reg.MustRegister(prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}), newCollector(st),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name:        "tide_leader",
+			Help:        "1 when this replica leads (runs the controller), else 0.",
+			ConstLabels: prometheus.Labels{"replica": cfg.Replica},
+		}, func() float64 {
+			if s.Leading() {
+				return 1
+			}
+			return 0
+		}))
 	s.metrics = promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
 	return s, nil
 }
@@ -226,6 +243,10 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	ctrlDone := make(chan struct{})
 	go func() {
 		defer close(ctrlDone)
+		if s.repl != nil {
+			s.repl.run(ctrlCtx)
+			return
+		}
 		_ = s.ctrl.Run(ctrlCtx)
 	}()
 	errc := make(chan error, 1)
@@ -248,6 +269,10 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	}
 	return err
 }
+
+// Leading reports whether this replica runs the controller: always with
+// SQLite, while it holds the leader lock with PostgreSQL.
+func (s *Server) Leading() bool { return s.repl == nil || s.repl.leading.Load() }
 
 // Handler returns the HTTP handler, for tests.
 func (s *Server) Handler() http.Handler { return s.mux() }

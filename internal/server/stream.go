@@ -12,6 +12,7 @@ import (
 
 	"github.com/tideml/tide/api"
 	"github.com/tideml/tide/internal/archive"
+	"github.com/tideml/tide/internal/controller"
 	"github.com/tideml/tide/internal/service"
 )
 
@@ -237,14 +238,24 @@ func (s *Server) agentStream(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	runtime := s.runtimeOf(r.Context(), node)
-	assign, cancel, err := s.svc.Pending(r.Context(), node, runtime)
-	if err != nil {
-		return
+	// sendPending sends what the store holds for the node; the agent
+	// ignores an assignment or a cancel it already has.
+	sendPending := func() error {
+		assign, cancel, err := s.svc.Pending(r.Context(), node, runtime)
+		if err != nil {
+			return err
+		}
+		if assign != nil {
+			if err := out.send("assign", "", assign); err != nil {
+				return err
+			}
+		}
+		if cancel != nil {
+			return out.send("cancel", "", cancel)
+		}
+		return nil
 	}
-	if assign != nil && out.send("assign", "", assign) != nil {
-		return
-	}
-	if cancel != nil && out.send("cancel", "", cancel) != nil {
+	if sendPending() != nil {
 		return
 	}
 	keepalive := time.NewTicker(10 * time.Second)
@@ -256,6 +267,12 @@ func (s *Server) agentStream(w http.ResponseWriter, r *http.Request) {
 		case <-s.stopping:
 			return
 		case ev := <-sub:
+			if ev.Kind == controller.KindSync {
+				if sendPending() != nil {
+					return
+				}
+				continue
+			}
 			if out.send(ev.Kind, "", ev.Data) != nil {
 				return
 			}

@@ -227,10 +227,13 @@ func (s *Service) Computes(ctx context.Context, ws string) ([]api.Compute, error
 
 // DeleteCompute marks a compute Deleting; the controller drains its nodes,
 // cancels its unfinished jobs and removes it. Its quota is released at once.
-func (s *Service) DeleteCompute(ctx context.Context, ws, name string) error {
+func (s *Service) DeleteCompute(ctx context.Context, ws, name, ifMatch string) error {
 	err := s.Store.Update(ctx, func(tx store.Tx) error {
 		c, err := s.compute(ctx, tx, ws, name)
 		if err != nil {
+			return err
+		}
+		if err := checkEtag("compute", name, c.Etag, ifMatch); err != nil {
 			return err
 		}
 		if c.ProvisioningState == api.ProvisioningDeleting {
@@ -287,6 +290,15 @@ func (s *Service) Events(ctx context.Context, ws, kind, name string) ([]api.Even
 		out = []api.Event{}
 	}
 	return out, err
+}
+
+// checkEtag fails with 412 when the client's If-Match names another
+// version than the stored one.
+func checkEtag(kind, name, stored, ifMatch string) error {
+	if ifMatch == "" || ifMatch == "*" || ifMatch == stored {
+		return nil
+	}
+	return errorf(412, api.CodePrecondition, "%s %q changed since you read it (If-Match %s, now %s); read it again and retry", kind, name, ifMatch, stored)
 }
 
 func (s *Service) mapStoreErr(err error, kind, name string) error {

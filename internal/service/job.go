@@ -196,11 +196,14 @@ func (s *Service) Jobs(ctx context.Context, f store.JobFilter) ([]api.Job, error
 
 // CancelJob cancels a job: a queued job ends Canceled at once; a running
 // one becomes CancelRequested and the controller stops its processes.
-func (s *Service) CancelJob(ctx context.Context, ws, name string) (*api.Job, error) {
+func (s *Service) CancelJob(ctx context.Context, ws, name, ifMatch string) (*api.Job, error) {
 	var out *api.Job
 	err := s.Store.Update(ctx, func(tx store.Tx) error {
 		j, err := s.job(ctx, tx, ws, name)
 		if err != nil {
+			return err
+		}
+		if err := checkEtag("job", name, j.Etag, ifMatch); err != nil {
 			return err
 		}
 		out = j

@@ -108,3 +108,28 @@ type Token struct {
 	// Node is the node id a node token belongs to.
 	Node string `json:"node,omitempty"`
 }
+
+// ErrUnavailable means the store cannot be reached (a database restarting,
+// a network failure). The request may succeed when retried.
+var ErrUnavailable = errors.New("store unavailable")
+
+// Cluster is implemented by stores that several server replicas share. It
+// chooses the one replica that runs the controller and carries wake-ups
+// between replicas; the store stays the only source of truth, so a lost
+// wake-up costs latency, never correctness.
+type Cluster interface {
+	// Lead campaigns for leadership until ctx ends. Each time this replica
+	// becomes the leader it calls fn with a context that ends when
+	// leadership is lost (the database connection holding it failed), and
+	// waits for fn to return before campaigning again.
+	Lead(ctx context.Context, replica string, fn func(ctx context.Context)) error
+	// Leader returns the name of the replica that leads, or "" if none does.
+	Leader(ctx context.Context) (string, error)
+	// Publish sends payload to every replica listening on topic, this one
+	// included. Delivery is best effort.
+	Publish(ctx context.Context, topic, payload string) error
+	// Listen calls fn for each message on the topics until ctx ends,
+	// reconnecting after failures; it calls fn("", "") after each
+	// (re)connection, since messages may have been missed meanwhile.
+	Listen(ctx context.Context, topics []string, fn func(topic, payload string)) error
+}

@@ -55,7 +55,11 @@ var (
 // end. Call it from TestMain:
 //
 //	func TestMain(m *testing.M) { pgtest.Main(m) }
-func Main(m *testing.M) {
+func Main(m *testing.M) { os.Exit(Run(m)) }
+
+// Run is Main for a TestMain with work of its own after the tests: it
+// returns the exit code instead of exiting.
+func Run(m *testing.M) int {
 	mainActive.Store(true)
 	code := m.Run()
 	if shared != nil {
@@ -63,7 +67,7 @@ func Main(m *testing.M) {
 			fmt.Fprintf(os.Stderr, "pgtest: stopping PostgreSQL: %v\n", err)
 		}
 	}
-	os.Exit(code)
+	return code
 }
 
 // Start returns the URL of a new, empty database, dropped when the test ends.
@@ -224,26 +228,96 @@ func startCluster(ctx context.Context) (*cluster, error) {
 			os.RemoveAll(dir)
 			return nil, err
 		}
-		// Durability settings are off: the data is thrown away.
-		opts := strings.Join([]string{
-			"-p", strconv.Itoa(c.port), "-k", dir,
-			"-c", "listen_addresses=127.0.0.1",
-			"-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off",
-			"-c", "max_connections=500", "-c", "shared_buffers=32MB",
-		}, " ")
-		out, err := c.run(ctx, "pg_ctl", "-D", data, "-l", filepath.Join(dir, "server.log"),
-			"-w", "-t", "60", "-o", opts, "start")
+		err = c.start(ctx)
 		if err == nil {
 			return c, nil
 		}
 		if attempt == 3 {
-			log, _ := os.ReadFile(filepath.Join(dir, "server.log"))
 			os.RemoveAll(dir)
-			return nil, fmt.Errorf("pg_ctl start: %w\n%s\n%s", err, out, log)
+			return nil, err
 		}
 	}
 }
 
+// start starts the server on c.port.
+func (c *cluster) start(ctx context.Context) error {
+	// fsync is off: the data is thrown away, and a Restart stops only the
+	// server, not the machine, so the operating system keeps what was
+	// written. Commits do write their WAL, so a Restart loses nothing.
+	opts := strings.Join([]string{
+		"-p", strconv.Itoa(c.port), "-k", c.dir,
+		"-c", "listen_addresses=127.0.0.1",
+		"-c", "fsync=off", "-c", "full_page_writes=off",
+		"-c", "max_connections=500", "-c", "shared_buffers=32MB",
+	}, " ")
+	out, err := c.run(ctx, "pg_ctl", "-D", filepath.Join(c.dir, "data"), "-l", filepath.Join(c.dir, "server.log"),
+		"-w", "-t", "60", "-o", opts, "start")
+	if err != nil {
+		log, _ := os.ReadFile(filepath.Join(c.dir, "server.log"))
+		return fmt.Errorf("pg_ctl start: %w\n%s\n%s", err, out, log)
+	}
+	return nil
+}
+
+// Cluster is a PostgreSQL server of one test's own, which the test may stop
+// and start again (to test how tide rides out a database restart).
+type Cluster struct {
+	c *cluster
+}
+
+// NewCluster starts a server for t and stops it when t ends. It skips or
+// fails t, as Start does, when PostgreSQL is not installed.
+func NewCluster(t testing.TB) *Cluster {
+	t.Helper()
+	c, err := startCluster(context.Background())
+	if err != nil {
+		fail(t, err)
+	}
+	t.Cleanup(func() {
+		if err := c.stop(); err != nil {
+			t.Errorf("pgtest: stopping PostgreSQL: %v", err)
+		}
+	})
+	return &Cluster{c: c}
+}
+
+// Database creates a new, empty database and returns its URL.
+func (c *Cluster) Database(t testing.TB) string {
+	t.Helper()
+	name := fmt.Sprintf("tide_test_%d_%d", os.Getpid(), dbCounter.Add(1))
+	if err := adminExec(context.Background(), c.c.adminURL(), `CREATE DATABASE `+pgx.Identifier{name}.Sanitize()); err != nil {
+		t.Fatalf("pgtest: creating database %s: %v", name, err)
+	}
+	u, err := withDatabase(c.c.adminURL(), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
+
+// Stop stops the server at once, ending every session as a crash would.
+func (c *Cluster) Stop(t testing.TB) {
+	t.Helper()
+	if out, err := c.c.run(context.Background(), "pg_ctl", "-D", filepath.Join(c.c.dir, "data"), "-m", "immediate", "-w", "stop"); err != nil {
+		t.Fatalf("pg_ctl stop: %v\n%s", err, out)
+	}
+}
+
+// Start starts a stopped server again on the same port with the same data.
+func (c *Cluster) Start(t testing.TB) {
+	t.Helper()
+	if err := c.c.start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Restart stops the server, waits down, and starts it again.
+func (c *Cluster) Restart(t testing.TB, down time.Duration) {
+	t.Helper()
+	c.Stop(t)
+	<-time.After(down)
+	c.Start(t)
+}
 func (c *cluster) stop() error {
 	c.stopMu.Lock()
 	defer c.stopMu.Unlock()

@@ -93,26 +93,58 @@ func (s *Store) View(ctx context.Context, fn func(store.Tx) error) error {
 }
 
 func (s *Store) run(ctx context.Context, opts pgx.TxOptions, fn func(store.Tx) error) error {
-	conn, err := s.pool.acquire(ctx)
+	conn, t, err := s.begin(ctx, opts)
 	if err != nil {
-		return fmt.Errorf("connecting to postgres: %w", err)
+		return err
 	}
 	defer s.pool.release(conn)
-	t, err := conn.BeginTx(ctx, opts)
-	if err != nil {
-		return fmt.Errorf("beginning transaction: %w", err)
-	}
 	if err := fn(&tx{tx: t}); err != nil {
 		// Roll back even when ctx is canceled, so the connection is reusable.
 		if rerr := t.Rollback(context.WithoutCancel(ctx)); rerr != nil && !errors.Is(rerr, pgx.ErrTxClosed) {
 			s.log.WarnContext(ctx, "rolling back transaction", slog.Any("err", rerr))
 		}
-		return err
+		return lostConn(conn, err)
 	}
 	if err := t.Commit(ctx); err != nil {
-		return fmt.Errorf("committing transaction: %w", err)
+		return lostConn(conn, fmt.Errorf("committing transaction: %w", err))
 	}
 	return nil
+}
+
+// lostConn marks err as store.ErrUnavailable when the connection broke
+// under it, so that callers answer "retry later" rather than "bug".
+func lostConn(conn *pgx.Conn, err error) error {
+	if conn.IsClosed() && !errors.Is(err, store.ErrUnavailable) {
+		return fmt.Errorf("%w: %w", store.ErrUnavailable, err)
+	}
+	return err
+}
+
+// begin starts a transaction. Idle connections may have died with a
+// database restart; nothing was sent on them yet, so begin moves on to the
+// next one, and reports store.ErrUnavailable when none works.
+func (s *Store) begin(ctx context.Context, opts pgx.TxOptions) (*pgx.Conn, pgx.Tx, error) {
+	var err error
+	for range maxConns + 1 {
+		var conn *pgx.Conn
+		conn, err = s.pool.acquire(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, nil, err
+			}
+			return nil, nil, fmt.Errorf("connecting to postgres: %w: %w", store.ErrUnavailable, err)
+		}
+		var t pgx.Tx
+		t, err = conn.BeginTx(ctx, opts)
+		if err == nil {
+			return conn, t, nil
+		}
+		s.pool.release(conn)
+		if ctx.Err() != nil || !conn.IsClosed() {
+			return nil, nil, fmt.Errorf("beginning transaction: %w", err)
+		}
+	}
+	return nil, nil, fmt.Errorf("beginning transaction: %w: %w", store.ErrUnavailable, err)
 }
 
 // retryable reports whether err is a conflict with another transaction.

@@ -1,0 +1,80 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestLoad(t *testing.T) {
+	host, _ := os.Hostname()
+	tests := []struct {
+		name    string
+		file    string
+		env     map[string]string
+		check   func(t *testing.T, c Server)
+		wantErr string
+	}{
+		{
+			name: "defaults",
+			check: func(t *testing.T, c Server) {
+				if c.Listen != DefaultListen || c.AdvertiseURL != "http://"+DefaultListen || c.Replica != host+":7430" {
+					t.Errorf("listen %q advertise %q replica %q", c.Listen, c.AdvertiseURL, c.Replica)
+				}
+				if c.AgentServerURLs() != c.AdvertiseURL {
+					t.Errorf("agent URLs %q, want the advertised URL", c.AgentServerURLs())
+				}
+				if c.HeartbeatInterval != 2*time.Second || c.UnusableAfter != 10*time.Second {
+					t.Errorf("heartbeat %v unusable %v", c.HeartbeatInterval, c.UnusableAfter)
+				}
+			},
+		},
+		{
+			name: "replicas from a file",
+			file: "listen: 127.0.0.1:8001\nreplica: a\nagent_urls: [http://127.0.0.1:8001, http://127.0.0.1:8002]\nheartbeat_interval: 500ms\n",
+			check: func(t *testing.T, c Server) {
+				if c.Replica != "a" || c.AgentServerURLs() != "http://127.0.0.1:8001,http://127.0.0.1:8002" || c.HeartbeatInterval != 500*time.Millisecond {
+					t.Errorf("replica %q agent URLs %q heartbeat %v", c.Replica, c.AgentServerURLs(), c.HeartbeatInterval)
+				}
+			},
+		},
+		{
+			name: "environment",
+			env:  map[string]string{"TIDE_REPLICA": "b", "TIDE_AGENT_URLS": "http://lb:7430", "TIDE_STORE": "postgres://db/tide"},
+			check: func(t *testing.T, c Server) {
+				if c.Replica != "b" || c.AgentServerURLs() != "http://lb:7430" || c.Store != "postgres://db/tide" {
+					t.Errorf("replica %q agent URLs %q store %q", c.Replica, c.AgentServerURLs(), c.Store)
+				}
+			},
+		},
+		{name: "unknown field", file: "replicas: 2\n", wantErr: "field replicas not found"},
+		{name: "bad listen", file: "listen: nowhere\n", wantErr: "listen: want HOST:PORT"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for k, v := range tt.env {
+				t.Setenv(k, v)
+			}
+			path := ""
+			if tt.file != "" {
+				path = filepath.Join(t.TempDir(), "tide.yaml")
+				if err := os.WriteFile(path, []byte(tt.file), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			c, err := Load(path)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("Load: %v, want an error containing %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			tt.check(t, c)
+		})
+	}
+}

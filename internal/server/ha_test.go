@@ -1,0 +1,296 @@
+package server_test
+
+// Reliability of a highly available control plane: two `tide server`
+// processes on one real PostgreSQL, real agents, real jobs. The leader is
+// killed, then the database restarts, while jobs stream in; every job must
+// complete, and run exactly once, counted by the side effect each job's
+// command leaves in a shared file.
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/tideml/tide/api"
+	"github.com/tideml/tide/internal/spec"
+	"github.com/tideml/tide/internal/store/pgtest"
+)
+
+// replicaProc is a `tide server` process.
+type replicaProc struct {
+	name, addr, config string
+	cmd                *exec.Cmd
+	log                *os.File
+}
+
+func freeAddr(t *testing.T) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// writeReplicaConfig writes a server config for one replica: every replica
+// shares the data dir (the local provider's node folders and artifacts)
+// and the store, and agents get every replica's URL.
+func writeReplicaConfig(t *testing.T, dir, name, addr, storeURL string, all []string) string {
+	var urls []string
+	for _, a := range all {
+		urls = append(urls, `"http://`+a+`"`)
+	}
+	cfg := fmt.Sprintf(`data_dir: %q
+listen: %q
+store: %q
+replica: %q
+agent_urls: [%s]
+client_config: %q
+heartbeat_interval: 500ms
+unusable_after: 5s
+cancel_grace: 2s
+resync: 1s
+locations:
+  - name: local
+    provider: local
+    default: true
+    settings:
+      agent_command: [%q, agent]
+      grace_period: 5s
+`, filepath.Join(dir, "data"), addr, storeURL, name, strings.Join(urls, ", "), filepath.Join(dir, "client.json"), tideBin)
+	path := filepath.Join(dir, name+".yaml")
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func startReplica(t *testing.T, dir, name, addr, config string) *replicaProc {
+	t.Helper()
+	logf, err := os.OpenFile(filepath.Join(dir, name+".log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(tideBin, "server", "--config", config, "--log-level", "debug")
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &replicaProc{name: name, addr: addr, config: config, cmd: cmd, log: logf}
+	t.Cleanup(func() { p.stop() })
+	return p
+}
+
+// stop ends the process gracefully (its agents keep running).
+func (p *replicaProc) stop() {
+	if p.cmd.ProcessState == nil {
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+		_ = p.cmd.Wait()
+	}
+	p.log.Close()
+}
+
+func (p *replicaProc) kill() {
+	_ = p.cmd.Process.Kill()
+	_ = p.cmd.Wait()
+}
+
+type readiness struct {
+	Status  string `json:"status"`
+	Replica string `json:"replica"`
+	Leader  string `json:"leader"`
+	Leading bool   `json:"leading"`
+}
+
+func ready(addr string) (readiness, bool) {
+	var r readiness
+	resp, err := http.Get("http://" + addr + "/readyz")
+	if err != nil {
+		return r, false
+	}
+	defer resp.Body.Close()
+	return r, resp.StatusCode == 200 && json.NewDecoder(resp.Body).Decode(&r) == nil
+}
+
+// retrying calls fn until it succeeds or the deadline passes: while the
+// database restarts the API answers 503 and clients try again.
+func retrying(t *testing.T, what string, fn func() error) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		err := fn()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %v", what, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func TestReplicasFailover(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts PostgreSQL, two servers and agents")
+	}
+	pg := pgtest.NewCluster(t)
+	storeURL := pg.Database(t)
+	dir := t.TempDir()
+	effects := filepath.Join(dir, "effects")
+	addrs := []string{freeAddr(t), freeAddr(t)}
+	// Agents try b first: while a leads, its assignments reach them
+	// through b (the relay between replicas is under test too).
+	agentOrder := []string{addrs[1], addrs[0]}
+	cfgA := writeReplicaConfig(t, dir, "a", addrs[0], storeURL, agentOrder)
+	cfgB := writeReplicaConfig(t, dir, "b", addrs[1], storeURL, agentOrder)
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, n := range []string{"a", "b"} {
+				b, _ := os.ReadFile(filepath.Join(dir, n+".log"))
+				t.Logf("replica %s log (tail):\n%s", n, tail(string(b), 60))
+			}
+		}
+	})
+
+	a := startReplica(t, dir, "a", addrs[0], cfgA)
+	waitFor(t, "replica a to lead", 30*time.Second, func() bool { r, ok := ready(addrs[0]); return ok && r.Leading })
+	b := startReplica(t, dir, "b", addrs[1], cfgB)
+	waitFor(t, "replica b to serve", 30*time.Second, func() bool { r, ok := ready(addrs[1]); return ok && r.Leader == "a" && !r.Leading })
+
+	var cc api.ClientConfig
+	raw, err := os.ReadFile(filepath.Join(dir, "client.json"))
+	if err != nil || json.Unmarshal(raw, &cc) != nil {
+		t.Fatalf("client config written by the first replica: %v", err)
+	}
+	clientOf := func(addr string) *api.Client {
+		c, err := api.NewClient("http://"+addr, cc.Token, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	ca, cb := clientOf(addrs[0]), clientOf(addrs[1])
+	ctx := context.Background()
+
+	// The compute is created through the standby: the leader's controller
+	// hears of it through the database.
+	comp, err := spec.ParseCompute("c.yml", []byte("name: ha-cluster\ntype: amlcompute\nsize: Standard_DS3_v2\nmin_instances: 2\nmax_instances: 2\nidle_time_before_scale_down: 600\n"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := cb.PutCompute(ctx, "default", comp); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		// Through whichever replica lives, so that no agent outlives the test.
+		for _, c := range []*api.Client{cb, ca} {
+			if c.DeleteCompute(ctx, "default", "ha-cluster") == nil {
+				waitFor(t, "compute deleted", 30*time.Second, func() bool {
+					_, err := c.Compute(ctx, "default", "ha-cluster")
+					return api.IsNotFound(err)
+				})
+				return
+			}
+		}
+	})
+
+	var names []string
+	submitVia := func(c *api.Client, i int) {
+		name := fmt.Sprintf("ha-%03d", i)
+		j, err := spec.ParseJob("job.yml", []byte(fmt.Sprintf("name: %s\ncompute: ha-cluster\ncommand: echo $TIDE_JOB_NAME >> %s; sleep 0.5\n", name, effects)), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		retrying(t, "submitting "+name, func() error {
+			_, err := c.CreateJob(ctx, "default", j)
+			if api.ProblemCode(err) == api.CodeConflict {
+				return nil // an earlier attempt was stored before its answer was lost
+			}
+			return err
+		})
+		names = append(names, name)
+	}
+
+	// Phase 1: kill the leader mid-stream; b takes over.
+	for i := range 12 {
+		submitVia(cb, i)
+		if i == 5 {
+			// The agents hold their streams on b while a leads: a's
+			// assignments reach them only through the relay.
+			waitFor(t, "the first jobs to complete under leader a", 60*time.Second, func() bool {
+				j, err := cb.Job(ctx, "default", names[0])
+				return err == nil && j.Status == api.JobCompleted
+			})
+			if r, ok := ready(addrs[0]); !ok || !r.Leading {
+				t.Fatalf("replica a no longer leads before it was killed: %+v", r)
+			}
+			a.kill()
+			killed := time.Now()
+			waitFor(t, "replica b to take over", 30*time.Second, func() bool { r, ok := ready(addrs[1]); return ok && r.Leading })
+			t.Logf("replica b leads %v after the leader was killed", time.Since(killed).Round(time.Millisecond))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	// a comes back, as a standby.
+	a = startReplica(t, dir, "a", addrs[0], cfgA)
+	waitFor(t, "replica a to serve again", 30*time.Second, func() bool { r, ok := ready(addrs[0]); return ok && r.Leader == "b" })
+
+	// Phase 2: restart the database mid-stream; both servers ride it out.
+	for i := 12; i < 24; i++ {
+		submitVia(ca, i)
+		if i == 17 {
+			pg.Restart(t, 2*time.Second)
+			waitFor(t, "a leader after the database restart", 30*time.Second, func() bool {
+				r, ok := ready(addrs[0])
+				return ok && r.Leader != ""
+			})
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+
+	for _, n := range names {
+		var j *api.Job
+		waitFor(t, "job "+n+" to end", 90*time.Second, func() bool {
+			var err error
+			j, err = cb.Job(ctx, "default", n)
+			return err == nil && api.JobTerminal(j.Status)
+		})
+		if j.Status != api.JobCompleted {
+			t.Errorf("job %s: %s %s", n, j.Status, j.Error)
+		}
+	}
+	b2, err := os.ReadFile(effects)
+	if err != nil {
+		t.Fatal(err)
+	}
+	count := map[string]int{}
+	for _, l := range strings.Fields(string(b2)) {
+		count[l]++
+	}
+	for _, n := range names {
+		if count[n] != 1 {
+			t.Errorf("job %s ran %d times, want exactly once", n, count[n])
+		}
+	}
+	if len(count) != len(names) {
+		t.Errorf("%d distinct jobs ran, want %d", len(count), len(names))
+	}
+	_ = b
+}
+
+func tail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
