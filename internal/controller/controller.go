@@ -856,8 +856,16 @@ func (c *Controller) checkProviders(ctx context.Context) error {
 		switch {
 		case provider.IsNotFound(err):
 			err = c.markUnusable(ctx, n, "the provider no longer holds the node", now)
-		case err == nil && pn.State == provider.StateExited:
+		case err != nil:
+			// The backend cannot tell now (an ssh host cut off, a Slurm
+			// controller restarting): the heartbeats decide; check the
+			// other nodes.
+			c.log.Warn("checking node", "node", n.ID, "err", err)
+			continue
+		case pn.State == provider.StateExited:
 			err = c.markUnusable(ctx, n, "agent exited: "+pn.Reason, now)
+		case pn.State == provider.StatePreempted:
+			err = c.markUnusable(ctx, n, "preempted: "+pn.Reason, now)
 		}
 		if err != nil {
 			return err

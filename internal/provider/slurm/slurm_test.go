@@ -199,5 +199,27 @@ func TestEndToEnd(t *testing.T) {
 	if j = srv.WaitJob(j.Name, 60*time.Second, servertest.Terminal); j.Status != api.JobCompleted {
 		t.Fatalf("job across a server restart: %s %s", j.Status, j.Error)
 	}
+
+	// Slurm preempting the node fails the job (the agent gets SIGTERM
+	// and says so) and the node becomes unusable with Slurm's reason.
+	j = srv.Submit("command: sleep 120\ncompute: cpu-cluster\n")
+	srv.WaitJob(j.Name, 30*time.Second, servertest.Running)
+	if _, err := c.run("sbatch", "--partition=urgent", "--nodes=3", "--exclusive", "--time=1", "--wrap=sleep 1"); err != nil {
+		t.Fatal(err)
+	}
+	if j = srv.WaitJob(j.Name, 30*time.Second, servertest.Terminal); j.Status != api.JobFailed {
+		t.Errorf("job on a preempted node: %s %q; want failed", j.Status, j.Error)
+	}
+	var events []string
+	if !servertest.Poll(t.Context(), 20*time.Second, func() bool {
+		evs, err := srv.Client.ComputeEvents(t.Context(), "default", "cpu-cluster")
+		events = events[:0]
+		for _, e := range evs {
+			events = append(events, e.Kind+": "+e.Message)
+		}
+		return err == nil && strings.Contains(strings.Join(events, "\n"), "preempted: Slurm preempted job")
+	}) {
+		t.Errorf("no event tells of Slurm's preemption:\n%s", strings.Join(events, "\n"))
+	}
 	srv.DeleteCompute("cpu-cluster", 60*time.Second)
 }
