@@ -837,7 +837,8 @@ func (c *Controller) reconcile(ctx context.Context) error {
 }
 
 // checkProviders marks nodes whose agent process is gone unusable, without
-// waiting for the heartbeat timeout.
+// waiting for the heartbeat timeout, and shows why a preparing node waits
+// (a Slurm job's pending reason) as the node's error until it registers.
 func (c *Controller) checkProviders(ctx context.Context) error {
 	s, err := c.load(ctx)
 	if err != nil {
@@ -845,7 +846,7 @@ func (c *Controller) checkProviders(ctx context.Context) error {
 	}
 	now := c.now().UTC()
 	for _, n := range s.nodes {
-		if n.State != api.NodeIdle && n.State != api.NodeRunning || c.isInflight(n.ID) {
+		if n.State != api.NodeIdle && n.State != api.NodeRunning && n.State != api.NodePreparing || c.isInflight(n.ID) {
 			continue
 		}
 		p, ok := c.providers[n.Location]
@@ -866,6 +867,18 @@ func (c *Controller) checkProviders(ctx context.Context) error {
 			err = c.markUnusable(ctx, n, "agent exited: "+pn.Reason, now)
 		case pn.State == provider.StatePreempted:
 			err = c.markUnusable(ctx, n, "preempted: "+pn.Reason, now)
+		case n.State == api.NodePreparing && pn.Reason != n.Error:
+			err = c.store.Update(ctx, func(tx store.Tx) error {
+				cur, err := tx.GetNode(ctx, n.ID)
+				if err != nil || cur.State != api.NodePreparing {
+					return err
+				}
+				cur.Error = pn.Reason
+				return tx.PutNode(ctx, cur)
+			})
+			if store.IsNotFound(err) {
+				err = nil
+			}
 		}
 		if err != nil {
 			return err

@@ -155,7 +155,7 @@ func (p *Provider) Create(ctx context.Context, req provider.NodeRequest) (*provi
 	}
 	p.log.InfoContext(ctx, "submitted agent job", slog.String("node", req.ID), slog.String("job", nf.JobID))
 	n := p.view(&nf, nil)
-	n.State, n.Reason = provider.StateStarting, "Slurm job "+nf.JobID+" submitted"
+	n.State, n.Reason = provider.StateStarting, ""
 	return n, nil
 }
 

@@ -185,7 +185,28 @@ func TestEndToEnd(t *testing.T) {
 	defer func() { srv.Shutdown() }()
 	srv.PutCompute("name: cpu-cluster\ntype: amlcompute\nsize: Standard_DS3_v2\nmin_instances: 0\nmax_instances: 2\nidle_time_before_scale_down: 600\n")
 
+	// While another job holds the whole cluster, the nodes wait in
+	// preparing with Slurm's pending reason.
+	blocker, err := c.run("sbatch", "--parsable", "--nodes=3", "--exclusive", "--wrap=sleep 300")
+	if err != nil {
+		t.Fatal(err)
+	}
 	j := srv.Submit("command: echo rank=$NODE_RANK of $AZUREML_NODE_COUNT\ncompute: cpu-cluster\nresources:\n  instance_count: 2\n")
+	var nodes []api.Node
+	if !servertest.Poll(t.Context(), 30*time.Second, func() bool {
+		nodes, _ = srv.Client.Nodes(t.Context(), "default", "cpu-cluster")
+		for _, n := range nodes {
+			if n.State == api.NodePreparing && strings.Contains(n.Error, "pending: Resources") {
+				return true
+			}
+		}
+		return false
+	}) {
+		t.Errorf("no preparing node shows Slurm's pending reason: %+v", nodes)
+	}
+	if _, err := c.run("scancel", strings.TrimSpace(blocker)); err != nil {
+		t.Fatal(err)
+	}
 	j = srv.WaitJob(j.Name, 90*time.Second, servertest.Terminal)
 	if j.Status != api.JobCompleted || len(j.Ranks) != 2 || j.Ranks[0].Node == j.Ranks[1].Node {
 		t.Fatalf("gang job: %s %s ranks %+v", j.Status, j.Error, j.Ranks)
