@@ -3,11 +3,14 @@ package ssh
 import (
 	"bytes"
 	"context"
+	"crypto/ed25519"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -72,6 +75,15 @@ func newRemote(h Host, knownHostsFile string) (*remote, error) {
 			return nil, fmt.Errorf("known_hosts: %w", err)
 		}
 		cfg.HostKeyCallback = cb
+		algos, err := knownAlgorithms(cb, h)
+		if err != nil {
+			return nil, err
+		}
+		if len(algos) == 0 {
+			return nil, fmt.Errorf("address: %s is not in known_hosts %s; add its key (ssh-keyscan -p %d %s >> %s) or pin host_key",
+				net.JoinHostPort(h.Address, strconv.Itoa(h.Port)), knownHostsFile, h.Port, h.Address, knownHostsFile)
+		}
+		cfg.HostKeyAlgorithms = algos
 	}
 	if h.KeyFile != "" {
 		b, err := os.ReadFile(h.KeyFile)
@@ -98,6 +110,37 @@ func newRemote(h Host, knownHostsFile string) (*remote, error) {
 		})}
 	}
 	return &remote{Host: h, config: cfg}, nil
+}
+
+// knownAlgorithms returns the host key algorithms of the keys known_hosts
+// lists for h, so the handshake asks for a key tide can check (a host with
+// ed25519 and ecdsa keys, of which known_hosts lists one, would otherwise
+// fail with a mismatch). It asks the callback about a throwaway key: the
+// KeyError lists the known ones.
+func knownAlgorithms(cb xssh.HostKeyCallback, h Host) ([]string, error) {
+	pub, _, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	probe, err := xssh.NewPublicKey(pub)
+	if err != nil {
+		return nil, err
+	}
+	addr := net.JoinHostPort(h.Address, strconv.Itoa(h.Port))
+	err = cb(addr, &net.TCPAddr{IP: net.IPv4zero, Port: h.Port}, probe)
+	var ke *knownhosts.KeyError
+	if !errors.As(err, &ke) {
+		return nil, fmt.Errorf("known_hosts: checking %s: %v", addr, err)
+	}
+	var algos []string
+	for _, k := range ke.Want {
+		for _, a := range algorithmsFor(k.Key.Type()) {
+			if !slices.Contains(algos, a) {
+				algos = append(algos, a)
+			}
+		}
+	}
+	return algos, nil
 }
 
 func algorithmsFor(keyType string) []string {

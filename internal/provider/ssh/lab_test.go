@@ -1,7 +1,9 @@
 package ssh_test
 
 import (
+	"crypto/ecdsa"
 	"crypto/ed25519"
+	"crypto/elliptic"
 	"crypto/rand"
 	"encoding/pem"
 	"errors"
@@ -114,8 +116,22 @@ func newLab(n int) (_ *lab, err error) {
 			return nil, err
 		}
 		h.hostKey = strings.TrimSpace(string(xssh.MarshalAuthorizedKey(hpub)))
+		// A second host key, which known_hosts and host_key do not list:
+		// tide must ask for the key it knows.
+		ec, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		if err != nil {
+			return nil, err
+		}
+		block, err := xssh.MarshalPrivateKey(ec, "")
+		if err != nil {
+			return nil, err
+		}
+		if err := os.WriteFile(filepath.Join(hdir, "host_key_ecdsa"), pem.EncodeToMemory(block), 0o600); err != nil {
+			return nil, err
+		}
 		conf := fmt.Sprintf(`ListenAddress %s
 Port 22
+HostKey %s/host_key_ecdsa
 HostKey %s/host_key
 AuthorizedKeysFile %s/authorized_keys
 PidFile %s/sshd.pid
@@ -124,7 +140,7 @@ PasswordAuthentication no
 KbdInteractiveAuthentication no
 UsePAM no
 StrictModes no
-`, h.ip, hdir, dir, hdir)
+`, h.ip, hdir, hdir, dir, hdir)
 		if err := os.WriteFile(filepath.Join(hdir, "sshd_config"), []byte(conf), 0o600); err != nil {
 			return nil, err
 		}
