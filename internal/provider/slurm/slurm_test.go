@@ -244,3 +244,31 @@ func TestEndToEnd(t *testing.T) {
 	}
 	srv.DeleteCompute("cpu-cluster", 60*time.Second)
 }
+
+func TestSettings(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		settings map[string]any
+		want     string // "" for no error
+	}{
+		{map[string]any{"work_dir": dir, "partition": "gpu", "extra_args": "--qos=normal --exclusive", "env": map[string]any{"A": 1}}, ""},
+		{map[string]any{"work_dir": dir, "agent_command": []any{"/bin/tide", "agent"}, "stop_timeout": "5s"}, ""},
+		{map[string]any{"partiton": "gpu"}, "partiton: unknown setting of the slurm provider"},
+		{map[string]any{"work_dir": dir, "partition": ""}, "partition: must be a non-empty string"},
+		{map[string]any{"work_dir": dir, "agent_command": []any{"tide", 3}}, "agent_command: must be a list of strings"},
+		{map[string]any{"work_dir": dir, "stop_timeout": "soon"}, "stop_timeout: must be a positive duration"},
+		{map[string]any{"work_dir": dir, "env": []any{"A=1"}}, "env: must be a map"},
+	} {
+		_, err := slurm.Factory("hpc", tc.settings, provider.Deps{})
+		if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
+			t.Errorf("settings %v: err = %v; want %q", tc.settings, err, tc.want)
+		}
+	}
+	// work_dir defaults to the location's data folder.
+	if _, err := slurm.Factory("hpc", nil, provider.Deps{DataDir: dir}); err != nil {
+		t.Errorf("default work_dir: %v", err)
+	}
+	if _, err := slurm.Factory("hpc", nil, provider.Deps{}); err == nil || !strings.Contains(err.Error(), "work_dir: required") {
+		t.Errorf("no work_dir and no data dir: err = %v", err)
+	}
+}
