@@ -226,7 +226,7 @@ func (l *lab) settings(base string, capacity int, knownHostsFile string) map[str
 	}
 	s := map[string]any{
 		"hosts": hosts, "binary": exe, "env": map[string]any{"TIDE_TEST_AGENT": "1"},
-		"grace_period": "5s", "timeout": "5s",
+		"grace_period": "5s", "timeout": "10s",
 	}
 	if knownHostsFile != "" {
 		s["known_hosts"] = knownHostsFile

@@ -178,7 +178,6 @@ func TestHostCutOff(t *testing.T) {
 	ctx := t.Context()
 	settings := l.settings(t.TempDir(), 1, "")
 	settings["hosts"] = settings["hosts"].([]any)[1:]
-	settings["timeout"] = "2s"
 	p := open(t, settings)
 	if _, err := p.Get(ctx, "nothing"); !provider.IsNotFound(err) {
 		t.Fatalf("Get on a reachable host: %v; want NotFound", err)
