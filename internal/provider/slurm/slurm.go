@@ -26,6 +26,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/tideml/tide/api"
@@ -43,7 +44,18 @@ const jobPrefix = "tide-"
 type Provider struct {
 	cfg Config
 	log *slog.Logger
+
+	mu sync.Mutex
+	// cache is squeue's last answer: the controller checks each node in a
+	// burst, and one squeue serves them all.
+	cache struct {
+		at           time.Time
+		byID, byName map[string]job
+	}
 }
+
+// cacheFor is how long an squeue answer serves Get and List.
+const cacheFor = time.Second
 
 var _ provider.Provider = (*Provider)(nil)
 
@@ -147,6 +159,7 @@ func (p *Provider) Create(ctx context.Context, req provider.NodeRequest) (*provi
 		_ = os.RemoveAll(dir)
 		return nil, fmt.Errorf("creating node %s: %w", req.ID, err)
 	}
+	p.forgetJobs()
 	nf.JobID, _, _ = strings.Cut(strings.TrimSpace(string(out)), ";")
 	if err := writeJSONFile(filepath.Join(dir, "node.json"), nf); err != nil {
 		_, _ = p.command(context.WithoutCancel(ctx), nil, nil, "scancel", nf.JobID)
@@ -212,8 +225,35 @@ type job struct {
 }
 
 // jobs returns this user's tide jobs, by job id and by name, including
-// the ones that ended recently (squeue keeps them for MinJobAge).
+// the ones that ended recently (squeue keeps them for MinJobAge). An answer
+// less than cacheFor old is reused.
 func (p *Provider) jobs(ctx context.Context) (byID, byName map[string]job, err error) {
+	p.mu.Lock()
+	if time.Since(p.cache.at) < cacheFor {
+		byID, byName = p.cache.byID, p.cache.byName
+	}
+	p.mu.Unlock()
+	if byID != nil {
+		return byID, byName, nil
+	}
+	byID, byName, err = p.squeue(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	p.mu.Lock()
+	p.cache.at, p.cache.byID, p.cache.byName = time.Now(), byID, byName
+	p.mu.Unlock()
+	return byID, byName, nil
+}
+
+// forgetJobs drops the cached squeue answer (after sbatch or scancel).
+func (p *Provider) forgetJobs() {
+	p.mu.Lock()
+	p.cache.at = time.Time{}
+	p.mu.Unlock()
+}
+
+func (p *Provider) squeue(ctx context.Context) (byID, byName map[string]job, err error) {
 	out, err := p.command(ctx, nil, nil, "squeue", "--me", "--noheader", "--states=all", "--format=%i|%T|%r|%N|%j")
 	if err != nil {
 		return nil, nil, fmt.Errorf("listing Slurm jobs: %w", err)
@@ -367,7 +407,9 @@ func (p *Provider) Delete(ctx context.Context, id string) error {
 		return fmt.Errorf("deleting node %s: %w", id, err)
 	}
 	if j, ok := find(nf, byID, byName); ok && active(j.State) {
-		if _, err := p.command(ctx, nil, nil, "scancel", j.ID); err != nil {
+		_, err := p.command(ctx, nil, nil, "scancel", j.ID)
+		p.forgetJobs()
+		if err != nil {
 			return fmt.Errorf("deleting node %s: %w", id, err)
 		}
 		p.log.InfoContext(ctx, "canceled agent job", slog.String("node", id), slog.String("job", j.ID))
@@ -388,7 +430,7 @@ func (p *Provider) waitEnd(ctx context.Context, id string) error {
 	tick := time.NewTicker(200 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		byID, _, err := p.jobs(ctx)
+		byID, _, err := p.squeue(ctx)
 		if err == nil {
 			if j, ok := byID[id]; !ok || !active(j.State) {
 				return nil
