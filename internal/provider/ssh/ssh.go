@@ -45,9 +45,13 @@ type Provider struct {
 	hosts   []*remote
 	binHash string
 
+	// placeMu serialises placements, so each sees the ones before it.
+	placeMu sync.Mutex
+
 	mu sync.Mutex
-	// placing holds the ids being created, by host index: they count
-	// against the host's capacity before their folder exists.
+	// placing holds the ids placed on a host (by index) that no survey of
+	// the hosts has seen yet: they count against the host's capacity
+	// until their folder shows up (or Create fails, or Delete runs).
 	placing map[string]int
 	// where remembers the host of each node seen, so Get asks one host.
 	where map[string]int
@@ -238,6 +242,7 @@ func (p *Provider) Get(ctx context.Context, id string) (*provider.Node, error) {
 func (p *Provider) forget(id string) {
 	p.mu.Lock()
 	delete(p.where, id)
+	delete(p.placing, id)
 	p.mu.Unlock()
 }
 
@@ -251,11 +256,17 @@ func (p *Provider) Create(ctx context.Context, req provider.NodeRequest) (*provi
 	if err != nil {
 		return nil, err
 	}
-	defer func() {
+	n, err := p.start(ctx, req, i)
+	if err != nil && !provider.IsAlreadyExists(err) {
 		p.mu.Lock()
 		delete(p.placing, req.ID)
 		p.mu.Unlock()
-	}()
+	}
+	return n, err
+}
+
+// start makes the node's folder on host i and starts its agent there.
+func (p *Provider) start(ctx context.Context, req provider.NodeRequest, i int) (*provider.Node, error) {
 	h := p.hosts[i]
 	nf := nodeFile{
 		ID: req.ID, Workspace: req.Workspace, Compute: req.Compute, Created: time.Now().UTC(),
@@ -337,6 +348,8 @@ echo "started $!"
 // Hosts that cannot be reached are skipped; if no host has room the error
 // says why for each.
 func (p *Provider) place(ctx context.Context, req provider.NodeRequest) (int, error) {
+	p.placeMu.Lock()
+	defer p.placeMu.Unlock()
 	nodes, errs := p.survey(ctx, "")
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -344,16 +357,17 @@ func (p *Provider) place(ctx context.Context, req provider.NodeRequest) (int, er
 		return 0, &provider.AlreadyExistsError{ID: req.ID}
 	}
 	used := make([]int, len(p.hosts))
-	for _, i := range p.placing {
-		used[i]++
-	}
 	for i, ns := range nodes {
 		for _, n := range ns {
 			if n.ID == req.ID {
 				return 0, &provider.AlreadyExistsError{ID: req.ID}
 			}
+			delete(p.placing, n.ID) // counted here from now on
 		}
 		used[i] += len(ns)
+	}
+	for _, i := range p.placing {
+		used[i]++
 	}
 	var reasons []string
 	for i, h := range p.hosts {
