@@ -11,6 +11,8 @@ import "time"
 //	POST /v1/agent/assignments/{id}/logs     LogBatch
 //	PUT  /v1/agent/assignments/{id}/artifacts a tar.gz of the job's outputs/ and logs/ folders
 //	POST /v1/agent/assignments/{id}/status   AssignmentStatus
+//	GET  /v1/agent/blobs/{digest}            a code or data snapshot (tar.gz)
+//	GET  /v1/agent/workspaces/{ws}/datastores/{name}   Datastore, to resolve azureml://datastores/ paths
 //
 // Assignments are pushed, never polled for: a warm dispatch costs one event
 // loop turn in the controller plus a process start on the node.
@@ -23,6 +25,8 @@ type AgentHello struct {
 	Capacity Capacity           `json:"capacity"`
 	Address  string             `json:"address,omitempty"`
 	Running  []AssignmentStatus `json:"running,omitempty"`
+	// Runtime is how the agent runs jobs: "process", "docker" or "sandbox".
+	Runtime string `json:"runtime,omitempty"`
 }
 
 // Capacity is what a node offers. On the local provider it is the size's
@@ -37,6 +41,9 @@ type Capacity struct {
 // AgentWelcome answers a registration.
 type AgentWelcome struct {
 	HeartbeatSeconds int `json:"heartbeat_seconds"`
+	// MaxDataBytes bounds what the node fetches for one data input (the
+	// server's max_data_size); 0 means no limit.
+	MaxDataBytes int64 `json:"max_data_bytes,omitempty"`
 	// Cancel lists assignments the agent reported running that the server
 	// no longer wants (canceled or reassigned while it was away).
 	Cancel []string `json:"cancel,omitempty"`
@@ -67,9 +74,32 @@ type Assignment struct {
 	ExperimentName string            `json:"experiment_name,omitempty"`
 	TimeoutSeconds int               `json:"timeout_seconds,omitempty"`
 	GraceSeconds   int               `json:"grace_seconds,omitempty"`
+	// Code is the SHA-256 of the job's code snapshot (GET
+	// /v1/agent/blobs/{digest}), unpacked as the job's working folder.
+	Code string `json:"code,omitempty"`
+	// Data are the job's uri_file and uri_folder inputs as the job gives
+	// them (path: blob:, file://, http(s):// or azureml://datastores/);
+	// the agent fetches each and binds ${{inputs.NAME}} to its local path.
+	Data map[string]JobInput `json:"data,omitempty"`
+	// FileOutputs are the outputs of type uri_file: ${{outputs.NAME}} is
+	// then the file outputs/NAME/NAME rather than the folder.
+	FileOutputs []string `json:"file_outputs,omitempty"`
+	// Environment is the registered environment the job runs with, if any.
+	Environment *Environment `json:"environment,omitempty"`
+	// Distribution is the job's launcher; nil runs the command once per node.
+	Distribution *Distribution `json:"distribution,omitempty"`
+	// MasterPort is the rendezvous port on node 0 the launcher uses
+	// (MASTER_PORT for pytorch, the first task's port for tensorflow).
+	MasterPort int `json:"master_port,omitempty"`
 	// Notes are lines the agent writes at the head of the job's log (for
 	// example that the process runtime cannot honour environment.image).
 	Notes []string `json:"notes,omitempty"`
+	// Image is the environment's image, BuildPath its build context folder
+	// (container runtimes only; the process runtime ignores them).
+	Image     string `json:"image,omitempty"`
+	BuildPath string `json:"build_path,omitempty"`
+	// ShmSize is resources.shm_size ("2g"); container runtimes size /dev/shm with it.
+	ShmSize string `json:"shm_size,omitempty"`
 }
 
 // Cancel asks an agent to stop an assignment: SIGTERM, then SIGKILL after
@@ -78,6 +108,10 @@ type Cancel struct {
 	ID           string `json:"id"`
 	Reason       string `json:"reason,omitempty"`
 	GraceSeconds int    `json:"grace_seconds,omitempty"`
+	// Preempt says the node is being taken away (a low-priority eviction):
+	// the job is stopped the same way, its checkpoint folder is kept and
+	// uploaded, and the attempt reports Preempted so it is retried.
+	Preempt bool `json:"preempt,omitempty"`
 }
 
 // LogBatch carries log lines of one assignment.
@@ -98,4 +132,6 @@ type AssignmentStatus struct {
 	// LastNodeSeq is the last log line number the agent produced, so the
 	// server knows when it has every line.
 	LastNodeSeq int64 `json:"last_node_seq,omitempty"`
+	// Preempted: the attempt ended because its node was preempted.
+	Preempted bool `json:"preempted,omitempty"`
 }

@@ -292,9 +292,23 @@ func (c *Client) Nodes(ctx context.Context, ws, compute string) ([]Node, error) 
 	return list[Node](ctx, c, v1("workspaces", ws, "computes", compute, "nodes"), nil)
 }
 
+// PreemptNode preempts a node of a low-priority compute, as an eviction would.
+func (c *Client) PreemptNode(ctx context.Context, ws, compute, node string) (*Node, error) {
+	var out Node
+	if _, err := c.do(ctx, http.MethodPost, v1("workspaces", ws, "computes", compute, "nodes", node, "preempt"), nil, nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
 // ComputeEvents lists what happened to a compute, oldest first.
 func (c *Client) ComputeEvents(ctx context.Context, ws, compute string) ([]Event, error) {
 	return list[Event](ctx, c, v1("workspaces", ws, "computes", compute, "events"), nil)
+}
+
+// JobEvents lists what happened to a job (queued, placed, requeued, ...), oldest first.
+func (c *Client) JobEvents(ctx context.Context, ws, job string) ([]Event, error) {
+	return list[Event](ctx, c, v1("workspaces", ws, "jobs", job, "events"), nil)
 }
 
 // CreateJob submits a job. An empty name asks the server to generate one.

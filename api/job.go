@@ -45,6 +45,9 @@ type Job struct {
 	Resources            *JobResources        `json:"resources,omitempty"`
 	Distribution         *Distribution        `json:"distribution,omitempty"`
 	Limits               *JobLimits           `json:"limits,omitempty"`
+	QueueSettings        *QueueSettings       `json:"queue_settings,omitempty"`
+	// Tide holds tide's own settings (retries), under `tide:` in YAML.
+	Tide *JobExtensions `json:"tide,omitempty"`
 
 	// Status, set by the server.
 	ID        string    `json:"id,omitempty"`
@@ -59,9 +62,15 @@ type Job struct {
 	// Ranks are the job's nodes, by node rank, with what each reported.
 	Ranks []JobRank `json:"ranks,omitempty"`
 	// Attempt counts the times the job was started, from 1.
-	Attempt       int    `json:"attempt,omitempty"`
-	PendingReason string `json:"pending_reason,omitempty"`
-	Etag          string `json:"etag,omitempty"`
+	Attempt int `json:"attempt,omitempty"`
+	// Retried counts the attempts that ended badly and were retried.
+	Retried       JobRetryCounts `json:"retried,omitzero"`
+	PendingReason string         `json:"pending_reason,omitempty"`
+	// ResolvedEnvironment is the registered environment the job's
+	// environment reference named when it was submitted; the job keeps it
+	// even if that version is deleted later.
+	ResolvedEnvironment *Environment `json:"resolved_environment,omitempty"`
+	Etag                string       `json:"etag,omitempty"`
 }
 
 // JobRank is one node of a running or finished job attempt.
@@ -72,6 +81,9 @@ type JobRank struct {
 	Error    string `json:"error,omitempty"`
 	// LastNodeSeq is the last log line the node produced (0 while running).
 	LastNodeSeq int64 `json:"last_node_seq,omitempty"`
+	// NodeFailure: the rank ended because its node was preempted or became
+	// unusable, not because of the job's command.
+	NodeFailure bool `json:"node_failure,omitempty"`
 }
 
 // Artifact is one file a job kept (under outputs/ or logs/).
@@ -94,6 +106,16 @@ type JobEnvironment struct {
 	Ref       string `json:"-"`
 	Image     string `json:"image,omitempty"`
 	CondaFile string `json:"conda_file,omitempty"`
+	// Build is a Docker build context to build the image from, instead of Image.
+	Build *BuildContext `json:"build,omitempty"`
+}
+
+// BuildContext is an environment's Docker build context. Path is a folder
+// holding a Dockerfile; the CLI makes a relative path absolute (relative
+// to the job's YAML file), and the node builds it, so it must be a folder
+// the node can read.
+type BuildContext struct {
+	Path string `json:"path"`
 }
 
 // MarshalJSON writes a reference as a string and an inline environment as an object.
@@ -228,6 +250,7 @@ type Node struct {
 	StateSince    time.Time `json:"state_since,omitzero"`
 	LastHeartbeat time.Time `json:"last_heartbeat,omitzero"`
 	Error         string    `json:"error,omitempty"`
+	Runtime       string    `json:"runtime,omitempty"` // how the node runs jobs, as its agent reported it
 }
 
 // LogLine is one line of a job's log. The agent numbers the lines of one

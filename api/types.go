@@ -54,7 +54,10 @@ type Compute struct {
 	EnableNodePublicIP      *bool             `json:"enable_node_public_ip,omitempty"`
 
 	// Status, set by the server.
-	ID                string          `json:"id,omitempty"`
+	ID string `json:"id,omitempty"`
+	// Runtime is how jobs run on the compute's nodes: its location's
+	// runtime ("process", "docker" or "sandbox").
+	Runtime           string          `json:"runtime,omitempty"`
 	Workspace         string          `json:"workspace,omitempty"`
 	ProvisioningState string          `json:"provisioning_state,omitempty"`
 	AllocationState   string          `json:"allocation_state,omitempty"`

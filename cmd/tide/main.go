@@ -13,6 +13,7 @@ import (
 	"syscall"
 
 	"github.com/tideml/tide/internal/agent"
+	"github.com/tideml/tide/internal/agent/runtime"
 	"github.com/tideml/tide/internal/cli"
 	"github.com/tideml/tide/internal/demo"
 	"github.com/tideml/tide/internal/server"
@@ -60,5 +61,12 @@ func runAgent(ctx context.Context, args []string, log *slog.Logger) error {
 	cfg := f.Config(token)
 	cfg.Logger = log
 	cfg.Version = version
+	rt, err := runtime.New(ctx, f.Runtime, runtime.Options{NodeID: f.NodeID, NodeDir: f.Dir, Network: f.Network, Limits: runtime.Limits{
+		VCPUs: f.Capacity.VCPUs, MemoryBytes: int64(f.Capacity.MemoryGB * (1 << 30)), GPUs: f.Capacity.GPUs,
+	}})
+	if err != nil {
+		return err
+	}
+	cfg.Runtime = rt
 	return agent.Run(ctx, cfg)
 }

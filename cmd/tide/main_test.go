@@ -9,6 +9,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -24,6 +25,8 @@ import (
 	"time"
 
 	"github.com/rogpeppe/go-internal/testscript"
+
+	"github.com/tideml/tide/internal/demo"
 )
 
 func TestMain(m *testing.M) {
@@ -37,10 +40,12 @@ func TestScripts(t *testing.T) {
 		Dir:                 "testdata/script",
 		RequireExplicitExec: true,
 		Setup:               setup,
+		Condition:           condition,
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
 			"waitserver": waitServer,
 			"exits":      exits,
 			"waitfor":    waitFor,
+			"mkfile":     mkfile,
 		},
 	})
 }
@@ -211,4 +216,37 @@ func stopAgents(dataDir string) {
 		// which holds the agent and any job it runs.
 		_ = syscall.Kill(-n.PID, syscall.SIGKILL)
 	}
+}
+
+// mkfile [-random] SIZE PATH writes a file of SIZE bytes, zeros (which
+// compress well) or random ones (which do not), for size limits.
+func mkfile(ts *testscript.TestScript, neg bool, args []string) {
+	random := len(args) > 0 && args[0] == "-random"
+	if random {
+		args = args[1:]
+	}
+	if neg || len(args) != 2 {
+		ts.Fatalf("usage: mkfile [-random] SIZE PATH")
+	}
+	n, err := strconv.Atoi(args[0])
+	ts.Check(err)
+	b := make([]byte, n)
+	if random {
+		_, err = rand.Read(b)
+		ts.Check(err)
+	}
+	p := ts.MkAbs(args[1])
+	ts.Check(os.MkdirAll(filepath.Dir(p), 0o755))
+	ts.Check(os.WriteFile(p, b, 0o644))
+}
+
+// condition answers the scripts' [ml] condition: whether the host can run
+// the ML examples. Under CI it is always true, so a CI machine that lacks
+// them fails instead of skipping.
+func condition(cond string) (bool, error) {
+	switch cond {
+	case "ml":
+		return os.Getenv("CI") != "" || demo.MLMissing() == "", nil
+	}
+	return false, fmt.Errorf("unknown condition %q", cond)
 }

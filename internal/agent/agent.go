@@ -65,6 +65,8 @@ type Config struct {
 	Logger *slog.Logger
 	// Runtime runs the jobs' processes. Default runtime.Process{}.
 	Runtime runtime.Runtime
+	// RuntimeName is Runtime's name, reported at registration. Default "process".
+	RuntimeName string
 	// HTTPClient is used for every request. It must not set a Timeout (the
 	// stream is long-lived); the agent bounds each request itself. Default:
 	// a client with http.DefaultTransport.
@@ -106,6 +108,9 @@ func (c *Config) setDefaults() error {
 	if c.Runtime == nil {
 		c.Runtime = runtime.Process{}
 	}
+	if c.RuntimeName == "" {
+		c.RuntimeName = runtime.ProcessName
+	}
 	if c.HTTPClient == nil {
 		c.HTTPClient = &http.Client{}
 	}
@@ -119,6 +124,9 @@ type agent struct {
 	client *client
 	// heartbeat is the current heartbeat interval in nanoseconds.
 	heartbeat atomic.Int64
+	// maxData bounds a data input or snapshot in bytes (the server's
+	// max_data_size; 0: no limit).
+	maxData atomic.Int64
 	// jobCtx is canceled after ctx, once the jobs were asked to stop; it
 	// bounds the jobs' last reports.
 	jobCtx context.Context
@@ -237,6 +245,7 @@ func (a *agent) register(ctx context.Context) error {
 		Capacity: a.cfg.Capacity,
 		Address:  a.cfg.Address,
 		Running:  a.runningStatuses(),
+		Runtime:  a.cfg.RuntimeName,
 	}
 	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
@@ -247,6 +256,7 @@ func (a *agent) register(ctx context.Context) error {
 	if welcome.HeartbeatSeconds > 0 {
 		a.heartbeat.Store(int64(time.Duration(welcome.HeartbeatSeconds) * time.Second))
 	}
+	a.maxData.Store(welcome.MaxDataBytes)
 	a.log.InfoContext(ctx, "registered", slog.String("server", a.client.base()), slog.Int("running", len(hello.Running)))
 	for _, id := range welcome.Cancel {
 		a.cancel(api.Cancel{ID: id, Reason: "the server no longer wants this assignment"})
@@ -345,7 +355,11 @@ func (a *agent) cancel(c api.Cancel) {
 	if reason == "" {
 		reason = "canceled by the server"
 	}
-	j.stop(stopCancel, reason, time.Duration(c.GraceSeconds)*time.Second)
+	kind := stopCancel
+	if c.Preempt {
+		kind = stopPreempt
+	}
+	j.stop(kind, reason, time.Duration(c.GraceSeconds)*time.Second)
 }
 
 // runningStatuses lists the assignments this agent holds, for registration.

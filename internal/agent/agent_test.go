@@ -381,7 +381,7 @@ func TestBindCommand(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.command, func(t *testing.T) {
-			got, err := bindCommand(tt.command, map[string]string{"lr": "0.1"}, []string{"model"}, "/out")
+			got, err := bindCommand(tt.command, map[string]string{"lr": "0.1"}, map[string]string{"model": "/out/model"})
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("err = %v, want %q", err, tt.wantErr)

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"cmp"
 	"flag"
 	"fmt"
 	"io"
@@ -24,6 +25,15 @@ type Flags struct {
 	NodeID     string
 	Dir        string
 	Capacity   api.Capacity
+	// Address is how the other nodes of a gang reach this one (--address):
+	// MASTER_ADDR of distributed jobs whose node 0 this is. Optional.
+	Address string
+	// Runtime runs the jobs: "process" (default), "docker" or "sandbox".
+	Runtime string
+	// Network is the compute's network_settings.vnet_name: the Docker
+	// network of the docker runtime's containers; "none" gives jobs no
+	// network on the docker and sandbox runtimes. Empty: the default.
+	Network string
 }
 
 // Args returns the command-line arguments for f (without the "agent" verb).
@@ -36,6 +46,9 @@ func (f Flags) Args() []string {
 		"--memory-gb", strconv.FormatFloat(f.Capacity.MemoryGB, 'f', -1, 64),
 		"--gpus", strconv.Itoa(f.Capacity.GPUs),
 		"--capacity-note", f.Capacity.Note,
+		"--address", f.Address,
+		"--runtime", cmp.Or(f.Runtime, "process"),
+		"--network", f.Network,
 	}
 }
 
@@ -52,6 +65,9 @@ func ParseFlags(args []string) (Flags, error) {
 	fs.Float64Var(&f.Capacity.MemoryGB, "memory-gb", 0, "logical memory offered, in GB")
 	fs.IntVar(&f.Capacity.GPUs, "gpus", 0, "GPUs offered")
 	fs.StringVar(&f.Capacity.Note, "capacity-note", "", "note on the capacity, e.g. that it is logical")
+	fs.StringVar(&f.Address, "address", "", "address other nodes of a distributed job reach this node at")
+	fs.StringVar(&f.Runtime, "runtime", "process", "how jobs run: process, docker or sandbox")
+	fs.StringVar(&f.Network, "network", "", "the jobs' network (docker and sandbox runtimes): a Docker network name, or none")
 	if err := fs.Parse(args); err != nil {
 		return Flags{}, fmt.Errorf("agent flags: %w", err)
 	}
@@ -69,5 +85,5 @@ func ParseFlags(args []string) (Flags, error) {
 // Config returns an agent Config for f, with the given token; the caller
 // sets the logger and anything else.
 func (f Flags) Config(token string) Config {
-	return Config{ServerURLs: f.ServerURLs, NodeID: f.NodeID, Token: token, Dir: f.Dir, Capacity: f.Capacity}
+	return Config{ServerURLs: f.ServerURLs, NodeID: f.NodeID, Token: token, Dir: f.Dir, Capacity: f.Capacity, Address: f.Address, RuntimeName: f.Runtime}
 }

@@ -28,6 +28,7 @@ type stopKind int
 const (
 	stopNone stopKind = iota
 	stopCancel
+	stopPreempt
 	stopTimeout
 	stopShutdown
 )
@@ -49,6 +50,12 @@ type job struct {
 	stopReason string
 	stopGrace  time.Duration
 	final      *api.AssignmentStatus
+	// cancelPrep stops fetching code and inputs when the job is stopped
+	// before its command starts.
+	cancelPrep context.CancelFunc
+	// cancelPrepare ends the runtime's preparation (an image build) when
+	// the job is stopped meanwhile.
+	cancelPrepare context.CancelFunc
 
 	// running is closed once the Running status was reported (or given
 	// up); nil when the process never started.
@@ -101,6 +108,12 @@ func (j *job) stop(kind stopKind, reason string, grace time.Duration) {
 	}
 	j.stopKind, j.stopReason, j.stopGrace = kind, reason, grace
 	j.log.Info("stopping job", slog.String("reason", reason))
+	if j.cancelPrep != nil {
+		j.cancelPrep()
+	}
+	if j.cancelPrepare != nil {
+		j.cancelPrepare()
+	}
 	if j.handle != nil {
 		j.handle.Stop(j.graceLocked())
 	}
@@ -149,25 +162,102 @@ func (j *job) execute() api.AssignmentStatus {
 	for _, n := range as.Notes {
 		j.logs.add("tide", n)
 	}
-	command, err := bindCommand(as.Command, as.Inputs, as.Outputs, j.outputsDir)
+	if err := j.prepare(ctx); err != nil {
+		j.mu.Lock()
+		defer j.mu.Unlock()
+		if j.stopKind != stopNone {
+			return j.stoppedStatus(nil)
+		}
+		return failed(err.Error())
+	}
+	if err := j.restoreCheckpoint(ctx); err != nil {
+		return failed(err.Error())
+	}
+	j.saveState()
+	command, err := bindCommand(as.Command, j.as.Inputs, j.outputPaths())
 	if err != nil {
 		return failed(err.Error())
 	}
 
-	stdout := &lineWriter{emit: func(s string) { j.logs.add("stdout", s) }}
-	stderr := &lineWriter{emit: func(s string) { j.logs.add("stderr", s) }}
+	plan, err := planLaunch(as, command, j.dir, os.Geteuid() == 0)
+	if err != nil {
+		return failed(err.Error())
+	}
+	for _, n := range plan.Notes {
+		j.logs.add("tide", n)
+	}
+	for path, content := range plan.Files {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err == nil {
+			err = os.WriteFile(path, []byte(content), 0o644)
+		}
+		if err != nil {
+			return failed(fmt.Sprintf("preparing the launcher: %v", err))
+		}
+	}
+	_, isolated := j.a.cfg.Runtime.(runtime.Isolating)
+	env, err := j.environ(!isolated)
+	if err != nil {
+		return failed(err.Error())
+	}
+	if as.Distribution != nil && as.Distribution.Type != distMPI && as.NodeRank == 0 && !portFree(as.MasterPort) {
+		j.logs.add("tide", fmt.Sprintf("tide: warning: port %d, chosen for this job's rendezvous, is in use on this node; the launcher may fail to start", as.MasterPort))
+	}
+	base, err := j.runtimeSpec()
+	if err != nil {
+		return failed(err.Error())
+	}
+	if p, ok := j.a.cfg.Runtime.(runtime.Preparer); ok {
+		// Without the job's lock, and canceled by stop: a cancel must not
+		// wait for an image build.
+		pctx, cancel := context.WithCancel(ctx)
+		j.mu.Lock()
+		j.cancelPrepare = cancel
+		stopped := j.stopKind != stopNone
+		j.mu.Unlock()
+		if stopped {
+			cancel()
+		}
+		err := p.Prepare(pctx, &base)
+		cancel()
+		if err != nil {
+			j.mu.Lock()
+			stopped := j.stopKind != stopNone
+			st := j.stoppedStatus(nil)
+			j.mu.Unlock()
+			if stopped {
+				return st
+			}
+			return failed(fmt.Sprintf("preparing the job's environment: %v", err))
+		}
+	}
+
+	var outs outputs
 	j.mu.Lock()
 	if j.stopKind != stopNone {
 		j.mu.Unlock()
 		return j.stoppedStatus(nil)
 	}
-	h, err := j.a.cfg.Runtime.Start(ctx, runtime.Spec{
-		Command: command, Dir: j.dir, Env: j.environ(), Stdout: stdout, Stderr: stderr,
-	})
-	if err != nil {
-		j.mu.Unlock()
-		return failed(fmt.Sprintf("starting command: %v", err))
+	var hs []runtime.Handle
+	for i, p := range plan.Procs {
+		spec := base
+		spec.Command, spec.Env = p.Command, envList(env, p.Env)
+		spec.Stdout = outs.add(labeled(p.Label, func(s string) { j.logs.add("stdout", s) }))
+		spec.Stderr = outs.add(labeled(p.Label, func(s string) { j.logs.add("stderr", s) }))
+		if len(plan.Procs) > 1 {
+			spec.Name += "-" + strconv.Itoa(i)
+		}
+		h, err := j.a.cfg.Runtime.Start(ctx, spec)
+		if err != nil {
+			for _, started := range hs {
+				started.Stop(0)
+				_, _ = started.Wait()
+			}
+			j.mu.Unlock()
+			return failed(fmt.Sprintf("starting command: %v", err))
+		}
+		hs = append(hs, h)
 	}
+	h := newGroup(hs, j.graceLocked())
 	j.handle = h
 	j.startTime = procStartTime(h.Pid())
 	j.mu.Unlock()
@@ -192,8 +282,7 @@ func (j *job) execute() api.AssignmentStatus {
 	}
 
 	code, err := h.Wait()
-	stdout.flush()
-	stderr.flush()
+	outs.flush()
 	if err != nil {
 		j.log.Warn("waiting for job", slog.Any("error", err))
 	}
@@ -206,7 +295,53 @@ func (j *job) execute() api.AssignmentStatus {
 	if code != 0 {
 		st.Status, st.Error = api.JobFailed, fmt.Sprintf("exit code %d", code)
 	}
+	if r, ok := h.(runtime.ExitReasoner); ok && r.ExitReason() != "" {
+		st.Status, st.Error = api.JobFailed, fmt.Sprintf("exit code %d: %s", code, r.ExitReason())
+		j.logs.add("tide", "error: "+r.ExitReason())
+	}
 	return st
+}
+
+// runtimeSpec is what every process of the job shares: its folder, image,
+// mounts and limits; the command, environment and output are per process.
+func (j *job) runtimeSpec() (runtime.Spec, error) {
+	spec := runtime.Spec{
+		Dir:      j.dir,
+		Name:     strings.Join([]string{j.as.Workspace, j.as.Job, strconv.Itoa(j.as.Attempt), strconv.Itoa(j.as.NodeRank)}, "-"),
+		Image:    j.as.Image,
+		BuildDir: j.as.BuildPath,
+		Mounts:   []string{j.checkpointDir},
+		Note:     func(s string) { j.logs.add("tide", s) },
+	}
+	if j.as.ShmSize != "" {
+		n, err := parseShmSize(j.as.ShmSize)
+		if err != nil {
+			return spec, err
+		}
+		spec.ShmSize = n
+	}
+	return spec, nil
+}
+
+// parseShmSize reads resources.shm_size: a number of bytes with an
+// optional unit b, k, m or g (binary multiples, as Docker reads it).
+func parseShmSize(s string) (int64, error) {
+	mult := int64(1)
+	switch strings.ToLower(s[len(s)-1:]) {
+	case "b":
+		s = s[:len(s)-1]
+	case "k":
+		mult, s = 1<<10, s[:len(s)-1]
+	case "m":
+		mult, s = 1<<20, s[:len(s)-1]
+	case "g":
+		mult, s = 1<<30, s[:len(s)-1]
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < 0 || n > (1<<62)/mult {
+		return 0, fmt.Errorf("resources.shm_size: %q must be a number with an optional unit b, k, m or g, e.g. 2g", s)
+	}
+	return n * mult, nil
 }
 
 // stoppedStatus is the final status of a job that was asked to stop; j.mu is held.
@@ -215,6 +350,8 @@ func (j *job) stoppedStatus(code *int) api.AssignmentStatus {
 	switch j.stopKind {
 	case stopCancel:
 		st.Status = api.JobCanceled
+	case stopPreempt:
+		st.Status, st.Preempted = api.JobFailed, true
 	default:
 		st.Status = api.JobFailed
 	}
@@ -241,6 +378,9 @@ func (j *job) finish(st api.AssignmentStatus) {
 	if err := j.a.retry(ctx, "uploading artifacts", j.uploadArtifacts); err != nil {
 		j.log.Error("artifacts not uploaded", slog.Any("error", err))
 	}
+	if err := j.saveCheckpoint(ctx); err != nil {
+		j.log.Error("checkpoint not uploaded", slog.Any("error", err))
+	}
 	if err := j.postStatus(ctx, st); err != nil {
 		j.log.Error("final status not reported; it stays in the state folder", slog.Any("error", err))
 		return
@@ -260,7 +400,7 @@ func (j *job) path(what string) string {
 }
 
 // environ is the job's environment: the node's (without the agent's
-// token), the user's environment_variables, then the variables Azure ML
+// token; only when inherit is set: a container has its image's), the user's environment_variables, then the variables Azure ML
 // sets on its nodes and tide's own, which win so a job can rely on them.
 //
 //	AZUREML_RUN_ID                 job name
@@ -274,15 +414,23 @@ func (j *job) path(what string) string {
 //	TIDE_WORKSPACE, TIDE_JOB_NAME, TIDE_ATTEMPT, TIDE_NODE_ID, TIDE_NODE_RANK,
 //	TIDE_NODE_COUNT, TIDE_OUTPUTS_DIR, TIDE_LOGS_DIR, TIDE_CHECKPOINT_DIR
 //
-// Launcher variables (MASTER_ADDR, WORLD_SIZE, RANK, ...) depend on the
-// job's distribution, which the assignment does not carry yet.
-func (j *job) environ() []string {
+// A registered environment's tide block (variables, PATH) applies before
+// the user's environment_variables; launcher variables (MASTER_ADDR, RANK,
+// TF_CONFIG, ...) are added per process (see planLaunch). With inherit
+// false (a container runtime) the node's own variables are left out.
+func (j *job) environ(inherit bool) (map[string]string, error) {
 	env := map[string]string{}
 	for _, kv := range os.Environ() {
+		if !inherit {
+			break
+		}
 		k, v, _ := strings.Cut(kv, "=")
 		env[k] = v
 	}
 	delete(env, TokenEnv)
+	if err := hostEnvironment(j.as.Environment, env, filepath.Join(j.dir, ".tide", "bin")); err != nil {
+		return nil, err
+	}
 	for k, v := range j.as.Env {
 		env[k] = v
 	}
@@ -317,17 +465,29 @@ func (j *job) environ() []string {
 		}
 		set["AZ_BATCHAI_JOB_MASTER_NODE_IP"] = host
 	}
-	for k, v := range as.Inputs {
+	// Only the job's own goroutine writes j.as.Inputs (prepareData), so
+	// it reads them without j.mu, which the caller may hold.
+	for k, v := range j.as.Inputs {
 		set["AZURE_ML_INPUT_"+k] = v
 	}
-	for _, o := range as.Outputs {
-		set["AZURE_ML_OUTPUT_"+o] = filepath.Join(j.outputsDir, o)
+	for o, p := range j.outputPaths() {
+		set["AZURE_ML_OUTPUT_"+o] = p
 	}
 	for k, v := range set {
 		env[k] = v
 	}
-	out := make([]string, 0, len(env))
+	return env, nil
+}
+
+// envList is env with extra on top, as sorted KEY=value lines.
+func envList(env, extra map[string]string) []string {
+	out := make([]string, 0, len(env)+len(extra))
 	for k, v := range env {
+		if _, ok := extra[k]; !ok {
+			out = append(out, k+"="+v)
+		}
+	}
+	for k, v := range extra {
 		out = append(out, k+"="+v)
 	}
 	sort.Strings(out)

@@ -23,42 +23,28 @@ var ErrTooLarge = errors.New("archive too large")
 // Extract unpacks a tar.gz stream into dir, which it creates. limit bounds
 // the total size of the files in bytes (0: no limit).
 func Extract(r io.Reader, dir string, limit int64) error {
-	zr, err := gzip.NewReader(r)
-	if err != nil {
-		return fmt.Errorf("reading archive: %w", err)
-	}
-	defer zr.Close()
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	tr := tar.NewReader(zr)
-	var total int64
-	for {
-		h, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("reading archive: %w", err)
-		}
-		name, err := cleanName(h.Name)
-		if err != nil {
+	_, err := entries(r, limit, func(h *tar.Header, name string, body io.Reader) error {
+		dst := filepath.Join(dir, filepath.FromSlash(name))
+		if err := noLinkOnPath(dir, name); err != nil {
 			return err
 		}
-		if name == "" {
-			continue
+		if h.Typeflag != tar.TypeDir {
+			// A file or link replaces an earlier link of the same name
+			// (two nodes upload the same outputs); writing through the old
+			// link could leave the folder.
+			if info, err := os.Lstat(dst); err == nil && info.Mode()&fs.ModeSymlink != 0 {
+				if err := os.Remove(dst); err != nil {
+					return err
+				}
+			}
 		}
-		dst := filepath.Join(dir, filepath.FromSlash(name))
 		switch h.Typeflag {
 		case tar.TypeDir:
-			if err := os.MkdirAll(dst, 0o755); err != nil {
-				return err
-			}
+			return os.MkdirAll(dst, 0o755)
 		case tar.TypeReg:
-			total += h.Size
-			if limit > 0 && total > limit {
-				return fmt.Errorf("%w: more than %d bytes", ErrTooLarge, limit)
-			}
 			if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
 				return err
 			}
@@ -66,7 +52,7 @@ func Extract(r io.Reader, dir string, limit int64) error {
 			if err != nil {
 				return err
 			}
-			_, err = io.Copy(f, io.LimitReader(tr, h.Size))
+			_, err = io.Copy(f, io.LimitReader(body, h.Size))
 			if cerr := f.Close(); err == nil {
 				err = cerr
 			}
@@ -74,23 +60,116 @@ func Extract(r io.Reader, dir string, limit int64) error {
 				return fmt.Errorf("writing %s: %w", name, err)
 			}
 		case tar.TypeSymlink:
-			target := h.Linkname
-			if filepath.IsAbs(target) {
-				return fmt.Errorf("archive entry %q: link to absolute path %q is not allowed", h.Name, target)
-			}
-			if _, err := cleanName(path.Join(path.Dir(name), target)); err != nil {
-				return fmt.Errorf("archive entry %q: link %q escapes the folder", h.Name, target)
-			}
 			if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
 				return err
 			}
-			if err := os.Symlink(target, dst); err != nil {
-				return err
+			return os.Symlink(h.Linkname, dst)
+		}
+		return nil
+	})
+	return err
+}
+
+// Check reads a tar.gz stream to its end and applies Extract's rules
+// without writing anything, so a server can refuse a bad archive when it is
+// uploaded rather than when a node unpacks it. It returns the total size of
+// the files.
+func Check(r io.Reader, limit int64) (int64, error) {
+	return entries(r, limit, func(*tar.Header, string, io.Reader) error { return nil })
+}
+
+// entries reads a tar.gz stream and calls visit for each entry with its
+// cleaned name, after rejecting absolute paths, paths that leave the
+// folder, links that escape it, special files, and a total file size above
+// limit (0: no limit). It returns the total file size.
+func entries(r io.Reader, limit int64, visit func(h *tar.Header, name string, body io.Reader) error) (int64, error) {
+	zr, err := gzip.NewReader(r)
+	if err != nil {
+		return 0, fmt.Errorf("reading archive: %w", err)
+	}
+	defer zr.Close()
+	tr := tar.NewReader(zr)
+	var total int64
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			// Drain the gzip trailer so a truncated stream is an error.
+			if _, err := io.Copy(io.Discard, zr); err != nil {
+				return total, fmt.Errorf("reading archive: %w", err)
+			}
+			return total, nil
+		}
+		if err != nil {
+			return total, fmt.Errorf("reading archive: %w", err)
+		}
+		name, err := cleanName(h.Name)
+		if err != nil {
+			return total, err
+		}
+		if name == "" {
+			continue
+		}
+		switch h.Typeflag {
+		case tar.TypeDir:
+		case tar.TypeReg:
+			total += h.Size
+			if limit > 0 && total > limit {
+				return total, fmt.Errorf("%w: more than %d bytes", ErrTooLarge, limit)
+			}
+		case tar.TypeSymlink:
+			target := h.Linkname
+			if filepath.IsAbs(target) {
+				return total, fmt.Errorf("archive entry %q: link to absolute path %q is not allowed", h.Name, target)
+			}
+			if _, err := cleanName(path.Join(path.Dir(name), target)); err != nil || !dotsLead(target) {
+				return total, fmt.Errorf("archive entry %q: link %q escapes the folder", h.Name, target)
 			}
 		default:
-			return fmt.Errorf("archive entry %q: unsupported type %q", h.Name, string(h.Typeflag))
+			return total, fmt.Errorf("archive entry %q: unsupported type %q", h.Name, string(h.Typeflag))
+		}
+		if err := visit(h, name, tr); err != nil {
+			return total, err
 		}
 	}
+}
+
+// dotsLead reports whether ".." appears only at the start of a link
+// target. "a/.." is refused even though it looks harmless: if a is itself
+// a link, the kernel resolves ".." from where a points, not lexically.
+func dotsLead(target string) bool {
+	leading := true
+	for _, part := range strings.Split(target, "/") {
+		switch {
+		case part == "..":
+			if !leading {
+				return false
+			}
+		case part != "" && part != ".":
+			leading = false
+		}
+	}
+	return true
+}
+
+// noLinkOnPath refuses an entry whose parent folders include a link, so
+// nothing is written through a link the archive made.
+func noLinkOnPath(dir, name string) error {
+	p := dir
+	parts := strings.Split(name, "/")
+	for _, part := range parts[:len(parts)-1] {
+		p = filepath.Join(p, part)
+		info, err := os.Lstat(p)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if info.Mode()&fs.ModeSymlink != 0 {
+			return fmt.Errorf("archive entry %q: goes through the link %q", name, part)
+		}
+	}
+	return nil
 }
 
 // cleanName returns a safe relative slash path, or an error for absolute

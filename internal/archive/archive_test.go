@@ -100,3 +100,55 @@ func TestExtractLimit(t *testing.T) {
 		t.Errorf("err = %v, want ErrTooLarge", err)
 	}
 }
+
+// TestExtractRejectsLinkTricks covers escapes that a lexical check alone
+// misses: writing through a link the archive made, and ".." after a link.
+func TestExtractRejectsLinkTricks(t *testing.T) {
+	cases := map[string][]tar.Header{
+		"write through link": {
+			{Name: "a", Typeflag: tar.TypeSymlink, Linkname: "."},
+			{Name: "a/b", Typeflag: tar.TypeSymlink, Linkname: "../evil"},
+		},
+		"dotdot after link": {
+			{Name: "a", Typeflag: tar.TypeSymlink, Linkname: "."},
+			{Name: "t", Typeflag: tar.TypeSymlink, Linkname: "a/../evil"},
+		},
+		"file under link": {
+			{Name: "d", Typeflag: tar.TypeSymlink, Linkname: "sub"},
+			{Name: "sub", Typeflag: tar.TypeDir, Mode: 0o755},
+			{Name: "d/f", Typeflag: tar.TypeReg, Mode: 0o644},
+		},
+	}
+	for name, entries := range cases {
+		t.Run(name, func(t *testing.T) {
+			dst := filepath.Join(t.TempDir(), "in")
+			if err := Extract(bytes.NewReader(tarGz(t, entries, "x")), dst, 0); err == nil {
+				t.Error("extracted")
+			}
+		})
+	}
+}
+
+func TestCheck(t *testing.T) {
+	good := tarGz(t, []tar.Header{{Name: "src/", Typeflag: tar.TypeDir, Mode: 0o755}, {Name: "src/a.py", Typeflag: tar.TypeReg, Mode: 0o644}, {Name: "up", Typeflag: tar.TypeSymlink, Linkname: "src/a.py"}}, "hello")
+	if n, err := Check(bytes.NewReader(good), 0); err != nil || n != 5 {
+		t.Fatalf("good: %d, %v", n, err)
+	}
+	if _, err := Check(bytes.NewReader(good), 4); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("limit: %v", err)
+	}
+	slip := tarGz(t, []tar.Header{{Name: "../../evil", Typeflag: tar.TypeReg, Mode: 0o644}}, "x")
+	if _, err := Check(bytes.NewReader(slip), 0); err == nil || !strings.Contains(err.Error(), "may not leave") {
+		t.Fatalf("slip: %v", err)
+	}
+	if _, err := Check(bytes.NewReader(good[:len(good)-10]), 0); err == nil {
+		t.Fatal("truncated archive accepted")
+	}
+	// The same link from two nodes' uploads replaces the first one.
+	dst := t.TempDir()
+	for range 2 {
+		if err := Extract(bytes.NewReader(good), dst, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -212,6 +212,10 @@ func planCompute(c *Compute, now time.Time, policies Registry, res *Result) {
 		n := &c.Nodes[i]
 		switch {
 		case n.State == api.NodeLeaving:
+		case n.State == api.NodePreempted && n.Job != "":
+			// Its job is stopping within the eviction's grace period (and
+			// saving its checkpoint); the controller removes the node after.
+			// It does not count: a replacement may start at once.
 		case n.State == api.NodeUnusable || n.State == api.NodePreempted:
 			res.Actions = append(res.Actions, Action{Kind: ActionDelete, Compute: c.Key, Node: n.ID,
 				Reason: fmt.Sprintf("node is %s; removing it so it can be replaced", n.State)})

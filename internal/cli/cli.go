@@ -197,6 +197,8 @@ canceled), 2 usage or validation error, 3 not found.`,
 	root.AddCommand(
 		r.computeCommand(),
 		r.jobCommand(),
+		r.datastoreCommand(),
+		r.environmentCommand(),
 		r.locationCommand(),
 		r.workspaceCommand(),
 		r.serverCommand(),

@@ -19,7 +19,7 @@ const requestTimeout = time.Minute
 func (r *run) computeCommand() *cobra.Command {
 	return group("compute", "Manage compute clusters (like az ml compute)",
 		r.computeCreate(), r.computeShow(), r.computeList(), r.computeUpdate(), r.computeDelete(),
-		r.computeListSizes(), r.computeListUsage(), r.computeListNodes(), r.computeEvents(),
+		r.computeListSizes(), r.computeListUsage(), r.computeListNodes(), r.computeEvents(), r.computePreemptNode(),
 	)
 }
 
@@ -81,8 +81,12 @@ func (r *run) computeShow() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			es, _ := cl.ComputeEvents(ctx, r.workspace, args[0]) // details without events beat an error
 			p := r.printer()
-			return p.print(c, func(w io.Writer) { p.computeDetails(w, c) })
+			return p.print(c, func(w io.Writer) {
+				p.computeDetails(w, c)
+				p.latestEvents(w, es, "tide compute events "+c.Name)
+			})
 		},
 	}
 }
@@ -302,6 +306,39 @@ func (r *run) computeEvents() *cobra.Command {
 			}
 			p := r.printer()
 			return p.print(es, func(w io.Writer) { p.eventTable(w, es) })
+		},
+	}
+}
+
+func (r *run) computePreemptNode() *cobra.Command {
+	return &cobra.Command{
+		Use:   "preempt-node COMPUTE NODE",
+		Short: "Preempt a low-priority node, as a cloud eviction would (to test that jobs resume)",
+		Long: `Take a node of a low_priority compute away the way a cloud evicts a spot VM: the
+node shows preempted, its job gets SIGTERM and the server's preempt_grace
+(default 30s) to save $TIDE_CHECKPOINT_DIR, and is retried on another node
+from that checkpoint (tide.retries.on_node_failure, default 3). The server
+setting preemption_rate does the same at random.`,
+		Args: r.exactArgs("COMPUTE", "NODE"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cl, err := r.client()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), requestTimeout)
+			defer cancel()
+			n, err := cl.PreemptNode(ctx, r.workspace, args[0], args[1])
+			if err != nil {
+				return err
+			}
+			p := r.printer()
+			return p.print(n, func(w io.Writer) {
+				fmt.Fprintf(w, "node %s is %s", n.ID, n.State)
+				if n.Job != "" {
+					fmt.Fprintf(w, "; its job %s gets the eviction notice", n.Job)
+				}
+				fmt.Fprintln(w)
+			})
 		},
 	}
 }

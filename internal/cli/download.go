@@ -21,12 +21,14 @@ func (r *run) jobDownload() *cobra.Command {
 		all             bool
 	)
 	cmd := &cobra.Command{
-		Use:   "download NAME [--output-dir D] [--output-name X] [--all]",
+		Use:   "download NAME [--download-path D] [--output-name X] [--all]",
 		Short: "Download a job's outputs and logs",
 		Long: `Download what a job kept, laid out as 'az ml job download' does:
 the default artifacts (outputs/ and logs/, except named outputs) under
 D/artifacts/, and a named output X (the folder bound to ${{outputs.X}})
-under D/named-outputs/X/. --all downloads both.`,
+under D/named-outputs/X/. --all downloads both. --output-name default
+names the default artifacts, as in Azure ML. Progress goes to standard
+error: a bar on a terminal, one line per file otherwise.`,
 		Args: r.exactArgs("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if all && outputName != "" {
@@ -39,7 +41,8 @@ under D/named-outputs/X/. --all downloads both.`,
 			return r.download(cmd.Context(), cl, args[0], dir, outputName, all)
 		},
 	}
-	cmd.Flags().StringVarP(&dir, "output-dir", "d", ".", "folder to download into")
+	cmd.Flags().StringVarP(&dir, "download-path", "p", ".", "folder to download into")
+	cmd.Flags().StringVarP(&dir, "output-dir", "d", ".", "same as --download-path")
 	cmd.Flags().StringVar(&outputName, "output-name", "", "download only this named output")
 	cmd.Flags().BoolVar(&all, "all", false, "download the default artifacts and every named output")
 	return cmd
@@ -58,6 +61,11 @@ func planDownload(arts []api.Artifact, named []string, outputName string, all bo
 	isNamed := map[string]bool{}
 	for _, n := range named {
 		isNamed[n] = true
+	}
+	// "default" is Azure ML's name for the default artifacts, unless the
+	// job has an output of that name.
+	if outputName == defaultOutput && !isNamed[defaultOutput] {
+		outputName = ""
 	}
 	if outputName != "" && !isNamed[outputName] {
 		if len(named) == 0 {
@@ -117,10 +125,15 @@ func (r *run) download(ctx context.Context, cl *api.Client, name, dir, outputNam
 		return nil
 	}
 	progress := isTerminal(r.app.Stderr)
-	var total int64
+	var total, want int64
+	for _, d := range plan {
+		want += d.Size
+	}
 	for i, d := range plan {
 		if progress {
-			fmt.Fprintf(r.app.Stderr, "\r\033[K[%d/%d] %s (%s)", i+1, len(plan), d.Path, bytesize(d.Size))
+			fmt.Fprintf(r.app.Stderr, "\r\033[K%s [%d/%d] %s (%s)", bar(total, want, 20), i+1, len(plan), d.Path, bytesize(d.Size))
+		} else {
+			fmt.Fprintf(r.app.Stderr, "[%d/%d] %s (%s)\n", i+1, len(plan), d.Path, bytesize(d.Size))
 		}
 		n, err := fetch(ctx, cl, r.workspace, name, d.Path, filepath.Join(dir, filepath.FromSlash(d.dest)))
 		if err != nil {
@@ -165,6 +178,18 @@ func fetch(ctx context.Context, cl *api.Client, ws, job, artifact, dest string) 
 		return 0, fmt.Errorf("downloading %s: %w", artifact, err)
 	}
 	return n, nil
+}
+
+// defaultOutput is Azure ML's name for a job's default artifacts.
+const defaultOutput = "default"
+
+// bar draws done/total as a bar of width cells.
+func bar(done, total int64, width int) string {
+	n := width
+	if total > 0 {
+		n = int(done * int64(width) / total)
+	}
+	return "[" + strings.Repeat("#", n) + strings.Repeat(".", width-n) + "]"
 }
 
 func bytesize(n int64) string {

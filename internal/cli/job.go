@@ -12,7 +12,7 @@ import (
 
 func (r *run) jobCommand() *cobra.Command {
 	return group("job", "Submit and follow command jobs (like az ml job)",
-		r.jobCreate(), r.jobShow(), r.jobList(), r.jobStream(), r.jobCancel(), r.jobDownload(),
+		r.jobCreate(), r.jobShow(), r.jobList(), r.jobStream(), r.jobCancel(), r.jobDownload(), r.jobEvents(),
 	)
 }
 
@@ -46,6 +46,9 @@ With --stream, follow the job's log until it ends.` + streamExitHelp,
 			}
 			cl, err := r.client()
 			if err != nil {
+				return err
+			}
+			if err := r.uploadData(cmd.Context(), cl, file, j); err != nil {
 				return err
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), requestTimeout)
@@ -85,8 +88,12 @@ func (r *run) jobShow() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			es, _ := cl.JobEvents(ctx, r.workspace, args[0]) // details without events beat an error
 			p := r.printer()
-			return p.print(j, func(w io.Writer) { p.jobDetails(w, j) })
+			return p.print(j, func(w io.Writer) {
+				p.jobDetails(w, j)
+				p.latestEvents(w, es, "tide job events "+j.Name)
+			})
 		},
 	}
 }
@@ -154,6 +161,28 @@ func (r *run) jobCancel() *cobra.Command {
 			return r.printer().print(j, func(w io.Writer) {
 				fmt.Fprintf(w, "Job %s: %s.\n", j.Name, j.Status)
 			})
+		},
+	}
+}
+
+func (r *run) jobEvents() *cobra.Command {
+	return &cobra.Command{
+		Use:   "events NAME",
+		Short: "Show what happened to a job (queued, placed, preempted, requeued, ended)",
+		Args:  r.exactArgs("NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cl, err := r.client()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), requestTimeout)
+			defer cancel()
+			es, err := cl.JobEvents(ctx, r.workspace, args[0])
+			if err != nil {
+				return err
+			}
+			p := r.printer()
+			return p.print(es, func(w io.Writer) { p.eventTable(w, es) })
 		},
 	}
 }

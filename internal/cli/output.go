@@ -191,6 +191,7 @@ func (p *printer) computeDetails(w io.Writer, c *api.Compute) {
 		{"workspace", c.Workspace},
 		{"description", c.Description},
 		{"location", c.Location},
+		{"runtime", c.Runtime},
 		{"size", c.Size},
 		{"tier", c.Tier},
 		{"min_instances", itoa(c.MinInstances)},
@@ -307,9 +308,13 @@ func (p *printer) jobTable(w io.Writer, js []api.Job) {
 	rows := make([][]string, 0, len(js))
 	for i := range js {
 		j := &js[i]
-		rows = append(rows, []string{j.Name, j.Status, j.Compute, p.ago(j.CreatedOn), p.jobDuration(j), dash(j.DisplayName)})
+		waiting := ""
+		if j.Status == api.JobQueued {
+			waiting = j.PendingReason
+		}
+		rows = append(rows, []string{j.Name, j.Status, j.Compute, p.ago(j.CreatedOn), p.jobDuration(j), dash(j.DisplayName), dash(waiting)})
 	}
-	table(w, []string{"NAME", "STATUS", "COMPUTE", "AGE", "DURATION", "DISPLAY_NAME"}, rows)
+	table(w, []string{"NAME", "STATUS", "COMPUTE", "AGE", "DURATION", "DISPLAY_NAME", "WAITING_FOR"}, rows)
 }
 
 func (p *printer) jobDetails(w io.Writer, j *api.Job) {
@@ -324,7 +329,10 @@ func (p *printer) jobDetails(w io.Writer, j *api.Job) {
 		{"status", j.Status},
 		{"compute", j.Compute},
 		{"instance_count", itoa(j.InstanceCount())},
+		{"distribution", jobDistribution(j.Distribution)},
+		{"environment", jobEnvironment(j)},
 		{"attempt", nonZero(j.Attempt)},
+		{"priority", itoa(j.Priority())},
 		{"created_on", p.when(j.CreatedOn)},
 		{"start_time", p.when(j.StartTime)},
 		{"end_time", p.when(j.EndTime)},
@@ -333,6 +341,10 @@ func (p *printer) jobDetails(w io.Writer, j *api.Job) {
 		lines = append(lines, kv{"duration", p.jobDuration(j)})
 	}
 	lines = append(lines, kv{"exit_code", exit}, kv{"error", j.Error})
+	if r := j.Retried; r.NodeFailure+r.ExitCode > 0 {
+		onNode, onExit := j.RetryLimits()
+		lines = append(lines, kv{"retried", fmt.Sprintf("%d/%d after node failures, %d/%d after non-zero exits", r.NodeFailure, onNode, r.ExitCode, onExit)})
+	}
 	if !api.JobTerminal(j.Status) && j.PendingReason != "" {
 		lines = append(lines, kv{"pending_reason", fmt.Sprintf("%s (%s)", j.PendingReason, p.ago(j.CreatedOn))})
 	}
@@ -370,4 +382,14 @@ func oneLine(s string) string {
 		return s[:i] + " ..."
 	}
 	return s
+}
+
+// latestEvents prints the last few events under a resource's details.
+func (p *printer) latestEvents(w io.Writer, es []api.Event, more string) {
+	if len(es) == 0 {
+		return
+	}
+	const n = 5
+	fmt.Fprintf(w, "\nlatest events (all: %s):\n", more)
+	p.eventTable(w, es[max(len(es)-n, 0):])
 }

@@ -204,6 +204,8 @@ func TestPlanDownload(t *testing.T) {
 		{name: "all", named: []string{"model", "report"}, all: true,
 			want: "artifacts/logs/rank0.txt artifacts/outputs/metrics.json named-outputs/model/weights.bin named-outputs/report/a/b.txt"},
 		{name: "no named outputs", want: "artifacts/logs/rank0.txt artifacts/outputs/metrics.json artifacts/outputs/model/weights.bin artifacts/outputs/report/a/b.txt"},
+		{name: "default is the default artifacts", named: []string{"model", "report"}, outputName: "default",
+			want: "artifacts/logs/rank0.txt artifacts/outputs/metrics.json"},
 		{name: "unknown output", named: []string{"model"}, outputName: "nope", err: "not an output of the job; its outputs are model"},
 	}
 	for _, tt := range tests {
@@ -246,7 +248,7 @@ func TestStreamView(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if got, want := out.String(), "[node 0] hello\n[node 1] world\n"; got != want {
+	if got, want := out.String(), "[node-0] hello\n[node-1] world\n"; got != want {
 		t.Errorf("stdout = %q, want %q", got, want)
 	}
 	if got, want := errb.String(), "Queued 12s: waiting for 1 node to start on cpu-cluster\nStatus: Running\nStatus: Completed\n"; got != want {

@@ -6,6 +6,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path/filepath"
 
 	"github.com/tideml/tide/api"
 	"github.com/tideml/tide/internal/spec"
@@ -48,9 +49,24 @@ func parseCompute(file string, data []byte, sets []string) (*api.Compute, error)
 	return spec.ParseCompute(file, data, sets)
 }
 
-// parseJob parses and validates a command job file locally.
+// parseJob parses and validates a command job file locally. A relative
+// environment.build.path is made absolute from the file's folder, as Azure
+// ML reads it, because the node builds it from there.
 func parseJob(file string, data []byte, sets []string) (*api.Job, error) {
-	return spec.ParseJob(file, data, sets)
+	j, err := spec.ParseJob(file, data, sets)
+	if err != nil {
+		return nil, err
+	}
+	if e := j.Environment; e != nil && e.Build != nil && !filepath.IsAbs(e.Build.Path) {
+		base := "."
+		if file != "" && file != "-" {
+			base = filepath.Dir(file)
+		}
+		if abs, err := filepath.Abs(filepath.Join(base, e.Build.Path)); err == nil {
+			e.Build.Path = abs
+		}
+	}
+	return j, nil
 }
 
 // isValidation reports whether err is a local validation error of a file.

@@ -111,7 +111,7 @@ func (v *streamView) event(ev api.LogEvent) error {
 		v.clear()
 		prefix := ""
 		if v.multi {
-			prefix = fmt.Sprintf("[node %d] ", ev.Line.Node)
+			prefix = fmt.Sprintf("[node-%d] ", ev.Line.Node)
 		}
 		fmt.Fprintf(v.stdout, "%s%s\n", prefix, ev.Line.Text)
 	case api.LogEventStatus, api.LogEventEnd:

@@ -12,6 +12,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -62,9 +63,27 @@ type Server struct {
 	ProvisionTimeout time.Duration `yaml:"provision_timeout"`
 	// CancelGrace is how long a canceled job gets between SIGTERM and SIGKILL.
 	CancelGrace time.Duration `yaml:"cancel_grace"`
+	// PreemptGrace is the eviction notice a preempted low-priority node's
+	// job gets between SIGTERM and SIGKILL (a cloud gives about 30 s).
+	PreemptGrace time.Duration `yaml:"preempt_grace"`
+	// PreemptionRate preempts running low-priority nodes at random, this
+	// many times per node-hour on average (0: never), so users can test
+	// that their jobs resume from checkpoints.
+	PreemptionRate float64 `yaml:"preemption_rate"`
 	// Resync is the controller's safety-net period; decisions are driven by
 	// events, not by this.
 	Resync time.Duration `yaml:"resync"`
+	// MaxDataSize bounds a code snapshot or uploaded data input (its upload
+	// and what it expands to) and what a node fetches for one http(s)
+	// input. Default 1G; TIDE_MAX_DATA_SIZE overrides it.
+	MaxDataSize ByteSize `yaml:"max_data_size"`
+	// Environments map environment names jobs refer to, typically Azure's
+	// curated ones (AzureML-sklearn-1.5, which the registry reference
+	// azureml://registries/azureml/environments/sklearn-1.5/labels/latest
+	// also names), to an environment registered in the job's workspace:
+	// NAME:VERSION or NAME@latest. A registered environment of the same
+	// name wins over the mapping.
+	Environments map[string]string `yaml:"environments"`
 }
 
 // Location is one place nodes come from.
@@ -75,7 +94,12 @@ type Location struct {
 	Provider string `yaml:"provider"`
 	// Default marks the location used when a compute names none.
 	Default bool `yaml:"default"`
-	// Runtime is how jobs run on its nodes: "process" (default).
+	// Runtime is how jobs run on its nodes: "process" (default: on the
+	// host, as the agent's user) or "docker" (in a container of the job's
+	// environment image, limited to the node's size; needs a Docker engine
+	// on the node's host) or "sandbox" (in bubblewrap: own PID and mount
+	// namespaces, only the job folder writable, cgroup limits where the
+	// host allows them).
 	Runtime string `yaml:"runtime"`
 	// Settings are the provider's own settings.
 	Settings map[string]any `yaml:"settings"`
@@ -126,8 +150,14 @@ func (c *Server) fill() {
 	if c.CancelGrace == 0 {
 		c.CancelGrace = 10 * time.Second
 	}
+	if c.PreemptGrace == 0 {
+		c.PreemptGrace = 30 * time.Second
+	}
 	if c.Resync == 0 {
 		c.Resync = 30 * time.Second
+	}
+	if c.MaxDataSize == 0 {
+		c.MaxDataSize = DefaultMaxDataSize
 	}
 }
 
@@ -158,12 +188,14 @@ func Load(path string) (Server, error) {
 			return c, fmt.Errorf("%s: %w", path, err)
 		}
 	}
-	c.applyEnv(os.Getenv)
+	if err := c.applyEnv(os.Getenv); err != nil {
+		return c, err
+	}
 	c.fill()
 	return c, c.Validate()
 }
 
-func (c *Server) applyEnv(get func(string) string) {
+func (c *Server) applyEnv(get func(string) string) error {
 	set := func(dst *string, key string) {
 		if v := get(key); v != "" {
 			*dst = v
@@ -177,6 +209,14 @@ func (c *Server) applyEnv(get func(string) string) {
 	if v := get("TIDE_AGENT_URLS"); v != "" {
 		c.AgentURLs = strings.Split(v, ",")
 	}
+	if v := get("TIDE_MAX_DATA_SIZE"); v != "" {
+		n, err := ParseByteSize(v)
+		if err != nil {
+			return fmt.Errorf("TIDE_MAX_DATA_SIZE: %w", err)
+		}
+		c.MaxDataSize = n
+	}
+	return nil
 }
 
 // AgentServerURLs returns the comma-separated server URLs handed to agents.
@@ -191,6 +231,9 @@ func (c *Server) AgentServerURLs() string {
 func (c *Server) Validate() error {
 	if !strings.Contains(c.Listen, ":") {
 		return fmt.Errorf("listen: want HOST:PORT, got %q", c.Listen)
+	}
+	if c.PreemptionRate < 0 {
+		return fmt.Errorf("preemption_rate: want preemptions per node-hour, 0 or more (got %g)", c.PreemptionRate)
 	}
 	seen := map[string]bool{}
 	defaults := 0
@@ -208,6 +251,9 @@ func (c *Server) Validate() error {
 		if l.Default {
 			defaults++
 		}
+		if l.Runtime != "" && !slices.Contains(Runtimes, l.Runtime) {
+			return fmt.Errorf("locations[%d].runtime: %q is not a runtime; use one of %s", i, l.Runtime, strings.Join(Runtimes, ", "))
+		}
 	}
 	if defaults > 1 {
 		return errors.New("locations: more than one location is marked default")
@@ -215,10 +261,29 @@ func (c *Server) Validate() error {
 	if err := c.Quotas.Validate(); err != nil {
 		return err
 	}
+	for from, to := range c.Environments {
+		if strings.TrimSpace(to) == "" || strings.ContainsAny(to, " /") {
+			return fmt.Errorf("environments.%s: want NAME:VERSION or NAME@latest of a registered environment, got %q", from, to)
+		}
+	}
 	if c.UnusableAfter < c.HeartbeatInterval {
 		return fmt.Errorf("unusable_after: must be at least heartbeat_interval (%s)", c.HeartbeatInterval)
 	}
 	return nil
+}
+
+// Runtimes are the values of a location's runtime.
+var Runtimes = []string{"process", "docker", "sandbox"}
+
+// Runtime returns the runtime of the named location ("process" when the
+// location is unknown or sets none).
+func (c *Server) Runtime(location string) string {
+	for _, l := range c.Locations {
+		if l.Name == location && l.Runtime != "" {
+			return l.Runtime
+		}
+	}
+	return "process"
 }
 
 // DefaultLocation is the location a compute gets when it names none.

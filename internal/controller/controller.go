@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	mrand "math/rand/v2"
 	"slices"
 	"strings"
 	"sync"
@@ -46,6 +47,9 @@ type Controller struct {
 
 	kick    chan struct{}
 	started time.Time
+	// rand draws simulated evictions; lastEvictionCheck is when it last did.
+	rand              func() float64
+	lastEvictionCheck time.Time
 
 	mu       sync.Mutex
 	inflight map[string]bool      // node ids with a provider call under way
@@ -56,6 +60,8 @@ type Controller struct {
 type backoff struct {
 	failures int
 	until    time.Time
+	last     string    // the last failure, for pending reasons
+	at       time.Time // when it happened
 }
 
 // Options are what a Controller needs.
@@ -68,7 +74,10 @@ type Options struct {
 	Changes   *Broadcast
 	Log       *slog.Logger
 	// Now is the clock; nil means time.Now.
-	Now       func() time.Time
+	Now func() time.Time
+	// Rand draws numbers in [0, 1) for simulated evictions; nil means
+	// math/rand/v2.
+	Rand      func() float64
 	NodeToken func(nodeID string) string
 }
 
@@ -86,6 +95,10 @@ func New(o Options) *Controller {
 	}
 	if c.now == nil {
 		c.now = time.Now
+	}
+	c.rand = o.Rand
+	if c.rand == nil {
+		c.rand = mrand.Float64
 	}
 	for _, l := range o.Config.Locations {
 		c.runtimes[l.Name] = l.Runtime
@@ -181,10 +194,12 @@ func (c *Controller) Step(ctx context.Context) (time.Time, error) {
 	var errs []error
 	errs = append(errs, c.provisioning(ctx, s, now))
 	errs = append(errs, c.liveness(ctx, s, now))
+	errs = append(errs, c.preempting(ctx, s, now))
 	errs = append(errs, c.stopping(ctx, s, now))
 	if s, err = c.load(ctx); err != nil {
 		return time.Time{}, err
 	}
+	c.recovered(s)
 	wake, err := c.decide(ctx, s, now)
 	errs = append(errs, err)
 	return wake, errors.Join(errs...)
@@ -304,7 +319,7 @@ func (c *Controller) markUnusable(ctx context.Context, n api.Node, reason string
 	if n.Job != "" {
 		ws, name, attempt, perr := service.ParseAssignmentID(n.Job)
 		if perr == nil {
-			if _, err := service.ForceEndAttempt(ctx, c.store, ws, name, attempt, api.JobFailed, fmt.Sprintf("node %s became unusable: %s", n.ID, reason), now); err != nil {
+			if _, err := service.NodeLost(ctx, c.store, ws, name, attempt, fmt.Sprintf("node %s became unusable: %s", n.ID, reason), now); err != nil {
 				return err
 			}
 		}
@@ -336,15 +351,17 @@ func (c *Controller) stopping(ctx context.Context, s *snapshot, now time.Time) e
 			}
 			alive++
 			if j.Status == api.JobCancelRequested || j.Status == api.JobFinalizing {
-				c.pushCancel(r.Node, id, j.Status, now)
+				c.pushCancel(r.Node, id, service.StopReason(&j), now)
 			}
 		}
 		if alive == 0 {
-			status, reason := api.JobFailed, "the job's nodes are gone"
+			var err error
 			if j.Status == api.JobCancelRequested {
-				status, reason = api.JobCanceled, "canceled by the user"
+				_, err = service.ForceEndAttempt(ctx, c.store, j.Workspace, j.Name, j.Attempt, api.JobCanceled, "canceled by the user", now)
+			} else {
+				_, err = service.NodeLost(ctx, c.store, j.Workspace, j.Name, j.Attempt, "the job's nodes are gone", now)
 			}
-			if _, err := service.ForceEndAttempt(ctx, c.store, j.Workspace, j.Name, j.Attempt, status, reason, now); err != nil {
+			if err != nil {
 				return err
 			}
 		}
@@ -352,7 +369,7 @@ func (c *Controller) stopping(ctx context.Context, s *snapshot, now time.Time) e
 	return nil
 }
 
-func (c *Controller) pushCancel(node, id, status string, now time.Time) {
+func (c *Controller) pushCancel(node, id, reason string, now time.Time) {
 	c.mu.Lock()
 	last, sent := c.canceled[id+"@"+node]
 	if sent && now.Sub(last) < 10*time.Second {
@@ -361,10 +378,6 @@ func (c *Controller) pushCancel(node, id, status string, now time.Time) {
 	}
 	c.canceled[id+"@"+node] = now
 	c.mu.Unlock()
-	reason := "canceled"
-	if status == api.JobFinalizing {
-		reason = "another node of the job failed"
-	}
 	c.hub.Push(node, Message{Kind: "cancel", Data: api.Cancel{ID: id, Reason: reason, GraceSeconds: int(c.cfg.CancelGrace.Seconds())}})
 }
 
@@ -391,7 +404,7 @@ func (c *Controller) decide(ctx context.Context, s *snapshot, now time.Time) (ti
 		}
 		jk := key(j.Workspace, j.Name)
 		queued[jk] = j
-		queue = append(queue, scheduler.Job{Key: jk, Compute: k, Instances: j.InstanceCount(), Seq: j.CreatedOn.UnixNano()})
+		queue = append(queue, scheduler.Job{Key: jk, Compute: k, Instances: j.InstanceCount(), Priority: j.Priority(), Seq: j.CreatedOn.UnixNano()})
 	}
 	var snodes []scheduler.Node
 	for _, n := range s.nodes {
@@ -579,7 +592,10 @@ func (c *Controller) createNodes(ctx context.Context, cp *api.Compute, count int
 		c.inflight[n.ID] = true
 		c.mu.Unlock()
 		req := provider.NodeRequest{ID: n.ID, Workspace: cp.Workspace, Compute: cp.Name, Location: cp.Location,
-			Size: size, Tier: cp.Tier, ServerURL: c.cfg.AgentServerURLs(), Token: c.nodeToken(n.ID)}
+			Size: size, Tier: cp.Tier, ServerURL: c.cfg.AgentServerURLs(), Token: c.nodeToken(n.ID), Runtime: c.Runtime(cp.Location)}
+		if ns := cp.NetworkSettings; ns != nil {
+			req.Network = ns.VnetName
+		}
 		go func() {
 			defer func() {
 				c.mu.Lock()
@@ -594,9 +610,6 @@ func (c *Controller) createNodes(ctx context.Context, cp *api.Compute, count int
 				c.forget(ctx, n.ID)
 				return
 			}
-			c.mu.Lock()
-			delete(c.backoff, k)
-			c.mu.Unlock()
 			_ = c.store.Update(ctx, func(tx store.Tx) error {
 				cur, err := tx.GetNode(ctx, n.ID)
 				if err != nil {
@@ -624,7 +637,7 @@ func (c *Controller) recordFailure(ctx context.Context, ws, compute, code, msg s
 	b := c.backoff[k]
 	b.failures++
 	delay := min(time.Duration(1<<min(b.failures-1, 8))*time.Second, 5*time.Minute)
-	b.until = now.Add(delay)
+	b.until, b.last, b.at = now.Add(delay), msg, now
 	c.backoff[k] = b
 	c.mu.Unlock()
 	_ = c.updateCompute(ctx, ws, compute, func(cp *api.Compute) bool {
@@ -696,30 +709,59 @@ func (c *Controller) forget(ctx context.Context, id string) {
 	})
 }
 
-// explain stores why each queued job waits, when that changed.
+// explain stores why each queued job waits, when that changed: what it
+// waits for, with the numbers a user needs to judge how long.
 func (c *Controller) explain(ctx context.Context, waiting []scheduler.Waiting, plan autoscaler.Result, s *snapshot, now time.Time) error {
 	unsched := map[string]string{}
 	for _, u := range plan.Unschedulable {
 		unsched[u.Job] = u.Reason
 	}
-	preparing := map[string]int{}
+	starting := map[string]int{}
+	startingSince := map[string]time.Time{}
+	busy := map[string]int{}
 	for _, n := range s.nodes {
-		if n.State == api.NodePreparing {
-			preparing[key(n.Workspace, n.Compute)]++
+		k := key(n.Workspace, n.Compute)
+		switch {
+		case n.State == api.NodePreparing:
+			starting[k]++
+			if since := startingSince[k]; since.IsZero() || n.CreatedOn.Before(since) {
+				startingSince[k] = n.CreatedOn
+			}
+		case n.Job != "":
+			busy[k]++
 		}
 	}
+	maxNodes := map[string]int{}
+	for _, cp := range s.computes {
+		maxNodes[key(cp.Workspace, cp.Name)] = cp.MaxInstances
+	}
+	c.mu.Lock()
+	failing := map[string]backoff{}
+	for k, b := range c.backoff {
+		failing[k] = b
+	}
+	c.mu.Unlock()
+	ahead := map[string]int{} // jobs of the compute earlier in the queue
 	for _, w := range waiting {
-		reason := ""
-		switch {
+		k := w.Compute
+		var reason string
+		switch b := failing[k]; {
 		case unsched[w.Job] != "":
 			reason = unsched[w.Job]
+		case b.failures > 0 && now.Before(b.until):
+			reason = fmt.Sprintf("waiting for %d node(s): provisioning is failing (%d failure(s), last: %s); retrying at %s",
+				w.Need, b.failures, b.last, b.until.UTC().Format(time.TimeOnly))
 		case w.Reason == scheduler.ReasonReserved:
-			reason = fmt.Sprintf("waiting behind %s, which holds the free nodes of its compute", strings.SplitN(w.Head, "/", 2)[1])
-		case preparing[w.Compute] > 0 || plan.Targets[w.Compute] > 0:
-			reason = fmt.Sprintf("waiting for %d node(s) (%d free, %d starting)", w.Need, w.Free, preparing[w.Compute])
+			reason = fmt.Sprintf("waiting behind %s (higher in the queue), which holds the free nodes of its compute", strings.SplitN(w.Head, "/", 2)[1])
+		case starting[k] > 0:
+			reason = fmt.Sprintf("waiting for %d node(s): %d starting since %s, %d free",
+				w.Need, starting[k], startingSince[k].UTC().Format(time.TimeOnly), w.Free)
+		case busy[k] >= maxNodes[k]:
+			reason = fmt.Sprintf("compute at max_instances (%d node(s), all busy); %d job(s) ahead in the queue", maxNodes[k], ahead[k])
 		default:
-			reason = fmt.Sprintf("waiting for %d node(s)", w.Need)
+			reason = fmt.Sprintf("waiting for %d node(s) (%d free)", w.Need, w.Free)
 		}
+		ahead[k]++
 		ws, name, _ := strings.Cut(w.Job, "/")
 		err := c.store.Update(ctx, func(tx store.Tx) error {
 			j, err := tx.GetJob(ctx, ws, name)
@@ -734,6 +776,19 @@ func (c *Controller) explain(ctx context.Context, waiting []scheduler.Waiting, p
 		}
 	}
 	return nil
+}
+
+// recovered forgets a compute's provisioning failures once a node created
+// after the last one registered: the backend works again.
+func (c *Controller) recovered(s *snapshot) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, n := range s.nodes {
+		k := key(n.Workspace, n.Compute)
+		if b, ok := c.backoff[k]; ok && (n.State == api.NodeIdle || n.State == api.NodeRunning) && n.CreatedOn.After(b.at) {
+			delete(c.backoff, k)
+		}
+	}
 }
 
 // status writes each compute's node counts and allocation state.
@@ -866,7 +921,7 @@ func (c *Controller) checkProviders(ctx context.Context) error {
 		case pn.State == provider.StateExited:
 			err = c.markUnusable(ctx, n, "agent exited: "+pn.Reason, now)
 		case pn.State == provider.StatePreempted:
-			err = c.markUnusable(ctx, n, "preempted: "+pn.Reason, now)
+			err = service.MarkPreempted(ctx, c.store, n.ID, cmp.Or(pn.Reason, "the provider took the node away"), now)
 		case n.State == api.NodePreparing && pn.Reason != n.Error:
 			err = c.store.Update(ctx, func(tx store.Tx) error {
 				cur, err := tx.GetNode(ctx, n.ID)

@@ -3,7 +3,9 @@
 // throw-away folder, creates an Azure-ML-style cluster that scales from 0 to
 // 2 nodes, submits example jobs, streams their logs, shows the cluster
 // growing and shrinking back to 0, prints a summary and stops everything it
-// started.
+// started. When the host has Debian's python3-sklearn and python3-torch it
+// also runs two of the examples under examples/: the scikit-learn
+// classifier and the 2-node PyTorch DDP job.
 package demo
 
 import (
@@ -123,6 +125,22 @@ func Run(ctx context.Context, o Options) (err error) {
 		say("submitted job %s", j.Name)
 		submitted = append(submitted, j)
 	}
+	if missing := MLMissing(); missing != "" {
+		say("skipping the ML examples: %s", missing)
+	} else {
+		ml, err := mlJobs(ctx, c, ws, dir, start.Format("150405"))
+		if err != nil {
+			return err
+		}
+		for _, mj := range ml {
+			j, err := c.CreateJob(ctx, ws, mj)
+			if err != nil {
+				return fmt.Errorf("submitting %s: %w", mj.Name, err)
+			}
+			say("submitted job %s (examples/%s, %d node(s))", j.Name, mj.DisplayName, j.InstanceCount())
+			submitted = append(submitted, j)
+		}
+	}
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	for _, j := range submitted {
@@ -134,7 +152,11 @@ func Run(ctx context.Context, o Options) (err error) {
 				defer mu.Unlock()
 				switch ev.Type {
 				case api.LogEventLine:
-					say("  [%s] %s", j.Name, ev.Line.Text)
+					if j.InstanceCount() > 1 {
+						say("  [%s node-%d] %s", j.Name, ev.Line.Node, ev.Line.Text)
+					} else {
+						say("  [%s] %s", j.Name, ev.Line.Text)
+					}
 				case api.LogEventStatus:
 					say("  [%s] status %s", j.Name, ev.Job.Status)
 				}

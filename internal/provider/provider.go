@@ -65,6 +65,12 @@ type NodeRequest struct {
 	// command line (other users can read argv).
 	Token  string
 	Labels map[string]string
+	// Runtime is how the node's agent runs jobs (the location's runtime:
+	// "process", "docker" or "sandbox"); empty means process.
+	Runtime string
+	// Network is the compute's network_settings.vnet_name, for providers
+	// that attach nodes to a network (empty: the provider's default).
+	Network string
 }
 
 // Node states, in the provider's view (the server's node state, idle or
@@ -95,4 +101,18 @@ type Node struct {
 	// Reason explains State when it is not StateRunning.
 	Reason   string
 	Capacity api.Capacity
+}
+
+// ValidNodeID reports whether id can name a node's folder, container or
+// process: letters, digits, '-', '_' and '.', at most 200 characters.
+func ValidNodeID(id string) bool {
+	if id == "" || id == "." || id == ".." || len(id) > 200 {
+		return false
+	}
+	for _, r := range id {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.') {
+			return false
+		}
+	}
+	return true
 }

@@ -12,11 +12,9 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -25,23 +23,20 @@ import (
 	"github.com/tideml/tide/internal/server"
 	"github.com/tideml/tide/internal/spec"
 	"github.com/tideml/tide/internal/store/pgtest"
+	"github.com/tideml/tide/internal/tidetest"
 )
 
 var tideBin string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "tide-e2e-bin-")
+	bin, cleanup, err := tidetest.Build("../../cmd/tide")
 	if err != nil {
-		panic(err)
-	}
-	tideBin = filepath.Join(dir, "tide")
-	out, err := exec.Command("go", "build", "-o", tideBin, "../../cmd/tide").CombinedOutput()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "building tide: %v\n%s", err, out)
+		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+	tideBin = bin
 	code := pgtest.Run(m)
-	os.RemoveAll(dir)
+	cleanup()
 	os.Exit(code)
 }
 
@@ -89,12 +84,19 @@ func testConfig(dataDir string) config.Server {
 	cfg.HeartbeatInterval = 500 * time.Millisecond
 	cfg.UnusableAfter = 3 * time.Second
 	cfg.CancelGrace = 2 * time.Second
+	cfg.PreemptGrace = 3 * time.Second
 	cfg.Resync = time.Second
 	return cfg
 }
 
 // start runs a server on dataDir on the given address ("" picks a port).
 func start(t testing.TB, dataDir, addr, token string) *instance {
+	t.Helper()
+	return startWith(t, dataDir, addr, token, nil)
+}
+
+// startWith is start with a change to the test configuration (may be nil).
+func startWith(t testing.TB, dataDir, addr, token string, configure func(*config.Server)) *instance {
 	t.Helper()
 	if addr == "" {
 		addr = "127.0.0.1:0"
@@ -104,7 +106,10 @@ func start(t testing.TB, dataDir, addr, token string) *instance {
 		t.Fatal(err)
 	}
 	cfg := testConfig(dataDir)
-	cfg.Store = testStore(t, dataDir)
+	if configure != nil {
+		configure(&cfg)
+	}
+	cfg.Store = testStore(t, cfg.DataDir)
 	cfg.Listen = ln.Addr().String()
 	cfg.AdvertiseURL = "http://" + cfg.Listen
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -421,33 +426,5 @@ func TestServerRestartMidJob(t *testing.T) {
 		if !strings.Contains(text, fmt.Sprintf("line %d\n", i)) {
 			t.Errorf("log lacks line %d:\n%s", i, text)
 		}
-	}
-}
-
-func TestKilledAgentFailsItsJob(t *testing.T) {
-	in, _ := newServer(t)
-	createCompute(t, in, cluster)
-	j := submit(t, in, "command: sleep 60\ncompute: cpu-cluster\n")
-	var node api.Node
-	waitFor(t, "job running", 30*time.Second, func() bool {
-		ns, _ := in.client.Nodes(context.Background(), "default", "cpu-cluster")
-		for _, n := range ns {
-			if n.Job != "" && n.ProviderID != "" {
-				node = n
-				return true
-			}
-		}
-		return false
-	})
-	var pid int
-	if _, err := fmt.Sscanf(node.ProviderID, "pid:%d", &pid); err != nil {
-		t.Fatal(err)
-	}
-	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	got := waitJob(t, in, j.Name, 30*time.Second)
-	if got.Status != api.JobFailed || !strings.Contains(got.Error, "unusable") {
-		t.Errorf("job of a killed agent: %s %q", got.Status, got.Error)
 	}
 }

@@ -41,6 +41,7 @@ type route struct {
 	response        any // a value of the response body's type
 	status          int // success status
 	sse             bool
+	rawBody         bool // the handler bounds the body itself (uploads)
 	handler         func(w http.ResponseWriter, r *http.Request)
 }
 
@@ -100,7 +101,7 @@ func (s *Server) wrap(rt route) http.HandlerFunc {
 			}
 			r = r.WithContext(context.WithValue(r.Context(), ctxKey{}, p))
 		}
-		if !strings.HasSuffix(rt.pattern, "/artifacts") {
+		if !rt.rawBody && !strings.HasSuffix(rt.pattern, "/artifacts") {
 			r.Body = http.MaxBytesReader(w, r.Body, maxBody)
 		}
 		rt.handler(w, r)

@@ -15,7 +15,7 @@ import (
 
 func (s *Server) routes() []route {
 	ws := "/v1/workspaces/{workspace}"
-	return []route{
+	return append([]route{
 		{method: "GET", pattern: "/livez", auth: authNone, summary: "Liveness: the process serves HTTP", handler: s.livez},
 		{method: "GET", pattern: "/readyz", auth: authNone, summary: "Readiness: the store answers", handler: s.readyz},
 		{method: "GET", pattern: "/metrics", auth: authNone, summary: "Prometheus metrics", handler: s.metrics.ServeHTTP},
@@ -35,6 +35,7 @@ func (s *Server) routes() []route {
 		{method: "PATCH", pattern: ws + "/computes/{name}", auth: authAdmin, summary: "Update a compute's scale settings", request: api.ComputePatch{}, response: api.Compute{}, handler: s.patchCompute},
 		{method: "DELETE", pattern: ws + "/computes/{name}", auth: authAdmin, summary: "Delete a compute", status: 202, handler: s.deleteCompute},
 		{method: "GET", pattern: ws + "/computes/{name}/nodes", auth: authAdmin, summary: "List a compute's nodes", response: api.List[api.Node]{}, handler: s.listNodes},
+		{method: "POST", pattern: ws + "/computes/{name}/nodes/{node}/preempt", auth: authAdmin, summary: "Preempt a low-priority node, as an eviction would", response: api.Node{}, status: 202, handler: s.preemptNode},
 		{method: "GET", pattern: ws + "/computes/{name}/events", auth: authAdmin, summary: "List a compute's events", response: api.List[api.Event]{}, handler: s.computeEvents},
 
 		{method: "POST", pattern: ws + "/jobs", auth: authAdmin, summary: "Submit a job", request: api.Job{}, response: api.Job{}, status: 201, handler: s.createJob},
@@ -50,9 +51,11 @@ func (s *Server) routes() []route {
 		{method: "GET", pattern: "/v1/agent/stream", auth: authNode, summary: "Agent: assignments and cancels as server-sent events", sse: true, handler: s.agentStream},
 		{method: "POST", pattern: "/v1/agent/heartbeat", auth: authNode, summary: "Agent: heartbeat", request: api.AgentHeartbeat{}, status: 204, handler: s.agentHeartbeat},
 		{method: "POST", pattern: "/v1/agent/assignments/{id}/logs", auth: authNode, summary: "Agent: a batch of log lines", request: api.LogBatch{}, status: 204, handler: s.agentLogs},
+		{method: "PUT", pattern: "/v1/agent/assignments/{id}/checkpoint", auth: authNode, rawBody: true, summary: "Agent: upload the job's checkpoint folder as tar.gz", status: 204, handler: s.agentPutCheckpoint},
+		{method: "GET", pattern: "/v1/agent/assignments/{id}/checkpoint", auth: authNode, summary: "Agent: download the job's latest checkpoint (404: none)", handler: s.agentGetCheckpoint},
 		{method: "PUT", pattern: "/v1/agent/assignments/{id}/artifacts", auth: authNode, summary: "Agent: upload outputs/ and logs/ as tar.gz", status: 204, handler: s.agentArtifacts},
 		{method: "POST", pattern: "/v1/agent/assignments/{id}/status", auth: authNode, summary: "Agent: report an assignment's status", request: api.AssignmentStatus{}, status: 204, handler: s.agentStatus},
-	}
+	}, append(s.dataRoutes(), s.environmentRoutes(ws)...)...)
 }
 
 func (s *Server) livez(w http.ResponseWriter, r *http.Request) {

@@ -27,9 +27,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/tideml/tide/api"
+	"github.com/tideml/tide/internal/blob"
 	"github.com/tideml/tide/internal/catalog"
 	"github.com/tideml/tide/internal/config"
 	"github.com/tideml/tide/internal/controller"
+	"github.com/tideml/tide/internal/dockerengine"
 	"github.com/tideml/tide/internal/provider"
 	"github.com/tideml/tide/internal/provider/builtin"
 	"github.com/tideml/tide/internal/service"
@@ -51,6 +53,7 @@ type Server struct {
 	tokens   sync.Map // token hash -> principal
 	nodeKey  []byte
 	repl     *replication // nil: the store is not shared; this server leads
+	blobs    *blob.Store
 	stopping chan struct{}
 	// AdminToken is set when this start created the admin token.
 	AdminToken string
@@ -86,7 +89,11 @@ func New(ctx context.Context, cfg config.Server, log *slog.Logger) (*Server, err
 	s := &Server{cfg: cfg, log: log.With("replica", cfg.Replica), store: st, hub: controller.NewHub(),
 		changes: controller.NewBroadcast(), stopping: make(chan struct{})}
 	log = s.log
-	s.svc = &service.Service{Store: st, Catalog: cat, Config: cfg, Log: log}
+	if s.blobs, err = blob.New(filepath.Join(cfg.DataDir, "blobs"), int64(cfg.MaxDataSize)); err != nil {
+		st.Close()
+		return nil, err
+	}
+	s.svc = &service.Service{Store: st, Catalog: cat, Config: cfg, Log: log, Blobs: s.blobs, DockerEngine: dockerengine.New("").Ping}
 	if err := s.svc.Bootstrap(ctx); err != nil {
 		st.Close()
 		return nil, fmt.Errorf("bootstrapping store: %w", err)

@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"fmt"
+	"hash/fnv"
 	"strconv"
 	"strings"
 	"time"
@@ -60,17 +61,79 @@ func AssignmentFor(j *api.Job, rank int, addresses []string, runtime string, gra
 	for name := range j.Outputs {
 		a.Outputs = append(a.Outputs, name)
 	}
-	if j.Environment != nil && j.Environment.Image != "" && runtime == "process" {
-		a.Notes = append(a.Notes, fmt.Sprintf("tide: environment.image %q is not used: this node's runtime is %q, which runs the command on the host (configure a location with runtime docker to run images)", j.Environment.Image, runtime))
+	addData(&a, j)
+	if j.Resources != nil {
+		a.ShmSize = j.Resources.ShmSize
+	}
+	a.Environment = j.ResolvedEnvironment
+	if runtime == "docker" {
+		// The image of the job's inline environment, else of the
+		// registered one it names.
+		e := j.Environment
+		if r := j.ResolvedEnvironment; r != nil && (e == nil || e.Image == "" && e.Build == nil) {
+			e = &api.JobEnvironment{Image: r.Image}
+		}
+		if e != nil {
+			a.Image = e.Image
+			if e.Build != nil {
+				a.BuildPath = e.Build.Path
+			}
+		}
+	}
+	a.Notes = append(a.Notes, environmentNotes(j, runtime)...)
+	if j.Distribution != nil {
+		d := *j.Distribution
+		a.Distribution = &d
+		a.MasterPort = MasterPort(a.ID)
 	}
 	return a
+}
+
+// environmentNotes tell the job's log what of its environment the node's
+// runtime does not honour. They are notes, not errors: the host may well
+// provide what the image or conda file would (a registered environment's
+// tide block says how).
+func environmentNotes(j *api.Job, runtime string) []string {
+	if runtime == "docker" {
+		return nil
+	}
+	// An inline environment's fields are named as the job file names them.
+	image, conda, imageOf, condaOf := "", "", "environment.image", "environment.conda_file"
+	if e := j.ResolvedEnvironment; e != nil {
+		image, conda = e.Image, e.CondaFile
+		imageOf = "the image of environment " + e.Name + ":" + e.Version
+		condaOf = "the conda_file of environment " + e.Name + ":" + e.Version
+	} else if e := j.Environment; e != nil {
+		image, conda = e.Image, e.CondaFile
+	}
+	var notes []string
+	if e := j.Environment; e != nil && e.Build != nil {
+		notes = append(notes, fmt.Sprintf("tide: environment.build %q is not used: this node's runtime is %q, which runs the command on the host (configure a location with runtime docker to build images)", e.Build.Path, runtime))
+	}
+	if image != "" {
+		notes = append(notes, fmt.Sprintf("tide: %s (%q) is not used: this node's runtime is %q, which runs the command on the host (configure a location with runtime docker to run images)", imageOf, image, runtime))
+	}
+	if conda != "" {
+		notes = append(notes, fmt.Sprintf("tide: %s is not installed by the %q runtime; the host must already provide its packages", condaOf, runtime))
+	}
+	return notes
+}
+
+// MasterPort is the rendezvous port of a distributed job attempt: a port in
+// 29500-39499 (29500 is PyTorch's default) derived from the assignment id,
+// so every node computes the same one without another round trip, and two
+// jobs on one host rarely meet on the same port.
+func MasterPort(assignmentID string) int {
+	h := fnv.New32a()
+	h.Write([]byte(assignmentID))
+	return 29500 + int(h.Sum32()%10000)
 }
 
 // Register records an agent's registration and reconciles what it runs
 // with what the store says it should run. It returns the assignments the
 // agent must stop.
 func (s *Service) Register(ctx context.Context, nodeID string, h api.AgentHello) (*api.AgentWelcome, error) {
-	w := &api.AgentWelcome{HeartbeatSeconds: int(s.Config.HeartbeatInterval.Seconds())}
+	w := &api.AgentWelcome{HeartbeatSeconds: int(s.Config.HeartbeatInterval.Seconds()), MaxDataBytes: int64(s.Config.MaxDataSize)}
 	if w.HeartbeatSeconds < 1 {
 		w.HeartbeatSeconds = 1
 	}
@@ -86,6 +149,7 @@ func (s *Service) Register(ctx context.Context, nodeID string, h api.AgentHello)
 		now := s.now()
 		n.LastHeartbeat = now
 		n.Address = h.Address
+		n.Runtime = h.Runtime
 		n.VCPUs, n.MemoryGB, n.GPUs = h.Capacity.VCPUs, h.Capacity.MemoryGB, h.Capacity.GPUs
 		kept := false
 		for _, r := range h.Running {
@@ -237,7 +301,7 @@ func (s *Service) ReportStatus(ctx context.Context, nodeID string, st api.Assign
 		if api.JobTerminal(r.Status) {
 			return nil
 		}
-		r.Status, r.ExitCode, r.Error, r.LastNodeSeq = st.Status, st.ExitCode, st.Error, st.LastNodeSeq
+		r.Status, r.ExitCode, r.Error, r.LastNodeSeq, r.NodeFailure = st.Status, st.ExitCode, st.Error, st.LastNodeSeq, st.Preempted
 		switch {
 		case st.Status == api.JobRunning && j.Status == api.JobPreparing:
 			j.Status, j.StartTime, j.PendingReason = api.JobRunning, now, ""
@@ -270,7 +334,9 @@ func (s *Service) finishRank(ctx context.Context, tx store.Tx, j *api.Job, rank 
 			return err
 		}
 	}
-	if r.Status != api.JobCompleted && (j.Status == api.JobRunning || j.Status == api.JobPreparing) {
+	switch {
+	case j.Status != api.JobRunning && j.Status != api.JobPreparing:
+	case r.Status != api.JobCompleted:
 		// One failing rank fails the job; seeing it Finalizing, the
 		// controller stops the other ranks.
 		j.Status = api.JobFinalizing
@@ -278,6 +344,10 @@ func (s *Service) finishRank(ctx context.Context, tx store.Tx, j *api.Job, rank 
 			j.Error = fmt.Sprintf("node %d: %s", rank, rankError(r))
 			j.ExitCode = r.ExitCode
 		}
+	case rank == 0 && mpiLaunched(j):
+		// mpirun on node 0 ran every process; the other nodes only held
+		// their slots and are stopped now.
+		j.Status = api.JobFinalizing
 	}
 	for _, r := range j.Ranks {
 		if !api.JobTerminal(r.Status) {
@@ -285,6 +355,23 @@ func (s *Service) finishRank(ctx context.Context, tx store.Tx, j *api.Job, rank 
 		}
 	}
 	return s.endJob(ctx, tx, j, now)
+}
+
+// mpiLaunched reports whether node 0 launches every process of the job
+// with mpirun (distribution type mpi).
+func mpiLaunched(j *api.Job) bool {
+	return j.Distribution != nil && j.Distribution.Type == "mpi"
+}
+
+// StopReason is what the controller tells the nodes of a job it stops.
+func StopReason(j *api.Job) string {
+	switch {
+	case j.Status != api.JobFinalizing:
+		return "canceled"
+	case j.Error == "" && mpiLaunched(j):
+		return "mpirun on node 0 finished"
+	}
+	return "another node of the job failed"
 }
 
 func rankError(r api.JobRank) string {
@@ -309,7 +396,7 @@ func (s *Service) endJob(ctx context.Context, tx store.Tx, j *api.Job, now time.
 			if j.Error == "" {
 				j.Error = fmt.Sprintf("node %d: %s", i, rankError(r))
 			}
-		case r.Status == api.JobCanceled && status == api.JobCompleted:
+		case r.Status == api.JobCanceled && status == api.JobCompleted && !(i > 0 && mpiLaunched(j) && j.Ranks[0].Status == api.JobCompleted):
 			status = api.JobFailed
 		}
 	}
@@ -323,6 +410,11 @@ func (s *Service) endJob(ctx context.Context, tx store.Tx, j *api.Job, now time.
 	}
 	if len(j.Ranks) == 1 && j.ExitCode == nil {
 		j.ExitCode = j.Ranks[0].ExitCode
+	}
+	if status == api.JobFailed {
+		if ok, err := requeue(ctx, tx, j, now); ok || err != nil {
+			return err
+		}
 	}
 	j.Status, j.EndTime, j.PendingReason = status, now, ""
 	if status == api.JobFailed {
@@ -374,6 +466,18 @@ func ForceEndAttempt(ctx context.Context, st store.Store, ws, name string, attem
 }
 
 func forceEnd(ctx context.Context, st store.Store, ws, name string, attempt int, status, reason string, now time.Time) (bool, error) {
+	return endAttempt(ctx, st, ws, name, attempt, status, reason, false, now)
+}
+
+// NodeLost ends attempt `attempt` of a job whose node was lost (preempted,
+// unusable, gone): the job is retried under its retry setting for node
+// failures, else it fails with reason. It reports whether it ended the
+// attempt.
+func NodeLost(ctx context.Context, st store.Store, ws, name string, attempt int, reason string, now time.Time) (bool, error) {
+	return endAttempt(ctx, st, ws, name, attempt, api.JobFailed, reason, true, now)
+}
+
+func endAttempt(ctx context.Context, st store.Store, ws, name string, attempt int, status, reason string, nodeFailure bool, now time.Time) (bool, error) {
 	ended := false
 	err := st.Update(ctx, func(tx store.Tx) error {
 		ended = false
@@ -400,7 +504,14 @@ func forceEnd(ctx context.Context, st store.Store, ws, name string, attempt int,
 				}
 			}
 			if !api.JobTerminal(r.Status) {
-				r.Status, r.Error = status, reason
+				r.Status, r.Error, r.NodeFailure = status, reason, nodeFailure
+			}
+		}
+		ended = true
+		if status == api.JobFailed && j.Status != api.JobCancelRequested {
+			j.Error = reason
+			if ok, err := requeue(ctx, tx, j, now); ok || err != nil {
+				return err
 			}
 		}
 		j.Status, j.EndTime, j.PendingReason, j.Error = status, now, "", reason
@@ -414,8 +525,37 @@ func forceEnd(ctx context.Context, st store.Store, ws, name string, attempt int,
 		if err := tx.PutJob(ctx, j, ""); err != nil {
 			return err
 		}
-		ended = true
 		return tx.AddEvent(ctx, ws, "job/"+name, &api.Event{Time: now, Kind: status, Message: status + ": " + reason})
 	})
 	return ended, err
+}
+
+// requeue puts a failed attempt's job back in the queue when its retry
+// setting allows: after a node failure (a rank's node was preempted or
+// lost) under tide.retries.on_node_failure, after a non-zero exit under
+// tide.retries.on_exit_code. The job keeps its name, logs and checkpoint;
+// the next attempt gets a new number. It reports whether it requeued (and
+// then has stored the job).
+func requeue(ctx context.Context, tx store.Tx, j *api.Job, now time.Time) (bool, error) {
+	nodeFailure := false
+	for _, r := range j.Ranks {
+		nodeFailure = nodeFailure || r.NodeFailure
+	}
+	onNode, onExit := j.RetryLimits()
+	cause, used, limit := "a non-zero exit", &j.Retried.ExitCode, onExit
+	if nodeFailure {
+		cause, used, limit = "a node failure", &j.Retried.NodeFailure, onNode
+	}
+	if *used >= limit {
+		return false, nil
+	}
+	*used++
+	reason := j.Error
+	msg := fmt.Sprintf("attempt %d ended by %s (%s); retry %d of %d", j.Attempt, cause, reason, *used, limit)
+	j.Status, j.PendingReason = api.JobQueued, "requeued after "+cause+"; waiting for the scheduler"
+	j.Error, j.ExitCode, j.EndTime = "", nil, time.Time{}
+	if err := tx.PutJob(ctx, j, ""); err != nil {
+		return false, err
+	}
+	return true, tx.AddEvent(ctx, j.Workspace, "job/"+j.Name, &api.Event{Time: now, Kind: "Requeued", Message: msg})
 }

@@ -99,6 +99,7 @@ func (s *Service) PutCompute(ctx context.Context, ws, name string, c *api.Comput
 	}
 	s.notify()
 	r := c.Redacted()
+	r.Runtime = s.Config.Runtime(r.Location)
 	return &r, created, nil
 }
 
@@ -178,6 +179,7 @@ func (s *Service) PatchCompute(ctx context.Context, ws, name string, p *api.Comp
 	}
 	s.notify()
 	r := out.Redacted()
+	r.Runtime = s.Config.Runtime(r.Location)
 	return &r, nil
 }
 
@@ -203,6 +205,7 @@ func (s *Service) Compute(ctx context.Context, ws, name string) (*api.Compute, e
 		return nil, err
 	}
 	r := out.Redacted()
+	r.Runtime = s.Config.Runtime(r.Location)
 	return &r, nil
 }
 
@@ -218,6 +221,7 @@ func (s *Service) Computes(ctx context.Context, ws string) ([]api.Compute, error
 	})
 	for i := range out {
 		out[i] = out[i].Redacted()
+		out[i].Runtime = s.Config.Runtime(out[i].Location)
 	}
 	if out == nil {
 		out = []api.Compute{}

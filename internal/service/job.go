@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -24,21 +25,6 @@ func (s *Service) ParseJob(body []byte) (*api.Job, error) {
 // yet: such a job is rejected, never run as if the field were absent.
 func unsupported(j *api.Job) *Error {
 	field, what := "", ""
-	switch {
-	case j.Code != "":
-		field, what = "code", "code snapshots are"
-	case j.Distribution != nil:
-		field, what = "distribution", "distributed launchers are"
-	case j.Environment != nil && j.Environment.Ref != "":
-		field, what = "environment", "registered environments ("+j.Environment.Ref+") are"
-	case j.Environment != nil && j.Environment.CondaFile != "":
-		field, what = "environment.conda_file", "conda files are"
-	}
-	for name, in := range j.Inputs {
-		if field == "" && in.Type != api.InputLiteral && in.Type != "" {
-			field, what = "inputs."+name, in.Type+" inputs are"
-		}
-	}
 	for name, out := range j.Outputs {
 		if field == "" && out.Path != "" {
 			field, what = "outputs."+name+".path", "output paths are"
@@ -63,6 +49,12 @@ func (s *Service) SubmitJob(ctx context.Context, ws string, j *api.Job) (*api.Jo
 		return nil, e
 	}
 	j.Compute = strings.TrimPrefix(j.Compute, "azureml:")
+	// The engine is asked outside the transaction; the compute's runtime
+	// decides inside it whether the answer matters.
+	var engineErr error
+	if e := j.Environment; e != nil && (e.Image != "" || e.Build != nil) && s.DockerEngine != nil && slices.Contains(s.runtimes(), "docker") {
+		engineErr = s.DockerEngine(ctx)
+	}
 	err := s.Store.Update(ctx, func(tx store.Tx) error {
 		if _, err := s.workspace(ctx, tx, ws); err != nil {
 			return err
@@ -70,9 +62,24 @@ func (s *Service) SubmitJob(ctx context.Context, ws string, j *api.Job) (*api.Jo
 		if err := s.resolveCompute(ctx, tx, ws, j); err != nil {
 			return err
 		}
+		if err := s.checkData(ctx, tx, ws, j); err != nil {
+			return err
+		}
+		if err := s.resolveEnvironment(ctx, tx, ws, j); err != nil {
+			return err
+		}
 		c, err := tx.GetCompute(ctx, ws, j.Compute)
 		if err != nil {
 			return err
+		}
+		if rt := s.Config.Runtime(c.Location); rt == "docker" && j.Environment == nil {
+			e := errorf(400, api.CodeValidation, "environment: required on compute %q, which runs jobs in Docker containers (location %s, runtime docker); add environment: {image: IMAGE} or environment: {build: {path: DIR}}", c.Name, c.Location)
+			e.Field = "environment"
+			return e
+		} else if rt == "docker" && engineErr != nil {
+			e := errorf(400, api.CodeValidation, "environment: compute %q runs jobs in Docker containers (location %s, runtime docker) but no Docker engine answers: %v; start dockerd on the nodes' host, or use a compute whose location has runtime process", c.Name, c.Location, engineErr)
+			e.Field = "environment"
+			return e
 		}
 		if n := j.InstanceCount(); n > c.MaxInstances {
 			e := errorf(400, api.CodeValidation, "resources.instance_count: %d nodes exceeds max_instances %d of compute %q, so the job could never start; lower instance_count or run 'tide compute update %s --max-instances %d'", n, c.MaxInstances, c.Name, c.Name, n)
@@ -118,6 +125,15 @@ func (s *Service) SubmitJob(ctx context.Context, ws string, j *api.Job) (*api.Jo
 	}
 	s.notify()
 	return j, nil
+}
+
+// runtimes lists the configured locations' runtimes.
+func (s *Service) runtimes() []string {
+	var out []string
+	for _, l := range s.Config.Locations {
+		out = append(out, s.Config.Runtime(l.Name))
+	}
+	return out
 }
 
 // resolveCompute checks the job's compute, or picks the workspace's only

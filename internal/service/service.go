@@ -73,6 +73,11 @@ type Service struct {
 	Notify func()
 	// Now is the clock; tests inject one.
 	Now func() time.Time
+	// Blobs tells whether code and data snapshots were uploaded.
+	Blobs Blobs
+	// DockerEngine checks that a Docker engine answers, for jobs with an
+	// image on docker-runtime locations; nil skips the check.
+	DockerEngine func(ctx context.Context) error
 }
 
 func (s *Service) now() time.Time {

@@ -28,32 +28,31 @@ var unsupportedJobTypes = []string{"sweep", "pipeline", "parallel", "spark", "au
 var jobFields = []string{
 	"$schema", "type", "name", "display_name", "experiment_name", "description", "tags",
 	"command", "code", "environment", "environment_variables", "inputs", "outputs",
-	"compute", "resources", "distribution", "limits",
+	"compute", "resources", "distribution", "limits", "queue_settings", "tide",
 }
 
 // jobUnsupported are Azure ML command job fields tide does not implement,
 // with what to tell the user.
 var jobUnsupported = map[string]string{
-	"services":       "not supported yet (interactive services: VS Code, Jupyter, TensorBoard, SSH); remove it",
-	"identity":       "not supported yet; jobs run with the node's own credentials; remove it",
-	"queue_settings": "not supported yet; remove it",
-	"properties":     "not supported yet; use tags",
-	"parameters":     "not supported yet",
-	"trial":          "belongs to sweep jobs, which are not supported yet",
-	"search_space":   "belongs to sweep jobs, which are not supported yet",
-	"jobs":           "belongs to pipeline jobs, which are not supported yet",
+	"services":     "not supported yet (interactive services: VS Code, Jupyter, TensorBoard, SSH); remove it",
+	"identity":     "not supported yet; jobs run with the node's own credentials; remove it",
+	"properties":   "not supported yet; use tags",
+	"parameters":   "not supported yet",
+	"trial":        "belongs to sweep jobs, which are not supported yet",
+	"search_space": "belongs to sweep jobs, which are not supported yet",
+	"jobs":         "belongs to pipeline jobs, which are not supported yet",
 }
 
 // jobStatusFields are set by the server.
 var jobStatusFields = map[string]bool{
 	"id": true, "workspace": true, "status": true, "created_on": true, "start_time": true,
 	"end_time": true, "exit_code": true, "error": true, "log_tail": true, "ranks": true,
-	"attempt": true, "pending_reason": true, "etag": true, "creation_context": true,
+	"attempt": true, "pending_reason": true, "etag": true, "resolved_environment": true, "creation_context": true, "retried": true,
 }
 
 var (
-	inputModes    = []string{"ro_mount", "download", "direct"}
-	outputModes   = []string{"rw_mount", "upload", "direct"}
+	inputModes    = []string{"ro_mount", "download"}
+	outputModes   = []string{"rw_mount", "upload"}
 	modelTypes    = []string{"mlflow_model", "custom_model", "triton_model", "mltable"}
 	literalTypes  = []string{"string", "integer", "number", "boolean"}
 	distTypes     = []string{"pytorch", "mpi", "tensorflow"}
@@ -115,6 +114,10 @@ func ParseJob(file string, data []byte, sets []string) (*api.Job, error) {
 			j.Distribution = d.distribution(v, fp)
 		case "limits":
 			j.Limits = d.limits(v, fp)
+		case "queue_settings":
+			j.QueueSettings = d.queueSettings(v, fp)
+		case "tide":
+			j.Tide = d.extensions(v, fp)
 		default:
 			if msg, ok := jobUnsupported[key]; ok {
 				d.notSupported(fp, msg)
@@ -176,7 +179,7 @@ func (d *decoder) environment(n *yaml.Node, path string) *api.JobEnvironment {
 		return &api.JobEnvironment{Ref: s}
 	}
 	env := &api.JobEnvironment{}
-	d.mapping(n, path, []string{"image", "conda_file", "os_type"}, func(key string, v *yaml.Node, fp string) bool {
+	d.mapping(n, path, []string{"image", "build", "conda_file", "os_type"}, func(key string, v *yaml.Node, fp string) bool {
 		switch key {
 		case "image":
 			env.Image, _ = d.str(v, fp)
@@ -187,7 +190,14 @@ func (d *decoder) environment(n *yaml.Node, path string) *api.JobEnvironment {
 				d.add(d.lines[fp], fp, "%s is not supported; tide runs Linux environments", s)
 			}
 		case "build":
-			d.notSupported(fp, "not supported yet (building images from a Docker context); use image")
+			env.Build = &api.BuildContext{}
+			d.mapping(v, fp, []string{"path"}, func(key string, v *yaml.Node, fp string) bool {
+				if key != "path" {
+					return false
+				}
+				env.Build.Path, _ = d.str(v, fp)
+				return true
+			})
 		case "name", "version", "description", "tags", "inference_config":
 			d.notSupported(fp, "not supported in an inline environment; register the environment or remove it")
 		default:
@@ -456,14 +466,31 @@ func checkJob(j *api.Job, bad func(field, format string, args ...any)) {
 			bad("command", "%s", p)
 		}
 	}
+	if j.Code != "" {
+		if kind, problem := ClassifyDataPath(j.Code); problem != "" {
+			bad("code", "%s", problem)
+		} else if kind != PathLocal && kind != PathBlob {
+			bad("code", "%q: code is a local folder (relative to the job file), which the CLI uploads", j.Code)
+		}
+	}
 	if j.Compute != "" {
 		if msg := computeNameProblem(j.Compute); msg != "" {
 			bad("compute", "%s", msg)
 		}
 	}
+	if e := j.Environment; e != nil && e.Ref != "" {
+		if _, err := ParseEnvironmentRef(e.Ref); err != nil {
+			bad("environment", "%s", err.(*FieldError).Message)
+		}
+	}
 	if e := j.Environment; e != nil && e.Ref == "" {
-		if e.Image == "" {
-			bad("environment.image", "required for an inline environment (a Docker image such as python:3.11); or name a registered environment")
+		switch {
+		case e.Build != nil && e.Build.Path == "":
+			bad("environment.build.path", "required: a folder with a Dockerfile (the Docker build context)")
+		case e.Build != nil && e.Image != "":
+			bad("environment.image", "give either image or build, not both")
+		case e.Image == "" && e.Build == nil:
+			bad("environment.image", "required for an inline environment (a Docker image such as python:3.11, or build: {path: DIR}); or name a registered environment")
 		}
 	}
 	for k := range j.EnvironmentVariables {
@@ -481,6 +508,9 @@ func checkJob(j *api.Job, bad func(field, format string, args ...any)) {
 			}
 			if in.Mode != "" && !slices.Contains(inputModes, in.Mode) {
 				bad(fp+".mode", "must be one of %s, got %q", strings.Join(inputModes, ", "), in.Mode)
+			}
+			if _, problem := ClassifyDataPath(in.Path); problem != "" && strings.TrimSpace(in.Path) != "" {
+				bad(fp+".path", "%s", problem)
 			}
 		default:
 			if !slices.Contains(modelTypes, in.Type) {
@@ -525,6 +555,7 @@ func checkJob(j *api.Job, bad func(field, format string, args ...any)) {
 	if l := j.Limits; l != nil && l.Timeout < 0 {
 		bad("limits.timeout", "must be >= 1 second (got %d)", l.Timeout)
 	}
+	checkQueue(j, bad)
 }
 
 func sortedNames[V any](m map[string]V) []string {

@@ -21,16 +21,8 @@ func TestJobExamples(t *testing.T) {
 				t.Errorf("got %+v", j)
 			}
 		}},
-		{"hello-data-uri-folder.yml", "", func(t *testing.T, j *api.Job) {
-			in := j.Inputs["sampledata"]
-			if in.Type != api.InputURIFolder || in.Path != "azureml:local-folder-example@latest" || in.Mode != "ro_mount" {
-				t.Errorf("input = %+v", in)
-			}
-			if j.Environment.Ref != "azureml://registries/azureml/environments/sklearn-1.5/labels/latest" {
-				t.Errorf("environment = %+v", j.Environment)
-			}
-		}},
-		{"hello-dataset.yml", "", nil},
+		{"hello-data-uri-folder.yml", `hello-data-uri-folder.yml:8: inputs.sampledata.path: "azureml:local-folder-example@latest" refers to an Azure ML data or code asset, which tide does not have; point path at a local path, a file:// or http(s):// URL, or azureml://datastores/NAME/paths/PATH`, nil},
+		{"hello-dataset.yml", `hello-dataset.yml:8: inputs.sampledata.path: "azureml:sampledata@latest" refers to an Azure ML data or code asset, which tide does not have; point path at a local path, a file:// or http(s):// URL, or azureml://datastores/NAME/paths/PATH`, nil},
 		{"hello-git.yml", "", nil},
 		{"hello-interactive.yml", "hello-interactive.yml:6: services: not supported yet (interactive services: VS Code, Jupyter, TensorBoard, SSH); remove it", nil},
 		{"hello-iris-datastore-file.yml", "", func(t *testing.T, j *api.Job) {
@@ -40,7 +32,7 @@ func TestJobExamples(t *testing.T) {
 		}},
 		{"hello-iris-datastore-folder.yml", "", nil},
 		{"hello-iris-file.yml", "", nil},
-		{"hello-iris-folder.yml", "", nil},
+		{"hello-iris-folder.yml", "hello-iris-folder.yml:10: inputs.data_dir.path: wasbs:// is Azure storage: tide cannot reach Azure storage; copy the data to a folder every node can read and register it with 'tide datastore create -f ds.yml' (type: local, path: /the/folder)", nil},
 		{"hello-iris-literal.yml", "", func(t *testing.T, j *api.Job) {
 			// "type" here is an input called type, with the literal value uri_file.
 			if j.Inputs["type"].Value != "uri_file" || j.Inputs["iris_csv"].Type != api.InputLiteral {
@@ -132,13 +124,15 @@ func TestJobErrors(t *testing.T) {
 			"j.yml:1: command: ${{search_space.B}} is not a binding tide knows; use ${{inputs.NAME}} or ${{outputs.NAME}}"},
 		{"typo", "command: ls\nenviroment: python\n", nil, `j.yml:2: unknown field "enviroment"; did you mean "environment"?`},
 		{"inline environment without image", "command: ls\nenvironment:\n  conda_file: env.yml\n", nil,
-			"j.yml:2: environment.image: required for an inline environment (a Docker image such as python:3.11); or name a registered environment"},
-		{"build", "command: ls\nenvironment:\n  build:\n    path: docker\n", nil,
-			"j.yml:3: environment.build: not supported yet (building images from a Docker context); use image"},
+			"j.yml:2: environment.image: required for an inline environment (a Docker image such as python:3.11, or build: {path: DIR}); or name a registered environment"},
+		{"build and image", "command: ls\nenvironment:\n  image: busybox\n  build:\n    path: docker\n", nil,
+			"j.yml:3: environment.image: give either image or build, not both"},
+		{"build without path", "command: ls\nenvironment:\n  build:\n    dockerfile_path: Dockerfile\n", nil,
+			`j.yml:4: environment.build: unknown field "dockerfile_path"; known fields: path`},
 		{"data input without path", "command: cat ${{inputs.d}}\ninputs:\n  d:\n    type: uri_file\n", nil,
 			"j.yml:3: inputs.d.path: required for a uri_file input (a local path, an http(s) URL or a data reference)"},
 		{"bad mode", "command: ls\ninputs:\n  d:\n    type: uri_folder\n    path: ./data\n    mode: rw_mount\n", nil,
-			`j.yml:6: inputs.d.mode: must be one of ro_mount, download, direct, got "rw_mount"`},
+			`j.yml:6: inputs.d.mode: must be one of ro_mount, download, got "rw_mount"`},
 		{"bad input name", "command: ls\ninputs:\n  my-data: 3\n", nil,
 			`j.yml:3: inputs.my-data: name "my-data" must be letters, digits and '_', not starting with a digit`},
 		{"instance count", "command: ls\nresources:\n  instance_count: 0\n", nil, "j.yml:3: resources.instance_count: must be >= 1 (got 0)"},
@@ -157,6 +151,15 @@ func TestJobErrors(t *testing.T) {
 		{"timeout", "command: ls\nlimits:\n  timeout: -1\n", nil, "j.yml:3: limits.timeout: must be >= 1 second (got -1)"},
 		{"shm", "command: ls\nresources:\n  shm_size: lots\n", nil, `j.yml:3: resources.shm_size: "lots" must be a number with an optional unit b, k, m or g, e.g. 2g`},
 		{"set", "command: ls\n", []string{"resources.instance_count=x"}, `--set: resources.instance_count: must be an integer, got "x"`},
+		{"priority", "command: ls\nqueue_settings:\n  priority: urgent\n", nil,
+			`j.yml:3: queue_settings.priority: want low, medium, high or a whole number from 1 to 1000 (got "urgent")`},
+		{"numeric priority", "command: ls\nqueue_settings:\n  priority: 750\n  job_tier: Spot\n", nil, ""},
+		{"job tier", "command: ls\nqueue_settings:\n  job_tier: gold\n", nil,
+			`j.yml:3: queue_settings.job_tier: must be one of null, spot, basic, standard, premium, got "gold"`},
+		{"retries", "command: ls\ntide:\n  retries:\n    on_exit_code: -2\n", nil,
+			"j.yml:4: tide.retries.on_exit_code: want a whole number from 0 to 100 (got -2)"},
+		{"retries typo", "command: ls\ntide:\n  retries:\n    on_node_failures: 2\n", nil,
+			`j.yml:4: tide.retries: unknown field "on_node_failures"; did you mean "on_node_failure"?`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -199,6 +202,12 @@ distribution:
   process_count_per_instance: 4
 limits:
   timeout: 3600
+queue_settings:
+  priority: high
+tide:
+  retries:
+    on_node_failure: 5
+    on_exit_code: 1
 `
 	j, err := ParseJob("j.yml", []byte(src), []string{"inputs.lr=0.1", "tags.team=ml"})
 	if err != nil {
@@ -207,7 +216,13 @@ limits:
 	if j.Name != "train_1" || j.Type != "command" || j.Compute != "gpu-cluster" || j.Environment.Ref != "azureml:pytorch-env@latest" ||
 		j.Inputs["data"].Mode != "download" || j.Inputs["lr"].Value != "0.1" || j.Outputs["model"].Mode != DefaultOutputMode ||
 		j.InstanceCount() != 2 || j.Resources.ShmSize != "16g" || j.Distribution.Type != "pytorch" ||
-		j.Distribution.ProcessCountPerInstance != 4 || j.Limits.Timeout != 3600 || j.Tags["team"] != "ml" {
+		j.Distribution.ProcessCountPerInstance != 4 || j.Limits.Timeout != 3600 || j.Tags["team"] != "ml" || j.Priority() != 300 {
+		t.Errorf("got %+v", j)
+	}
+	if node, exit := j.RetryLimits(); node != 5 || exit != 1 {
+		t.Errorf("retry limits %d, %d; want 5, 1", node, exit)
+	}
+	if node, exit := (&api.Job{}).RetryLimits(); node != api.DefaultRetriesOnNodeFailure || exit != api.DefaultRetriesOnExitCode || (&api.Job{}).Priority() != api.DefaultPriority {
 		t.Errorf("got %+v", j)
 	}
 }

@@ -61,6 +61,19 @@ type Tx interface {
 	ListJobs(ctx context.Context, f JobFilter) ([]api.Job, error)
 	PutJob(ctx context.Context, j *api.Job, ifMatch string) error
 
+	GetDatastore(ctx context.Context, workspace, name string) (*api.Datastore, error)
+	ListDatastores(ctx context.Context, workspace string) ([]api.Datastore, error)
+	PutDatastore(ctx context.Context, d *api.Datastore, ifMatch string) error
+	DeleteDatastore(ctx context.Context, workspace, name string) error
+	// GetEnvironment returns one version of an environment.
+	GetEnvironment(ctx context.Context, workspace, name, version string) (*api.Environment, error)
+	// ListEnvironments lists a workspace's environments, or the versions of
+	// one name when name is not empty, by name and then creation order (so
+	// the last version of a name is its latest).
+	ListEnvironments(ctx context.Context, workspace, name string) ([]api.Environment, error)
+	PutEnvironment(ctx context.Context, e *api.Environment, ifMatch string) error
+	DeleteEnvironment(ctx context.Context, workspace, name, version string) error
+
 	GetNode(ctx context.Context, id string) (*api.Node, error)
 	// ListNodes lists the nodes of one compute, or all nodes when compute is empty.
 	ListNodes(ctx context.Context, workspace, compute string) ([]api.Node, error)

@@ -1,7 +1,10 @@
 // Package runtime starts a job's processes on a node. The process runtime
 // (Process) runs the command with /bin/sh -c in its own process group, so
-// that stopping a job stops everything it started. Sandboxed and container
-// runtimes will implement the same Runtime interface.
+// that stopping a job stops everything it started. The docker runtime
+// (Docker) runs it in a container of the job's environment image; the
+// sandbox runtime (Sandbox) runs it in bubblewrap, for hosts without
+// Docker. Every runtime implements the same Runtime interface; New builds
+// one by name.
 package runtime
 
 import (
@@ -27,11 +30,59 @@ type Spec struct {
 	// Stdout and Stderr receive the process's output; each is written by
 	// one goroutine at a time.
 	Stdout, Stderr io.Writer
+
+	// Name names the job's container or sandbox (letters, digits, '_', '.',
+	// '-'); optional.
+	Name string
+	// Image is the environment's container image. The process runtime
+	// does not use it (the server notes that in the job's log).
+	Image string
+	// BuildDir is a Docker build context folder; container runtimes build
+	// the image from it (once per content) when Image is empty.
+	BuildDir string
+	// ShmSize is the size of /dev/shm in bytes; 0 keeps the runtime's default.
+	ShmSize int64
+	// Mounts are host folders the command uses besides Dir (the job's
+	// checkpoint folder); isolating runtimes bind them at the same path,
+	// writable.
+	Mounts []string
+	// Note receives lines for the job's log from the runtime itself (what
+	// it could not enforce, build progress); may be nil.
+	Note func(string)
+}
+
+// note writes a line to s.Note when it is set.
+func (s *Spec) note(format string, args ...any) {
+	if s.Note != nil {
+		s.Note(fmt.Sprintf(format, args...))
+	}
 }
 
 // Runtime starts processes.
 type Runtime interface {
 	Start(ctx context.Context, spec Spec) (Handle, error)
+}
+
+// Preparer is implemented by runtimes that have slow work to do before a
+// job can start (pulling or building an image). The agent calls Prepare
+// before Start, without holding the job's lock, so a cancel is not blocked
+// by a build. Prepare may change spec (the built image's name).
+type Preparer interface {
+	Prepare(ctx context.Context, spec *Spec) error
+}
+
+// Isolating is implemented by runtimes whose jobs do not see the node's
+// own environment variables (a container has its image's PATH): the agent
+// then passes only the job's variables.
+type Isolating interface {
+	Isolated() bool
+}
+
+// ExitReasoner is implemented by handles that can explain how the process
+// ended beyond its exit code (killed for exceeding its memory limit).
+type ExitReasoner interface {
+	// ExitReason is "" when there is nothing to add; valid after Wait.
+	ExitReason() string
 }
 
 // Handle is a started process.
@@ -58,9 +109,14 @@ type Process struct {
 
 // Start starts spec.Command in its own process group.
 func (p Process) Start(ctx context.Context, spec Spec) (Handle, error) {
+	return p.start([]string{"/bin/sh", "-c", spec.Command}, spec)
+}
+
+// start starts argv (instead of spec.Command) in its own process group.
+func (p Process) start(argv []string, spec Spec) (*handle, error) {
 	// Not exec.CommandContext: the job's lifetime is managed by Stop, not by
 	// the caller's context.
-	cmd := exec.Command("/bin/sh", "-c", spec.Command)
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir = spec.Dir
 	cmd.Env = spec.Env
 	cmd.Stdout = spec.Stdout
@@ -71,7 +127,7 @@ func (p Process) Start(ctx context.Context, spec Spec) (Handle, error) {
 		cmd.WaitDelay = 2 * time.Second
 	}
 	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("starting /bin/sh: %w", err)
+		return nil, fmt.Errorf("starting %s: %w", argv[0], err)
 	}
 	return &handle{cmd: cmd, done: make(chan struct{})}, nil
 }

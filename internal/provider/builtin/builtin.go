@@ -5,6 +5,7 @@ package builtin
 
 import (
 	"github.com/tideml/tide/internal/provider"
+	"github.com/tideml/tide/internal/provider/docker"
 	"github.com/tideml/tide/internal/provider/fake"
 	"github.com/tideml/tide/internal/provider/local"
 	"github.com/tideml/tide/internal/provider/slurm"
@@ -12,12 +13,14 @@ import (
 )
 
 // Providers returns the builtin providers. "fake" is a programmable,
-// in-memory provider for tests and demos of the controller.
+// in-memory provider for tests and demos of the controller; "docker" runs
+// each node in a container.
 func Providers() provider.Registry {
 	return provider.Registry{
-		local.Name: local.Factory,
-		fake.Name:  fake.Factory,
-		ssh.Name:   ssh.Factory,
-		slurm.Name: slurm.Factory,
+		local.Name:  local.Factory,
+		fake.Name:   fake.Factory,
+		docker.Name: docker.Factory,
+		ssh.Name:    ssh.Factory,
+		slurm.Name:  slurm.Factory,
 	}
 }

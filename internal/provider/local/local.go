@@ -153,7 +153,7 @@ func (p *Provider) nodeDir(id string) string {
 
 // Create makes the node's folder and starts its agent.
 func (p *Provider) Create(ctx context.Context, req provider.NodeRequest) (*provider.Node, error) {
-	if !validID(req.ID) {
+	if !provider.ValidNodeID(req.ID) {
 		return nil, fmt.Errorf("node id %q: must be letters, digits, '-', '_' or '.'", req.ID)
 	}
 	dir := p.nodeDir(req.ID)
@@ -187,7 +187,8 @@ func (p *Provider) start(req provider.NodeRequest, dir string, nf nodeFile) (*pr
 	if err != nil {
 		return nil, err
 	}
-	flags := agent.Flags{ServerURLs: strings.Split(req.ServerURL, ","), NodeID: req.ID, Dir: dir, Capacity: nf.Capacity}
+	// Every local node is on this host, so the others reach it on loopback.
+	flags := agent.Flags{ServerURLs: strings.Split(req.ServerURL, ","), NodeID: req.ID, Dir: dir, Capacity: nf.Capacity, Address: "127.0.0.1", Runtime: req.Runtime, Network: req.Network}
 	args := append(slices.Clone(p.cfg.AgentCommand[1:]), flags.Args()...)
 	cmd := exec.Command(p.cfg.AgentCommand[0], args...)
 	cmd.Dir = dir
@@ -232,7 +233,7 @@ func (p *Provider) start(req provider.NodeRequest, dir string, nf nodeFile) (*pr
 
 // Get returns the node's state.
 func (p *Provider) Get(ctx context.Context, id string) (*provider.Node, error) {
-	if !validID(id) {
+	if !provider.ValidNodeID(id) {
 		return nil, &provider.NotFoundError{ID: id}
 	}
 	return p.read(id)
@@ -295,7 +296,7 @@ func (p *Provider) List(ctx context.Context) ([]*provider.Node, error) {
 // Delete stops the agent (SIGTERM to its process group, SIGKILL to its
 // whole session after GracePeriod) and removes the node's folder.
 func (p *Provider) Delete(ctx context.Context, id string) error {
-	if !validID(id) {
+	if !provider.ValidNodeID(id) {
 		return &provider.NotFoundError{ID: id}
 	}
 	dir := p.nodeDir(id)
@@ -449,17 +450,4 @@ func withoutToken(env []string) []string {
 	return slices.DeleteFunc(slices.Clone(env), func(kv string) bool {
 		return strings.HasPrefix(kv, agent.TokenEnv+"=")
 	})
-}
-
-// validID reports whether id can be a folder name.
-func validID(id string) bool {
-	if id == "" || id == "." || id == ".." || len(id) > 200 {
-		return false
-	}
-	for _, r := range id {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.') {
-			return false
-		}
-	}
-	return true
 }

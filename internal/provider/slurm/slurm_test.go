@@ -221,15 +221,13 @@ func TestEndToEnd(t *testing.T) {
 		t.Fatalf("job across a server restart: %s %s", j.Status, j.Error)
 	}
 
-	// Slurm preempting the node fails the job (the agent gets SIGTERM
-	// and says so) and the node becomes unusable with Slurm's reason.
+	// Slurm preempting the node reaches tide with Slurm's reason (what
+	// becomes of the job, failed by the agent's SIGTERM or requeued by
+	// the controller, is the controller's business).
 	j = srv.Submit("command: sleep 120\ncompute: cpu-cluster\n")
 	srv.WaitJob(j.Name, 30*time.Second, servertest.Running)
 	if _, err := c.run("sbatch", "--partition=urgent", "--nodes=3", "--exclusive", "--time=1", "--wrap=sleep 1"); err != nil {
 		t.Fatal(err)
-	}
-	if j = srv.WaitJob(j.Name, 30*time.Second, servertest.Terminal); j.Status != api.JobFailed {
-		t.Errorf("job on a preempted node: %s %q; want failed", j.Status, j.Error)
 	}
 	var events []string
 	if !servertest.Poll(t.Context(), 20*time.Second, func() bool {
@@ -242,6 +240,8 @@ func TestEndToEnd(t *testing.T) {
 	}) {
 		t.Errorf("no event tells of Slurm's preemption:\n%s", strings.Join(events, "\n"))
 	}
+	_, _ = srv.Client.CancelJob(t.Context(), "default", j.Name)
+	srv.WaitJob(j.Name, 60*time.Second, servertest.Terminal)
 	srv.DeleteCompute("cpu-cluster", 60*time.Second)
 }
 

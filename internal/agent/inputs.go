@@ -1,0 +1,319 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/http"
+	"net/url"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/tideml/tide/api"
+	"github.com/tideml/tide/internal/archive"
+	"github.com/tideml/tide/internal/spec"
+)
+
+// getStream starts a GET of path on the server; the caller closes the body.
+func (c *client) getStream(ctx context.Context, p string) (io.ReadCloser, error) {
+	req, err := c.newRequest(ctx, http.MethodGet, p, nil, "")
+	if err != nil {
+		return nil, err
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		c.failover()
+		return nil, fmt.Errorf("GET %s: %w", p, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		if resp.StatusCode >= 500 {
+			c.failover()
+		}
+		return nil, fmt.Errorf("GET %s: %w", p, &statusError{Code: resp.StatusCode, Body: string(b)})
+	}
+	return resp.Body, nil
+}
+
+// fetchBlob unpacks a snapshot from the server into dir, retrying while the
+// server is unreachable.
+func (j *job) fetchBlob(ctx context.Context, digest, dir string) error {
+	return j.a.retry(ctx, "fetching snapshot "+digest, func(ctx context.Context) error {
+		body, err := j.a.client.getStream(ctx, "/v1/agent/blobs/"+url.PathEscape(digest))
+		if err != nil {
+			return err
+		}
+		defer body.Close()
+		return archive.Extract(body, dir, j.a.maxData.Load())
+	})
+}
+
+// prepare runs prepareData with a context that stop cancels.
+func (j *job) prepare(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	j.mu.Lock()
+	if j.stopKind != stopNone {
+		j.mu.Unlock()
+		return context.Canceled
+	}
+	j.cancelPrep = cancel
+	j.mu.Unlock()
+	defer func() {
+		j.mu.Lock()
+		j.cancelPrep = nil
+		j.mu.Unlock()
+	}()
+	return j.prepareData(ctx)
+}
+
+// fetchClient fetches http(s) inputs. It is not the server client: the
+// node's token must not go to other hosts. A server that accepts the
+// connection but never answers fails the job instead of holding it.
+var fetchClient = &http.Client{Transport: &http.Transport{
+	Proxy:                 http.ProxyFromEnvironment,
+	TLSHandshakeTimeout:   30 * time.Second,
+	ResponseHeaderTimeout: time.Minute,
+}}
+
+// prepareData unpacks the job's code as its working folder and fetches its
+// data inputs, binding each input name to its local path in j.as.Inputs.
+// An error names the field and the reason; the job then fails with it.
+func (j *job) prepareData(ctx context.Context) error {
+	if j.as.Code != "" {
+		j.logs.add("tide", "unpacking code snapshot "+j.as.Code[:12])
+		if err := j.fetchBlob(ctx, j.as.Code, j.dir); err != nil {
+			return fmt.Errorf("code: unpacking the snapshot: %w", err)
+		}
+	}
+	names := make([]string, 0, len(j.as.Data))
+	for name := range j.as.Data {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	bound := map[string]string{}
+	for _, name := range names {
+		if !safeName(name) {
+			return fmt.Errorf("inputs.%s: input names must be plain names", name)
+		}
+		in := j.as.Data[name]
+		dst := filepath.Join(j.a.cfg.Dir, "inputs", j.as.Workspace, j.as.Job, fmt.Sprint(j.as.Attempt), name)
+		if err := removeTree(dst); err != nil {
+			return fmt.Errorf("inputs.%s: clearing %s: %w", name, dst, err)
+		}
+		if err := os.MkdirAll(dst, 0o755); err != nil {
+			return fmt.Errorf("inputs.%s: %w", name, err)
+		}
+		j.logs.add("tide", fmt.Sprintf("inputs.%s: fetching %s (%s, %s)", name, in.Path, in.Type, in.Mode))
+		p, err := j.fetchInput(ctx, in, dst)
+		if err != nil {
+			return fmt.Errorf("inputs.%s: %s: %w", name, in.Path, err)
+		}
+		if in.Mode != "download" {
+			// ro_mount: a read-only copy, so a job cannot change its
+			// inputs by mistake.
+			if err := readOnlyTree(dst); err != nil {
+				return fmt.Errorf("inputs.%s: making it read-only: %w", name, err)
+			}
+		}
+		bound[name] = p
+	}
+	if len(bound) > 0 {
+		j.mu.Lock()
+		if j.as.Inputs == nil {
+			j.as.Inputs = map[string]string{}
+		}
+		for k, v := range bound {
+			j.as.Inputs[k] = v
+		}
+		j.mu.Unlock()
+	}
+	return nil
+}
+
+// fetchInput puts one data input into dst and returns the path the job
+// sees: dst for a folder, the file inside dst for a uri_file.
+func (j *job) fetchInput(ctx context.Context, in api.JobInput, dst string) (string, error) {
+	kind, problem := spec.ClassifyDataPath(in.Path)
+	if problem != "" {
+		return "", errors.New(problem)
+	}
+	isFile := in.Type == api.InputURIFile
+	switch kind {
+	case spec.PathBlob:
+		digest, file, _ := api.ParseBlobRef(in.Path)
+		if err := j.fetchBlob(ctx, digest, dst); err != nil {
+			return "", err
+		}
+		if isFile {
+			return filepath.Join(dst, filepath.FromSlash(path.Clean("/" + file)[1:])), nil
+		}
+		return dst, nil
+	case spec.PathFile:
+		u, _ := url.Parse(in.Path)
+		return copyLocal(u.Path, dst, isFile)
+	case spec.PathDatastore:
+		name, rel, _ := spec.ParseDatastorePath(in.Path)
+		var ds api.Datastore
+		p := "/v1/agent/workspaces/" + url.PathEscape(j.as.Workspace) + "/datastores/" + url.PathEscape(name)
+		req, err := j.a.client.newRequest(ctx, http.MethodGet, p, nil, "")
+		if err == nil {
+			err = j.a.client.send(req, &ds)
+		}
+		if err != nil {
+			return "", fmt.Errorf("looking up datastore %s: %w", name, err)
+		}
+		if ds.Type != api.DatastoreLocal || !filepath.IsAbs(ds.Path) {
+			return "", fmt.Errorf("datastore %s is not a local folder (type %s)", name, ds.Type)
+		}
+		return copyLocal(filepath.Join(ds.Path, filepath.FromSlash(rel)), dst, isFile)
+	case spec.PathHTTP:
+		return j.download(ctx, in.Path, dst, isFile)
+	}
+	return "", fmt.Errorf("the node cannot fetch %s paths; was the job submitted with 'tide job create -f'?", kind)
+}
+
+// copyLocal copies a file or folder on this node into dst.
+func copyLocal(src, dst string, isFile bool) (string, error) {
+	info, err := os.Stat(src)
+	if err != nil {
+		return "", fmt.Errorf("on node: %w", err)
+	}
+	switch {
+	case isFile && info.IsDir():
+		return "", fmt.Errorf("%s is a folder; use type: uri_folder", src)
+	case !isFile && !info.IsDir():
+		return "", fmt.Errorf("%s is a file; use type: uri_file", src)
+	case isFile:
+		out := filepath.Join(dst, filepath.Base(src))
+		return out, copyFile(src, out)
+	}
+	if err := os.CopyFS(dst, os.DirFS(src)); err != nil {
+		return "", fmt.Errorf("copying %s: %w", src, err)
+	}
+	return dst, nil
+}
+
+func copyFile(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.Create(dst)
+	if err != nil {
+		return err
+	}
+	_, err = io.Copy(out, in)
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// download fetches an http(s) URL into dst, within the server's
+// max_data_size. A uri_folder URL ending in .tar.gz or .tgz is unpacked;
+// anything else is saved under the URL's file name.
+func (j *job) download(ctx context.Context, rawURL, dst string, isFile bool) (string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, rawURL, nil)
+	if err != nil {
+		return "", err
+	}
+	resp, err := fetchClient.Do(req)
+	if err != nil {
+		return "", fmt.Errorf("fetching: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("fetching: the server answered %s", resp.Status)
+	}
+	limit := j.a.maxData.Load()
+	if limit > 0 && resp.ContentLength > limit {
+		return "", fmt.Errorf("%d bytes is more than the server's max_data_size of %d bytes; raise max_data_size or use a datastore", resp.ContentLength, limit)
+	}
+	body := io.Reader(resp.Body)
+	if limit > 0 {
+		body = io.LimitReader(resp.Body, limit+1)
+	}
+	u, _ := url.Parse(rawURL)
+	name := path.Base(u.Path)
+	if name == "/" || name == "." || name == "" {
+		name = "data"
+	}
+	if !isFile && (strings.HasSuffix(name, ".tar.gz") || strings.HasSuffix(name, ".tgz")) {
+		if err := archive.Extract(body, dst, limit); err != nil {
+			return "", fmt.Errorf("unpacking: %w", err)
+		}
+		return dst, nil
+	}
+	out := filepath.Join(dst, name)
+	f, err := os.Create(out)
+	if err != nil {
+		return "", err
+	}
+	n, err := io.Copy(f, body)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return "", fmt.Errorf("fetching: %w", err)
+	}
+	if limit > 0 && n > limit {
+		return "", fmt.Errorf("more than the server's max_data_size of %d bytes; raise max_data_size or use a datastore", limit)
+	}
+	if isFile {
+		return out, nil
+	}
+	return dst, nil
+}
+
+// readOnlyTree removes write permission from everything under dir,
+// folders last so the walk can still list them.
+func readOnlyTree(dir string) error {
+	var dirs []string
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.Type()&fs.ModeSymlink != 0 {
+			return nil
+		}
+		if d.IsDir() {
+			dirs = append(dirs, p)
+			return nil
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		return os.Chmod(p, info.Mode().Perm()&^0o222)
+	})
+	if err != nil {
+		return err
+	}
+	for i := len(dirs) - 1; i >= 0; i-- {
+		if err := os.Chmod(dirs[i], 0o555); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// removeTree deletes dir, making read-only folders writable first (an
+// earlier run of the same attempt may have left a ro_mount copy).
+func removeTree(dir string) error {
+	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			_ = os.Chmod(p, 0o755)
+		}
+		return nil
+	})
+	return os.RemoveAll(dir)
+}

@@ -1,0 +1,113 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/tideml/tide/api"
+	"github.com/tideml/tide/internal/snapshot"
+	"github.com/tideml/tide/internal/spec"
+)
+
+// uploadTimeout bounds one snapshot upload.
+const uploadTimeout = 30 * time.Minute
+
+// uploadData uploads the job's code folder and its data inputs that are
+// local paths (relative to the job file's folder, as in Azure ML), and
+// points the job at the uploaded snapshots. A snapshot the server already
+// has (same SHA-256) is not sent again.
+func (r *run) uploadData(ctx context.Context, cl *api.Client, file string, j *api.Job) error {
+	base := "."
+	if file != "-" {
+		base = filepath.Dir(file)
+	}
+	if j.Code != "" {
+		if kind, _ := spec.ClassifyDataPath(j.Code); kind == spec.PathLocal {
+			ref, err := r.upload(ctx, cl, base, "code", j.Code, true)
+			if err != nil {
+				return err
+			}
+			j.Code = ref
+		}
+	}
+	names := make([]string, 0, len(j.Inputs))
+	for name := range j.Inputs {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		in := j.Inputs[name]
+		if in.Type != api.InputURIFile && in.Type != api.InputURIFolder {
+			continue
+		}
+		if kind, _ := spec.ClassifyDataPath(in.Path); kind != spec.PathLocal {
+			continue
+		}
+		ref, err := r.upload(ctx, cl, base, "inputs."+name+".path", in.Path, in.Type == api.InputURIFolder)
+		if err != nil {
+			return err
+		}
+		in.Path = ref
+		j.Inputs[name] = in
+	}
+	return nil
+}
+
+// upload packs one local folder (or file) and sends it unless the server
+// has it; it returns the blob reference for the job.
+func (r *run) upload(ctx context.Context, cl *api.Client, base, field, p string, folder bool) (string, error) {
+	src := p
+	if !filepath.IsAbs(src) {
+		src = filepath.Join(base, p)
+	}
+	info, err := os.Stat(src)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return "", usagef("%s: %s not found (paths are relative to the job file's folder, %s)", field, src, base)
+	case err != nil:
+		return "", usagef("%s: %v", field, err)
+	case folder && !info.IsDir():
+		return "", usagef("%s: %s is a file; use type: uri_file, or name its folder", field, src)
+	case !folder && info.IsDir() && field != "code":
+		return "", usagef("%s: %s is a folder; use type: uri_folder", field, src)
+	case field == "code" && !info.IsDir():
+		return "", usagef("code: %s is a file; code names the folder the job runs in", src)
+	}
+	snap, err := snapshot.Pack(src)
+	if err != nil {
+		return "", usagef("%s: %v", field, err)
+	}
+	defer snap.Remove()
+	file := ""
+	if !info.IsDir() {
+		file = filepath.Base(src)
+	}
+	ref := api.BlobRef(snap.Digest, file)
+	uctx, cancel := context.WithTimeout(ctx, uploadTimeout)
+	defer cancel()
+	has, err := cl.HasBlob(uctx, snap.Digest)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", field, err)
+	}
+	what := fmt.Sprintf("%s %s (%d files, %s)", field, p, snap.Files, bytesize(snap.Bytes))
+	if has {
+		fmt.Fprintf(r.app.Stderr, "Using %s: already on the server.\n", what)
+		return ref, nil
+	}
+	fmt.Fprintf(r.app.Stderr, "Uploading %s as %s.\n", what, bytesize(snap.Size))
+	f, err := os.Open(snap.Path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	if err := cl.PutBlob(uctx, snap.Digest, f, snap.Size); err != nil {
+		return "", fmt.Errorf("%s: %w", field, err)
+	}
+	return ref, nil
+}

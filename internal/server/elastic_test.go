@@ -1,0 +1,271 @@
+package server_test
+
+// Elasticity users can trust, end to end with real agents: preemption with
+// resume from a checkpoint, retries, priorities, pending reasons,
+// provisioning failures with back-off, and live updates.
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/tideml/tide/api"
+	"github.com/tideml/tide/internal/config"
+)
+
+const lowPriority = `name: spot-cluster
+type: amlcompute
+size: Standard_DS3_v2
+tier: low_priority
+min_instances: 0
+max_instances: 1
+idle_time_before_scale_down: 1
+`
+
+// counter counts to 12, saving each step in the checkpoint folder, and
+// starts from the saved step: a job that resumes instead of restarting.
+const counter = `command: >-
+  n=$(cat $TIDE_CHECKPOINT_DIR/step 2>/dev/null || echo 0);
+  echo "attempt $TIDE_ATTEMPT starts at step $n";
+  while [ $n -lt 12 ]; do n=$((n+1)); echo $n > $TIDE_CHECKPOINT_DIR/step; echo "step $n"; sleep 0.25; done
+compute: spot-cluster
+`
+
+func events(t *testing.T, in *instance, job string) string {
+	t.Helper()
+	es, err := in.client.JobEvents(context.Background(), "default", job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for _, e := range es {
+		fmt.Fprintf(&b, "%s: %s\n", e.Kind, e.Message)
+	}
+	return b.String()
+}
+
+func runningNode(t *testing.T, in *instance, compute, job string) api.Node {
+	t.Helper()
+	var node api.Node
+	waitFor(t, "job "+job+" running", 60*time.Second, func() bool {
+		j, err := in.client.Job(context.Background(), "default", job)
+		if err != nil || j.Status != api.JobRunning || len(j.Ranks) == 0 {
+			return false
+		}
+		ns, _ := in.client.Nodes(context.Background(), "default", compute)
+		for _, n := range ns {
+			if n.ID == j.Ranks[0].Node {
+				node = n
+				return true
+			}
+		}
+		return false
+	})
+	return node
+}
+
+func TestPreemptionResumesFromCheckpoint(t *testing.T) {
+	in, _ := newServer(t)
+	createCompute(t, in, lowPriority)
+	j := submit(t, in, counter)
+	node := runningNode(t, in, "spot-cluster", j.Name)
+	waitFor(t, "a few steps", 30*time.Second, func() bool {
+		lines, _ := in.client.Logs(context.Background(), "default", j.Name, 0)
+		for _, l := range lines {
+			if l.Text == "step 3" {
+				return true
+			}
+		}
+		return false
+	})
+
+	n, err := in.client.PreemptNode(context.Background(), "default", "spot-cluster", node.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n.State != api.NodePreempted {
+		t.Errorf("node state after preempt-node: %s, want preempted", n.State)
+	}
+	got := waitJob(t, in, j.Name, 90*time.Second)
+	if got.Status != api.JobCompleted || got.Attempt != 2 || got.Retried.NodeFailure != 1 {
+		t.Fatalf("job after preemption: %s attempt %d retried %+v (%s)\n%s", got.Status, got.Attempt, got.Retried, got.Error, events(t, in, j.Name))
+	}
+	if got.Ranks[0].Node == node.ID {
+		t.Errorf("attempt 2 ran on the preempted node %s", node.ID)
+	}
+	text := logText(t, in, j.Name)
+	if strings.Count(text, "step 1\n") != 1 || !strings.Contains(text, "step 12\n") || strings.Contains(text, "attempt 2 starts at step 0") {
+		t.Errorf("the job did not resume from its checkpoint:\n%s", text)
+	}
+	if !strings.Contains(text, "restored the checkpoint") {
+		t.Errorf("the log does not say the checkpoint was restored:\n%s", text)
+	}
+	ev := events(t, in, j.Name)
+	for _, want := range []string{"NodePreempted", "Requeued: attempt 1 ended by a node failure"} {
+		if !strings.Contains(ev, want) {
+			t.Errorf("job events lack %q:\n%s", want, ev)
+		}
+	}
+	// Dedicated nodes cannot be preempted.
+	createCompute(t, in, cluster)
+	d := submit(t, in, "command: sleep 2\ncompute: cpu-cluster\n")
+	dn := runningNode(t, in, "cpu-cluster", d.Name)
+	if _, err := in.client.PreemptNode(context.Background(), "default", "cpu-cluster", dn.ID); api.ProblemCode(err) != api.CodeConflict || !strings.Contains(err.Error(), "low_priority") {
+		t.Errorf("preempting a dedicated node: %v", err)
+	}
+}
+
+func TestRetriesByCause(t *testing.T) {
+	in, _ := newServer(t)
+	createCompute(t, in, cluster)
+	// A failing command is retried on_exit_code times, then fails.
+	exit := submit(t, in, "command: echo try $TIDE_ATTEMPT; exit 3\ncompute: cpu-cluster\ntide:\n  retries:\n    on_exit_code: 2\n")
+	// By default a failing command is not retried.
+	once := submit(t, in, "command: exit 4\ncompute: cpu-cluster\n")
+	got := waitJob(t, in, exit.Name, 60*time.Second)
+	if got.Status != api.JobFailed || got.Attempt != 3 || got.Retried.ExitCode != 2 || got.ExitCode == nil || *got.ExitCode != 3 {
+		t.Errorf("on_exit_code 2: %s attempt %d retried %+v exit %v", got.Status, got.Attempt, got.Retried, got.ExitCode)
+	}
+	if text := logText(t, in, exit.Name); !strings.Contains(text, "try 1") || !strings.Contains(text, "try 3") {
+		t.Errorf("log of three attempts:\n%s", text)
+	}
+	if got := waitJob(t, in, once.Name, 60*time.Second); got.Status != api.JobFailed || got.Attempt != 1 {
+		t.Errorf("default retries: %s attempt %d", got.Status, got.Attempt)
+	}
+
+	// A lost node (its agent killed) retries the job on a new node by
+	// default; with on_node_failure 0 the job fails instead.
+	for _, tc := range []struct {
+		retries string
+		want    string
+		attempt int
+	}{{"", api.JobCompleted, 2}, {"tide:\n  retries:\n    on_node_failure: 0\n", api.JobFailed, 1}} {
+		j := submit(t, in, "command: sleep 2; echo done\ncompute: cpu-cluster\n"+tc.retries)
+		n := runningNode(t, in, "cpu-cluster", j.Name)
+		var pid int
+		if _, err := fmt.Sscanf(n.ProviderID, "pid:%d", &pid); err != nil {
+			t.Fatal(err)
+		}
+		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		got := waitJob(t, in, j.Name, 60*time.Second)
+		if got.Status != tc.want || got.Attempt != tc.attempt || tc.want == api.JobFailed && !strings.Contains(got.Error, "unusable") {
+			t.Errorf("retries %q after a lost node: %s attempt %d (%s)\n%s", tc.retries, got.Status, got.Attempt, got.Error, events(t, in, j.Name))
+		}
+	}
+}
+
+func TestPriorityOrderAndPendingReasons(t *testing.T) {
+	in, _ := newServer(t)
+	createCompute(t, in, "name: one-node\ntype: amlcompute\nsize: Standard_DS3_v2\nmax_instances: 1\nidle_time_before_scale_down: 30\n")
+	blocker := submit(t, in, "command: sleep 3\ncompute: one-node\n")
+	runningNode(t, in, "one-node", blocker.Name)
+	low := submit(t, in, "command: 'true'\ncompute: one-node\nqueue_settings:\n  priority: low\n")
+	medium := submit(t, in, "command: 'true'\ncompute: one-node\n")
+	high := submit(t, in, "command: 'true'\ncompute: one-node\nqueue_settings:\n  priority: high\n")
+	// While the one node is busy, the queued jobs say so, in queue order.
+	want := map[string]string{}
+	for job, ahead := range map[string]int{high.Name: 0, medium.Name: 1, low.Name: 2} {
+		want[job] = fmt.Sprintf("compute at max_instances (1 node(s), all busy); %d job(s) ahead in the queue", ahead)
+	}
+	got := map[string]string{}
+	waitFor(t, "pending reasons", 10*time.Second, func() bool {
+		for job, w := range want {
+			j, err := in.client.Job(context.Background(), "default", job)
+			if err != nil {
+				return false
+			}
+			got[job] = j.PendingReason
+			if j.Status == api.JobQueued && j.PendingReason != w {
+				return false
+			}
+		}
+		return true
+	})
+	var starts []time.Time
+	for _, name := range []string{high.Name, medium.Name, low.Name} {
+		j := waitJob(t, in, name, 60*time.Second)
+		starts = append(starts, j.StartTime)
+	}
+	if !starts[0].Before(starts[1]) || !starts[1].Before(starts[2]) {
+		t.Errorf("start order high %v, medium %v, low %v: want high first", starts[0], starts[1], starts[2])
+	}
+	// A job larger than the compute is rejected at submit time with the fix.
+	_, err := in.client.CreateJob(context.Background(), "default", &api.Job{Type: "command", Command: "true", Compute: "one-node", Resources: &api.JobResources{InstanceCount: 3}})
+	if err == nil || !strings.Contains(err.Error(), "max_instances 1") || !strings.Contains(err.Error(), "tide compute update one-node --max-instances 3") {
+		t.Errorf("instance_count above max_instances: %v", err)
+	}
+}
+
+func TestProvisioningTimeoutBacksOff(t *testing.T) {
+	in := startWith(t, t.TempDir(), "", "", func(cfg *config.Server) {
+		cfg.ProvisionTimeout = time.Second
+		// An agent that never registers: the node times out.
+		cfg.Locations = append(cfg.Locations, config.Location{Name: "broken", Provider: "local", Runtime: "process",
+			Settings: map[string]any{"agent_command": []any{"/bin/sh", "-c", "sleep 300"}}})
+	})
+	t.Cleanup(func() { cleanup(t, in) })
+	createCompute(t, in, "name: broken-cluster\ntype: amlcompute\nsize: Standard_DS3_v2\nlocation: broken\nmax_instances: 1\n")
+	j := submit(t, in, "command: 'true'\ncompute: broken-cluster\n")
+	waitFor(t, "a pending reason naming the failure", 30*time.Second, func() bool {
+		cur, err := in.client.Job(context.Background(), "default", j.Name)
+		return err == nil && strings.Contains(cur.PendingReason, "provisioning is failing") && strings.Contains(cur.PendingReason, "did not register")
+	})
+	waitFor(t, "three failures", 30*time.Second, func() bool {
+		c, err := in.client.Compute(context.Background(), "default", "broken-cluster")
+		return err == nil && len(c.Errors) >= 3
+	})
+	es, err := in.client.ComputeEvents(context.Background(), "default", "broken-cluster")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var delays []string
+	for _, e := range es {
+		if e.Kind == "ProvisioningTimeout" {
+			delays = append(delays, e.Message[strings.LastIndex(e.Message, "retrying in"):])
+		}
+	}
+	if len(delays) < 3 || delays[0] != "retrying in 1s)" || delays[1] != "retrying in 2s)" || delays[2] != "retrying in 4s)" {
+		t.Errorf("back-off: %q, want 1s, 2s, 4s", delays)
+	}
+}
+
+func TestLiveUpdateOfMax(t *testing.T) {
+	in, _ := newServer(t)
+	createCompute(t, in, "name: shrink\ntype: amlcompute\nsize: Standard_DS3_v2\nmax_instances: 2\nidle_time_before_scale_down: 60\n")
+	a := submit(t, in, "command: sleep 3\ncompute: shrink\n")
+	b := submit(t, in, "command: sleep 3\ncompute: shrink\n")
+	runningNode(t, in, "shrink", a.Name)
+	runningNode(t, in, "shrink", b.Name)
+	one := 1
+	if _, err := in.client.PatchCompute(context.Background(), "default", "shrink", api.ComputePatch{MaxInstances: &one}); err != nil {
+		t.Fatal(err)
+	}
+	// Lowering max kills no running job; the extra node goes once idle,
+	// long before its idle time of 60 s.
+	for _, j := range []*api.Job{a, b} {
+		if got := waitJob(t, in, j.Name, 60*time.Second); got.Status != api.JobCompleted {
+			t.Errorf("job %s after max lowered: %s %s", j.Name, got.Status, got.Error)
+		}
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		c, err := in.client.Compute(context.Background(), "default", "shrink")
+		if err == nil && c.CurrentNodeCount == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			es, _ := in.client.ComputeEvents(context.Background(), "default", "shrink")
+			t.Fatalf("still %d nodes 20s after max_instances went to 1: %+v\nevents: %+v", c.CurrentNodeCount, c.NodeStateCounts, es)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	es, _ := in.client.ComputeEvents(context.Background(), "default", "shrink")
+	if last := es[len(es)-1]; last.Kind != "ScaleDown" || !strings.Contains(last.Message, "more than its cap of 1") {
+		t.Errorf("last compute event %+v, want a scale-down over the new cap", last)
+	}
+}

@@ -1,0 +1,95 @@
+package service
+
+import (
+	"context"
+
+	"github.com/tideml/tide/api"
+	"github.com/tideml/tide/internal/spec"
+	"github.com/tideml/tide/internal/store"
+)
+
+// ParseDatastore parses a datastore document (YAML or JSON) from a request body.
+func (s *Service) ParseDatastore(body []byte) (*api.Datastore, error) {
+	d, err := spec.ParseDatastore("request body", body, nil)
+	if err != nil {
+		return nil, validation(err)
+	}
+	return d, nil
+}
+
+// PutDatastore creates or replaces a datastore and reports whether it was
+// created. Jobs resolve datastore paths when they start, so a change
+// applies to jobs that have not started yet.
+func (s *Service) PutDatastore(ctx context.Context, ws string, d *api.Datastore) (*api.Datastore, bool, error) {
+	if err := spec.ValidateDatastore(d); err != nil {
+		return nil, false, validation(err)
+	}
+	created := false
+	err := s.Store.Update(ctx, func(tx store.Tx) error {
+		if _, err := s.workspace(ctx, tx, ws); err != nil {
+			return err
+		}
+		old, err := tx.GetDatastore(ctx, ws, d.Name)
+		switch {
+		case store.IsNotFound(err):
+			created = true
+			d.CreatedOn = s.now()
+		case err != nil:
+			return err
+		default:
+			d.CreatedOn = old.CreatedOn
+		}
+		d.Workspace = ws
+		return tx.PutDatastore(ctx, d, "")
+	})
+	if err != nil {
+		return nil, false, s.mapStoreErr(err, "datastore", d.Name)
+	}
+	return d, created, nil
+}
+
+func (s *Service) datastore(ctx context.Context, tx store.Tx, ws, name string) (*api.Datastore, error) {
+	if _, err := s.workspace(ctx, tx, ws); err != nil {
+		return nil, err
+	}
+	d, err := tx.GetDatastore(ctx, ws, name)
+	if store.IsNotFound(err) {
+		return nil, notFound("datastore", name, "run 'tide datastore list' to see the datastores of workspace "+ws+", or create it with 'tide datastore create -f ds.yml' (type: local, path: /a/folder)")
+	}
+	return d, err
+}
+
+// Datastore returns one datastore.
+func (s *Service) Datastore(ctx context.Context, ws, name string) (*api.Datastore, error) {
+	var out *api.Datastore
+	err := s.Store.View(ctx, func(tx store.Tx) (err error) {
+		out, err = s.datastore(ctx, tx, ws, name)
+		return err
+	})
+	return out, err
+}
+
+// Datastores lists a workspace's datastores by name.
+func (s *Service) Datastores(ctx context.Context, ws string) ([]api.Datastore, error) {
+	out := []api.Datastore{}
+	err := s.Store.View(ctx, func(tx store.Tx) error {
+		if _, err := s.workspace(ctx, tx, ws); err != nil {
+			return err
+		}
+		ds, err := tx.ListDatastores(ctx, ws)
+		out = append(out, ds...)
+		return err
+	})
+	return out, err
+}
+
+// DeleteDatastore deletes a datastore. A queued job that references it
+// fails when it starts, with the reason.
+func (s *Service) DeleteDatastore(ctx context.Context, ws, name string) error {
+	return s.Store.Update(ctx, func(tx store.Tx) error {
+		if _, err := s.datastore(ctx, tx, ws, name); err != nil {
+			return err
+		}
+		return tx.DeleteDatastore(ctx, ws, name)
+	})
+}

@@ -1,0 +1,73 @@
+package spec
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestClassifyDataPath(t *testing.T) {
+	tests := []struct {
+		path, kind, problem string
+	}{
+		{"./data", PathLocal, ""},
+		{"data/train.csv", PathLocal, ""},
+		{"/abs/data", PathLocal, ""},
+		{"blob:" + strings.Repeat("a", 64), PathBlob, ""},
+		{"blob:" + strings.Repeat("a", 64) + "/iris.csv", PathBlob, ""},
+		{"file:///srv/data", PathFile, ""},
+		{"file://host/srv/data", "", "absolute path on the node"},
+		{"http://127.0.0.1:8080/d.tar.gz", PathHTTP, ""},
+		{"https://azuremlexamples.blob.core.windows.net/datasets/iris.csv", PathHTTP, ""},
+		{"https:///nohost", "", "not a valid URL"},
+		{"azureml://datastores/shared/paths/iris/", PathDatastore, ""},
+		{"azureml://datastores/shared/paths/../etc", "", "may not contain '..'"},
+		{"azureml://datastores/shared/iris", "", "want azureml://datastores/NAME/paths/PATH"},
+		{"azureml://subscriptions/x/resourcegroups/y/workspaces/z/datastores/d/paths/p", "", "Azure workspace"},
+		{"azureml:sampledata@latest", "", "data or code asset"},
+		{"azureml:sampledata:1", "", "data or code asset"},
+		{"wasbs://datasets@azuremlexamples.blob.core.windows.net/", "", "wasbs:// is Azure storage"},
+		{"abfss://fs@acct.dfs.core.windows.net/p", "", "abfss:// is Azure storage"},
+		{"s3://bucket/key", "", "s3:// paths are not supported"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.path, func(t *testing.T) {
+			kind, problem := ClassifyDataPath(tt.path)
+			if kind != tt.kind || (tt.problem == "") != (problem == "") || !strings.Contains(problem, tt.problem) {
+				t.Fatalf("ClassifyDataPath(%q) = %q, %q; want %q, %q", tt.path, kind, problem, tt.kind, tt.problem)
+			}
+		})
+	}
+	name, rel, _ := ParseDatastorePath("azureml://datastores/shared/paths//iris//a.csv")
+	if name != "shared" || rel != "iris/a.csv" {
+		t.Fatalf("ParseDatastorePath = %q, %q", name, rel)
+	}
+}
+
+func TestParseDatastore(t *testing.T) {
+	tests := []struct {
+		name, yaml, wantErr string
+	}{
+		{"local", "name: shared\ntype: local\ndescription: team data\npath: /srv/data\ntags:\n  team: ml\n", ""},
+		{"relative path", "name: shared\ntype: local\npath: data\n", `ds.yml:3: path: "data" must be an absolute path`},
+		{"no path", "name: shared\ntype: local\n", "ds.yml: path: required for a local datastore"},
+		{"azure blob", "$schema: x\nname: blob_example\ntype: azure_blob\naccount_name: acct\ncontainer_name: c\n",
+			"ds.yml:3: type: azure_blob datastores are not supported: tide cannot reach Azure storage"},
+		{"unknown type", "name: s\ntype: nfs\n", `ds.yml:2: type: "nfs" is not a datastore type`},
+		{"bad name", "name: 1-bad\ntype: local\npath: /x\n", `ds.yml:1: name: "1-bad" must be`},
+		{"unknown field", "name: s\ntype: local\npath: /x\npaht: 1\n", `ds.yml:4: unknown field "paht"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ds, err := ParseDatastore("ds.yml", []byte(tt.yaml), nil)
+			if tt.wantErr == "" {
+				if err != nil || ds.Path != "/srv/data" || ds.Tags["team"] != "ml" {
+					t.Fatalf("got %+v, %v", ds, err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Fatalf("err = %v, want %q", err, tt.wantErr)
+			}
+		})
+	}
+}
