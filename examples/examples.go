@@ -13,15 +13,16 @@
 package examples
 
 import (
+	"context"
 	"embed"
 	"fmt"
 	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
-	"strings"
 
 	"github.com/tideml/tide/api"
+	"github.com/tideml/tide/internal/snapshot"
 	"github.com/tideml/tide/internal/spec"
 )
 
@@ -100,21 +101,34 @@ func WriteTo(dir string) error {
 	})
 }
 
-// CopyCode rewrites a job whose nodes share this host's filesystem (the
-// local provider's) so that its command first copies the code folder,
-// resolved against exampleDir, into the job's working folder, and clears
-// code. The job then runs as it would from an uploaded snapshot: its code
-// in the working folder, ./outputs next to it. Programs that run examples
-// in-process (tide demo, tests) use it; the CLI uploads the folder instead.
-func CopyCode(j *api.Job, exampleDir string) {
+// UploadCode packs the job's code folder, resolved against exampleDir (a
+// folder WriteTo wrote), uploads it unless the server has it, and points
+// the job's code at the snapshot, as `tide job create` does for a job
+// file. Programs that submit examples through the Go client (tide demo,
+// tests) use it.
+func UploadCode(ctx context.Context, c *api.Client, j *api.Job, exampleDir string) error {
 	if j.Code == "" {
-		return
+		return nil
 	}
-	src := filepath.Join(exampleDir, filepath.FromSlash(j.Code))
-	j.Command = "cp -R " + shellQuote(src+"/.") + " . && " + j.Command
-	j.Code = ""
-}
-
-func shellQuote(s string) string {
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+	snap, err := snapshot.Pack(filepath.Join(exampleDir, filepath.FromSlash(j.Code)))
+	if err != nil {
+		return fmt.Errorf("code: %w", err)
+	}
+	defer snap.Remove()
+	has, err := c.HasBlob(ctx, snap.Digest)
+	if err != nil {
+		return fmt.Errorf("code: %w", err)
+	}
+	if !has {
+		f, err := os.Open(snap.Path)
+		if err != nil {
+			return fmt.Errorf("code: %w", err)
+		}
+		defer f.Close()
+		if err := c.PutBlob(ctx, snap.Digest, f, snap.Size); err != nil {
+			return fmt.Errorf("code: %w", err)
+		}
+	}
+	j.Code = api.BlobRef(snap.Digest, "")
+	return nil
 }

@@ -152,3 +152,24 @@ func TestCheck(t *testing.T) {
 		}
 	}
 }
+
+// FuzzExtract: whatever the archive, Extract writes nothing beside its
+// destination folder.
+func FuzzExtract(f *testing.F) {
+	f.Add(tarGz(&testing.T{}, []tar.Header{{Name: "a/b", Typeflag: tar.TypeReg, Mode: 0o644}}, "x"))
+	f.Add(tarGz(&testing.T{}, []tar.Header{{Name: "l", Typeflag: tar.TypeSymlink, Linkname: "."}, {Name: "l/../x", Typeflag: tar.TypeReg}}, "x"))
+	f.Add(tarGz(&testing.T{}, []tar.Header{{Name: "a", Typeflag: tar.TypeSymlink, Linkname: "."}, {Name: "a/b", Typeflag: tar.TypeSymlink, Linkname: "../x"}, {Name: "b/c", Typeflag: tar.TypeReg}}, "x"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		root := t.TempDir()
+		_ = Extract(bytes.NewReader(data), filepath.Join(root, "in"), 1<<20)
+		entries, err := os.ReadDir(root)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range entries {
+			if e.Name() != "in" {
+				t.Fatalf("wrote %s beside the destination", e.Name())
+			}
+		}
+	})
+}

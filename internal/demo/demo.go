@@ -115,6 +115,14 @@ func Run(ctx context.Context, o Options) (err error) {
 	go watch.run(watchCtx)
 
 	start := time.Now()
+	// The ML examples are prepared first so that every job queues at once
+	// and the cluster does not scale down between the two groups.
+	var ml []*api.Job
+	if missing := MLMissing(); missing != "" {
+		say("skipping the ML examples: %s", missing)
+	} else if ml, err = mlJobs(ctx, c, ws, dir, start.Format("150405")); err != nil {
+		return err
+	}
 	var submitted []*api.Job
 	for _, dj := range Jobs {
 		j, err := c.CreateJob(ctx, ws, &api.Job{Name: dj.Name + "-" + start.Format("150405"), Type: "command", Command: dj.Command,
@@ -125,21 +133,13 @@ func Run(ctx context.Context, o Options) (err error) {
 		say("submitted job %s", j.Name)
 		submitted = append(submitted, j)
 	}
-	if missing := MLMissing(); missing != "" {
-		say("skipping the ML examples: %s", missing)
-	} else {
-		ml, err := mlJobs(ctx, c, ws, dir, start.Format("150405"))
+	for _, mj := range ml {
+		j, err := c.CreateJob(ctx, ws, mj)
 		if err != nil {
-			return err
+			return fmt.Errorf("submitting %s: %w", mj.Name, err)
 		}
-		for _, mj := range ml {
-			j, err := c.CreateJob(ctx, ws, mj)
-			if err != nil {
-				return fmt.Errorf("submitting %s: %w", mj.Name, err)
-			}
-			say("submitted job %s (examples/%s, %d node(s))", j.Name, mj.DisplayName, j.InstanceCount())
-			submitted = append(submitted, j)
-		}
+		say("submitted job %s (examples/%s, %d node(s))", j.Name, mj.DisplayName, j.InstanceCount())
+		submitted = append(submitted, j)
 	}
 	var wg sync.WaitGroup
 	var mu sync.Mutex

@@ -24,9 +24,8 @@ func MLMissing() string {
 }
 
 // mlJobs registers the examples' environments and returns their jobs,
-// ready to submit, with the example files written under dir. The demo's
-// nodes share this host's filesystem, so each job copies its code folder
-// from there (examples.CopyCode).
+// ready to submit, with the example files written under dir and each
+// job's code folder uploaded as a snapshot.
 func mlJobs(ctx context.Context, c *api.Client, ws, dir, suffix string) ([]*api.Job, error) {
 	exampleDir := filepath.Join(dir, "examples")
 	if err := examples.WriteTo(exampleDir); err != nil {
@@ -47,7 +46,9 @@ func mlJobs(ctx context.Context, c *api.Client, ws, dir, suffix string) ([]*api.
 		if err != nil {
 			return nil, err
 		}
-		examples.CopyCode(j, filepath.Join(exampleDir, name))
+		if err := examples.UploadCode(ctx, c, j, filepath.Join(exampleDir, name)); err != nil {
+			return nil, fmt.Errorf("example %s: %w", name, err)
+		}
 		j.Name = name + "-" + suffix
 		j.ExperimentName = "tide-demo"
 		jobs = append(jobs, j)

@@ -68,7 +68,9 @@ func TestExamplesRunForReal(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		tideexamples.CopyCode(j, exampleDir+"/"+name)
+		if err := tideexamples.UploadCode(ctx, in.client, j, exampleDir+"/"+name); err != nil {
+			t.Fatalf("uploading the code of %s: %v", name, err)
+		}
 		j.Name = strings.ReplaceAll(name, "-", "_")
 		if jobs[name], err = in.client.CreateJob(ctx, "default", j); err != nil {
 			t.Fatalf("submitting %s: %v", name, err)
@@ -179,5 +181,90 @@ distribution: {type: pytorch}
 	}
 	if d := time.Since(start); d > 40*time.Second {
 		t.Errorf("the failing job took %s: rank 0 was not stopped", d)
+	}
+}
+
+// TestDDPResumesAfterPreemption preempts the node of rank 0 of the 2-node
+// PyTorch DDP example mid-training on a low-priority compute: the job is
+// retried on new nodes, restores the checkpoint rank 0 saved, resumes after
+// the last saved epoch and completes.
+func TestDDPResumesAfterPreemption(t *testing.T) {
+	requireML(t)
+	in, dir := newServer(t)
+	ctx := context.Background()
+	exampleDir := dir + "/examples"
+	if err := tideexamples.WriteTo(exampleDir); err != nil {
+		t.Fatal(err)
+	}
+	c, err := tideexamples.Compute()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Tier, c.IdleTimeBeforeScaleDown = api.TierLowPriority, 2
+	if _, _, err := in.client.PutCompute(ctx, "default", c); err != nil {
+		t.Fatal(err)
+	}
+	envs, err := tideexamples.Environments()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range envs {
+		if _, _, err := in.client.CreateEnvironment(ctx, "default", e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	j, err := tideexamples.Job(tideexamples.PyTorchDDP)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tideexamples.UploadCode(ctx, in.client, j, exampleDir+"/"+tideexamples.PyTorchDDP); err != nil {
+		t.Fatal(err)
+	}
+	j.Name = "ddp_preempted"
+	// Slow epochs down a little so that the preemption lands mid-training.
+	j.Inputs["epochs"] = api.JobInput{Type: api.InputLiteral, Value: "40"}
+	if _, err := in.client.CreateJob(ctx, "default", j); err != nil {
+		t.Fatal(err)
+	}
+	var rank0 string
+	waitFor(t, "a saved epoch", 3*time.Minute, func() bool {
+		cur, err := in.client.Job(ctx, "default", j.Name)
+		if err != nil || cur.Status != api.JobRunning {
+			return false
+		}
+		lines, _ := in.client.Logs(ctx, "default", j.Name, 0)
+		for _, l := range lines {
+			if strings.Contains(l.Text, "rank 0: epoch 3/40") {
+				rank0 = cur.Ranks[0].Node
+				return true
+			}
+		}
+		return false
+	})
+	if _, err := in.client.PreemptNode(ctx, "default", c.Name, rank0); err != nil {
+		t.Fatal(err)
+	}
+	got := waitJob(t, in, j.Name, 4*time.Minute)
+	if got.Status != api.JobCompleted || got.Attempt != 2 || got.Retried.NodeFailure != 1 {
+		t.Fatalf("DDP job after preemption: %s attempt %d retried %+v (%s)\n%s", got.Status, got.Attempt, got.Retried, got.Error, strings.Join(got.LogTail, "\n"))
+	}
+	lines, err := in.client.Logs(ctx, "default", j.Name, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var second strings.Builder
+	for _, l := range lines {
+		if l.Attempt == 2 {
+			second.WriteString(l.Text + "\n")
+		}
+	}
+	text := second.String()
+	for _, want := range []string{"restored the checkpoint", "rank 0: resuming after epoch", "rank 0: epoch 40/40", "rank 0: accuracy: 0.9"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("attempt 2 log lacks %q:\n%s", want, text)
+		}
+	}
+	if strings.Contains(text, "rank 0: epoch 1/40") {
+		t.Errorf("attempt 2 started from epoch 1 instead of resuming:\n%s", text)
 	}
 }

@@ -111,7 +111,11 @@ func environmentNotes(j *api.Job, runtime string) []string {
 		notes = append(notes, fmt.Sprintf("tide: environment.build %q is not used: this node's runtime is %q, which runs the command on the host (configure a location with runtime docker to build images)", e.Build.Path, runtime))
 	}
 	if image != "" {
-		notes = append(notes, fmt.Sprintf("tide: %s (%q) is not used: this node's runtime is %q, which runs the command on the host (configure a location with runtime docker to run images)", imageOf, image, runtime))
+		what := fmt.Sprintf("%s %q", imageOf, image)
+		if j.ResolvedEnvironment != nil {
+			what = fmt.Sprintf("%s (%q)", imageOf, image)
+		}
+		notes = append(notes, fmt.Sprintf("tide: %s is not used: this node's runtime is %q, which runs the command on the host (configure a location with runtime docker to run images)", what, runtime))
 	}
 	if conda != "" {
 		notes = append(notes, fmt.Sprintf("tide: %s is not installed by the %q runtime; the host must already provide its packages", condaOf, runtime))

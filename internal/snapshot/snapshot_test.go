@@ -164,3 +164,13 @@ func TestPackSingleFileAndLinks(t *testing.T) {
 }
 
 var time0 = time.Unix(1000, 0)
+
+// FuzzIgnore: any ignore file parses and matches without panicking.
+func FuzzIgnore(f *testing.F) {
+	for _, s := range []string{"*.pyc\n!keep\n/data/\n", "a/**/b\n[!x]y\n\\#c\n", "[", "**"} {
+		f.Add(s, "a/b/c.pyc")
+	}
+	f.Fuzz(func(t *testing.T, file, p string) {
+		ignored([]ruleSet{parseIgnore("", []byte(file))}, p, false)
+	})
+}

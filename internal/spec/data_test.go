@@ -71,3 +71,19 @@ func TestParseDatastore(t *testing.T) {
 		})
 	}
 }
+
+// FuzzDataPaths: classifying a path or parsing a datastore file never
+// panics, and a datastore path never leaves its datastore.
+func FuzzDataPaths(f *testing.F) {
+	for _, s := range []string{"./data", "azureml://datastores/d/paths/a/../../b", "file:///x", "http://h/x.tar.gz",
+		"wasbs://c@a.blob.core.windows.net/", "azureml:x@latest", "blob:abc/def", "name: d\ntype: local\npath: /x\n"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		ClassifyDataPath(s)
+		if _, rel, problem := ParseDatastorePath(s); problem == "" && (rel == ".." || strings.HasPrefix(rel, "../") || strings.HasPrefix(rel, "/")) {
+			t.Fatalf("%q resolves outside its datastore: %q", s, rel)
+		}
+		_, _ = ParseDatastore("ds.yml", []byte(s), nil)
+	})
+}

@@ -4,9 +4,10 @@ data set that ships with scikit-learn.
 tide (like Azure ML) starts one process per rank and sets MASTER_ADDR,
 MASTER_PORT, WORLD_SIZE, RANK and LOCAL_RANK, so init_process_group reads
 everything from the environment. Each rank trains on its shard of the data;
-DDP averages the gradients. Rank 0 reports the test accuracy, writes metrics
-to ./outputs and saves a checkpoint to $TIDE_CHECKPOINT_DIR after every
-epoch; a restarted job resumes from that checkpoint."""
+DDP averages the gradients. Rank 0 reports the test accuracy and writes metrics
+to ./outputs; every rank saves a checkpoint to its node's
+$TIDE_CHECKPOINT_DIR after every epoch, and a restarted job resumes from the
+newest one any node has."""
 
 import argparse
 import json
@@ -52,22 +53,31 @@ def main():
     log(rank, f"training on {len(sampler)} of {len(train)} images")
 
     model = nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 10))
+    # Every rank checkpoints to its node's $TIDE_CHECKPOINT_DIR, so whichever
+    # node holds rank 0 after a restart, the newest checkpoint of any node is
+    # found and sent to all ranks.
     checkpoint_dir = os.environ.get("TIDE_CHECKPOINT_DIR", "checkpoints")
     checkpoint = os.path.join(checkpoint_dir, "checkpoint.pt")
-    start_epoch = torch.zeros(1, dtype=torch.long)
-    if rank == 0 and os.path.exists(checkpoint):
+    local_epoch = -1
+    if os.path.exists(checkpoint):
         state = torch.load(checkpoint)
         model.load_state_dict(state["model"])
-        start_epoch[0] = state["epoch"] + 1
-        log(rank, f"resuming from {checkpoint} after epoch {state['epoch']}")
-    # Every rank starts where rank 0 does; DDP copies rank 0's weights to all.
-    dist.broadcast(start_epoch, src=0)
+        local_epoch = state["epoch"]
+    newest = torch.tensor([local_epoch])
+    dist.all_reduce(newest, op=dist.ReduceOp.MAX)
+    start_epoch = int(newest[0]) + 1
+    if start_epoch > 0:
+        source = torch.tensor([rank if local_epoch == start_epoch - 1 else world])
+        dist.all_reduce(source, op=dist.ReduceOp.MIN)
+        for tensor in model.state_dict().values():
+            dist.broadcast(tensor, src=int(source[0]))
+        log(rank, f"resuming after epoch {start_epoch} from rank {int(source[0])}'s checkpoint")
     ddp = DistributedDataParallel(model)
     optimizer = torch.optim.SGD(ddp.parameters(), lr=args.lr)
     loss_fn = nn.CrossEntropyLoss()
 
     start = time.time()
-    for epoch in range(int(start_epoch[0]), args.epochs):
+    for epoch in range(start_epoch, args.epochs):
         sampler.set_epoch(epoch)
         total, batches = 0.0, 0
         for xb, yb in loader:
@@ -77,10 +87,9 @@ def main():
             optimizer.step()
             total, batches = total + loss.item(), batches + 1
         log(rank, f"epoch {epoch + 1}/{args.epochs} loss {total / max(batches, 1):.4f}")
-        if rank == 0:
-            os.makedirs(checkpoint_dir, exist_ok=True)
-            torch.save({"model": model.state_dict(), "epoch": epoch}, checkpoint + ".tmp")
-            os.replace(checkpoint + ".tmp", checkpoint)
+        os.makedirs(checkpoint_dir, exist_ok=True)
+        torch.save({"model": model.state_dict(), "epoch": epoch}, checkpoint + ".tmp")
+        os.replace(checkpoint + ".tmp", checkpoint)
 
     if rank == 0:
         with torch.no_grad():
@@ -89,7 +98,7 @@ def main():
         os.makedirs(args.output, exist_ok=True)
         with open(os.path.join(args.output, "metrics.json"), "w") as f:
             json.dump({"accuracy": accuracy, "world_size": world, "epochs": args.epochs,
-                       "start_epoch": int(start_epoch[0]), "seconds": round(time.time() - start, 3)}, f, indent=2)
+                       "start_epoch": start_epoch, "seconds": round(time.time() - start, 3)}, f, indent=2)
         log(rank, f"checkpoint in {checkpoint}")
     dist.barrier()
     dist.destroy_process_group()
