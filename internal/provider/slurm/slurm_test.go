@@ -160,7 +160,7 @@ func TestSlurmStates(t *testing.T) {
 	}
 
 	// A job of the higher-priority partition preempts tide's nodes.
-	if _, err := c.run("sbatch", "--partition=urgent", "--nodes=3", "--exclusive", "--time=1", "--wrap=sleep 1"); err != nil {
+	if _, err := c.run("sbatch", "--output=/dev/null", "--partition=urgent", "--nodes=3", "--exclusive", "--time=1", "--wrap=sleep 1"); err != nil {
 		t.Fatal(err)
 	}
 	waitNode(t, p, "st-1", "preemption", func(n *provider.Node) bool {
@@ -192,7 +192,7 @@ func TestEndToEnd(t *testing.T) {
 
 	// While another job holds the whole cluster, the nodes wait in
 	// preparing with Slurm's pending reason.
-	blocker, err := c.run("sbatch", "--parsable", "--nodes=3", "--exclusive", "--wrap=sleep 300")
+	blocker, err := c.run("sbatch", "--output=/dev/null", "--parsable", "--nodes=3", "--exclusive", "--wrap=sleep 300")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -233,7 +233,7 @@ func TestEndToEnd(t *testing.T) {
 	j = srv.Submit("command: sleep 120\ncompute: cpu-cluster\n")
 	j = srv.WaitJob(j.Name, 30*time.Second, servertest.Running)
 	first := j.Attempt
-	if _, err := c.run("sbatch", "--partition=urgent", "--nodes=3", "--exclusive", "--time=1", "--wrap=sleep 1"); err != nil {
+	if _, err := c.run("sbatch", "--output=/dev/null", "--partition=urgent", "--nodes=3", "--exclusive", "--time=1", "--wrap=sleep 1"); err != nil {
 		t.Fatal(err)
 	}
 	j = srv.WaitJob(j.Name, 30*time.Second, func(j *api.Job) bool { return j.Attempt > first || servertest.Terminal(j) })
