@@ -21,8 +21,8 @@ import (
 )
 
 // lab is a set of real sshd "hosts", each in its own network namespace
-// joined to this one by a veth pair: the root end is 10.A.i.1, the host
-// end 10.A.i.2, and each namespace routes everything through the root
+// joined to this one by a veth pair: the root end is 198.18.N.1, the host
+// end 198.18.N.2, and each namespace routes everything through the root
 // end, so agents there reach a server listening on any root-end address.
 type lab struct {
 	dir       string
@@ -84,11 +84,14 @@ func newLab(n int) (_ *lab, err error) {
 		return nil, err
 	}
 	id := os.Getpid() % 100000
-	octet := 64 + os.Getpid()%150
+	// 198.18.0.0/15 is reserved for network tests (RFC 2544), so the lab
+	// never shadows a route of the machine's own networks; the pid keeps
+	// two test processes apart.
+	octet := os.Getpid() % 100 * 2
 	for i := range n {
 		h := &labHost{
 			ns: fmt.Sprintf("tide%dh%d", id, i), veth: fmt.Sprintf("tv%dh%d", id, i),
-			rootIP: fmt.Sprintf("10.%d.%d.1", octet, i+1), ip: fmt.Sprintf("10.%d.%d.2", octet, i+1),
+			rootIP: fmt.Sprintf("198.18.%d.1", octet+i), ip: fmt.Sprintf("198.18.%d.2", octet+i),
 		}
 		l.hosts = append(l.hosts, h)
 		peer := fmt.Sprintf("tp%dh%d", id, i)
