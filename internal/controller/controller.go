@@ -896,7 +896,8 @@ func (c *Controller) reconcile(ctx context.Context) error {
 }
 
 // checkProviders marks nodes whose agent process is gone unusable, without
-// waiting for the heartbeat timeout.
+// waiting for the heartbeat timeout, and shows why a preparing node waits
+// (a Slurm job's pending reason) as the node's error until it registers.
 func (c *Controller) checkProviders(ctx context.Context) error {
 	s, err := c.load(ctx)
 	if err != nil {
@@ -904,7 +905,7 @@ func (c *Controller) checkProviders(ctx context.Context) error {
 	}
 	now := c.now().UTC()
 	for _, n := range s.nodes {
-		if n.State != api.NodeIdle && n.State != api.NodeRunning || c.isInflight(n.ID) {
+		if n.State != api.NodeIdle && n.State != api.NodeRunning && n.State != api.NodePreparing || c.isInflight(n.ID) {
 			continue
 		}
 		p, ok := c.providers[n.Location]
@@ -915,10 +916,28 @@ func (c *Controller) checkProviders(ctx context.Context) error {
 		switch {
 		case provider.IsNotFound(err):
 			err = c.markUnusable(ctx, n, "the provider no longer holds the node", now)
-		case err == nil && pn.State == provider.StateExited:
+		case err != nil:
+			// The backend cannot tell now (an ssh host cut off, a Slurm
+			// controller restarting): the heartbeats decide; check the
+			// other nodes.
+			c.log.Warn("checking node", "node", n.ID, "err", err)
+			continue
+		case pn.State == provider.StateExited:
 			err = c.markUnusable(ctx, n, "agent exited: "+pn.Reason, now)
-		case err == nil && pn.State == provider.StatePreempted:
+		case pn.State == provider.StatePreempted:
 			err = service.MarkPreempted(ctx, c.store, n.ID, cmp.Or(pn.Reason, "the provider took the node away"), now)
+		case n.State == api.NodePreparing && pn.Reason != n.Error:
+			err = c.store.Update(ctx, func(tx store.Tx) error {
+				cur, err := tx.GetNode(ctx, n.ID)
+				if err != nil || cur.State != api.NodePreparing {
+					return err
+				}
+				cur.Error = pn.Reason
+				return tx.PutNode(ctx, cur)
+			})
+			if store.IsNotFound(err) {
+				err = nil
+			}
 		}
 		if err != nil {
 			return err

@@ -8,6 +8,8 @@ import (
 	"github.com/tideml/tide/internal/provider/docker"
 	"github.com/tideml/tide/internal/provider/fake"
 	"github.com/tideml/tide/internal/provider/local"
+	"github.com/tideml/tide/internal/provider/slurm"
+	"github.com/tideml/tide/internal/provider/ssh"
 )
 
 // Providers returns the builtin providers. "fake" is a programmable,
@@ -18,5 +20,7 @@ func Providers() provider.Registry {
 		local.Name:  local.Factory,
 		fake.Name:   fake.Factory,
 		docker.Name: docker.Factory,
+		ssh.Name:    ssh.Factory,
+		slurm.Name:  slurm.Factory,
 	}
 }
