@@ -132,6 +132,7 @@ type AssignmentStatus struct {
 	// LastNodeSeq is the last log line number the agent produced, so the
 	// server knows when it has every line.
 	LastNodeSeq int64 `json:"last_node_seq,omitempty"`
-	// Preempted: the attempt ended because its node was preempted.
+	// Preempted: the attempt ended because its node went away (preempted,
+	// or its agent was stopped), not because of the job.
 	Preempted bool `json:"preempted,omitempty"`
 }

@@ -350,7 +350,10 @@ func (j *job) stoppedStatus(code *int) api.AssignmentStatus {
 	switch j.stopKind {
 	case stopCancel:
 		st.Status = api.JobCanceled
-	case stopPreempt:
+	case stopPreempt, stopShutdown:
+		// The node is going away (an eviction notice, or the agent itself
+		// told to stop by its backend): a node failure, which the server
+		// retries under on_node_failure, not a failure of the job.
 		st.Status, st.Preempted = api.JobFailed, true
 	default:
 		st.Status = api.JobFailed
