@@ -315,10 +315,15 @@ func (s *tideServer) tideFromZero(name string, g int) zeroResult {
 		t.Fatalf("job %s: %d ranks, want %d", j.Name, len(cur.Ranks), g)
 	}
 	for _, rk := range cur.Ranks {
-		d, err := nodeStart(filepath.Join(s.dir, "data", "locations", "local", "nodes", rk.Node))
-		if err != nil {
-			t.Fatal(err)
-		}
+		// The agent logs "registered" after the server answered, so on a
+		// busy machine the job may start before the line is written.
+		dir := filepath.Join(s.dir, "data", "locations", "local", "nodes", rk.Node)
+		var d time.Duration
+		poll(t, "node "+rk.Node+"'s \"registered\" line in "+dir+"/agent.log", 10*time.Second, 20*time.Millisecond, func() bool {
+			var err error
+			d, err = nodeStart(dir)
+			return err == nil
+		})
 		r.NodeStart = max(r.NodeStart, d)
 	}
 	s.deleteCompute(name)
