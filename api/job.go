@@ -66,6 +66,9 @@ type Job struct {
 	// Retried counts the attempts that ended badly and were retried.
 	Retried       JobRetryCounts `json:"retried,omitzero"`
 	PendingReason string         `json:"pending_reason,omitempty"`
+	// QueuePosition is a queued job's place in its compute's queue (1:
+	// next), in the order the scheduler takes jobs: priority, then age.
+	QueuePosition int `json:"queue_position,omitempty"`
 	// ResolvedEnvironment is the registered environment the job's
 	// environment reference named when it was submitted; the job keeps it
 	// even if that version is deleted later.

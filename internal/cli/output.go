@@ -311,6 +311,9 @@ func (p *printer) jobTable(w io.Writer, js []api.Job) {
 		waiting := ""
 		if j.Status == api.JobQueued {
 			waiting = j.PendingReason
+			if j.QueuePosition > 0 {
+				waiting = fmt.Sprintf("#%d: %s", j.QueuePosition, waiting)
+			}
 		}
 		rows = append(rows, []string{j.Name, j.Status, j.Compute, p.ago(j.CreatedOn), p.jobDuration(j), dash(j.DisplayName), dash(waiting)})
 	}
@@ -347,6 +350,9 @@ func (p *printer) jobDetails(w io.Writer, j *api.Job) {
 	}
 	if !api.JobTerminal(j.Status) && j.PendingReason != "" {
 		lines = append(lines, kv{"pending_reason", fmt.Sprintf("%s (%s)", j.PendingReason, p.ago(j.CreatedOn))})
+	}
+	if j.QueuePosition > 0 {
+		lines = append(lines, kv{"queue_position", fmt.Sprintf("%d (%d job(s) ahead on %s)", j.QueuePosition, j.QueuePosition-1, j.Compute)})
 	}
 	lines = append(lines, kv{"command", oneLine(j.Command)})
 	details(w, lines)

@@ -745,7 +745,13 @@ func (c *Controller) explain(ctx context.Context, waiting []scheduler.Waiting, p
 		failing[k] = b
 	}
 	c.mu.Unlock()
-	ahead := map[string]int{} // jobs of the compute earlier in the queue
+	stored := map[string]string{} // the reasons the snapshot holds
+	for _, j := range s.jobs {
+		if j.Status == api.JobQueued {
+			stored[key(j.Workspace, j.Name)] = j.PendingReason
+		}
+	}
+	changed := map[string]string{}
 	for _, w := range waiting {
 		k := w.Compute
 		var reason string
@@ -761,25 +767,40 @@ func (c *Controller) explain(ctx context.Context, waiting []scheduler.Waiting, p
 			reason = fmt.Sprintf("waiting for %d node(s): %d starting since %s, %d free",
 				w.Need, starting[k], startingSince[k].UTC().Format(time.TimeOnly), w.Free)
 		case busy[k] >= maxNodes[k]:
-			reason = fmt.Sprintf("compute at max_instances (%d node(s), all busy); %d job(s) ahead in the queue", maxNodes[k], ahead[k])
+			reason = fmt.Sprintf("compute at max_instances (%d node(s), all busy)", maxNodes[k])
 		default:
 			reason = fmt.Sprintf("waiting for %d node(s) (%d free)", w.Need, w.Free)
 		}
-		ahead[k]++
-		ws, name, _ := strings.Cut(w.Job, "/")
-		err := c.store.Update(ctx, func(tx store.Tx) error {
-			j, err := tx.GetJob(ctx, ws, name)
-			if err != nil || j.Status != api.JobQueued || j.PendingReason == reason {
-				return err
-			}
-			j.PendingReason = reason
-			return tx.PutJob(ctx, j, "")
-		})
-		if err != nil && !store.IsNotFound(err) {
-			return err
+		if stored[w.Job] != reason {
+			changed[w.Job] = reason
 		}
 	}
-	return nil
+	if len(changed) == 0 {
+		return nil
+	}
+	// One transaction for every change: a step costs what changed, not the
+	// length of the queue.
+	err := c.store.Update(ctx, func(tx store.Tx) error {
+		for jk, reason := range changed {
+			ws, name, _ := strings.Cut(jk, "/")
+			j, err := tx.GetJob(ctx, ws, name)
+			if store.IsNotFound(err) {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			if j.Status != api.JobQueued || j.PendingReason == reason {
+				continue
+			}
+			j.PendingReason = reason
+			if err := tx.PutJob(ctx, j, ""); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return err
 }
 
 // recovered forgets a compute's provisioning failures once a node created

@@ -168,24 +168,26 @@ func TestPriorityOrderAndPendingReasons(t *testing.T) {
 	medium := submit(t, in, "command: 'true'\ncompute: one-node\n")
 	high := submit(t, in, "command: 'true'\ncompute: one-node\nqueue_settings:\n  priority: high\n")
 	// While the one node is busy, the queued jobs say so, in queue order.
-	want := map[string]string{}
-	for job, ahead := range map[string]int{high.Name: 0, medium.Name: 1, low.Name: 2} {
-		want[job] = fmt.Sprintf("compute at max_instances (1 node(s), all busy); %d job(s) ahead in the queue", ahead)
-	}
-	got := map[string]string{}
+	const want = "compute at max_instances (1 node(s), all busy)"
+	position := map[string]int{high.Name: 1, medium.Name: 2, low.Name: 3}
 	waitFor(t, "pending reasons", 10*time.Second, func() bool {
-		for job, w := range want {
-			j, err := in.client.Job(context.Background(), "default", job)
-			if err != nil {
+		js, err := in.client.Jobs(context.Background(), "default", api.JobFilter{Status: api.JobQueued})
+		if err != nil || len(js) != 3 {
+			return false
+		}
+		for _, j := range js {
+			if j.PendingReason != want {
 				return false
 			}
-			got[job] = j.PendingReason
-			if j.Status == api.JobQueued && j.PendingReason != w {
-				return false
+			if j.QueuePosition != position[j.Name] {
+				t.Errorf("%s: queue position %d, want %d", j.Name, j.QueuePosition, position[j.Name])
 			}
 		}
 		return true
 	})
+	if j, _ := in.client.Job(context.Background(), "default", low.Name); j.QueuePosition != 3 {
+		t.Errorf("job show: queue position %d, want 3", j.QueuePosition)
+	}
 	var starts []time.Time
 	for _, name := range []string{high.Name, medium.Name, low.Name} {
 		j := waitJob(t, in, name, 60*time.Second)

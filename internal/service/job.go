@@ -1,6 +1,7 @@
 package service
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -188,10 +189,42 @@ func (s *Service) job(ctx context.Context, tx store.Tx, ws, name string) (*api.J
 func (s *Service) Job(ctx context.Context, ws, name string) (*api.Job, error) {
 	var out *api.Job
 	err := s.Store.View(ctx, func(tx store.Tx) (err error) {
-		out, err = s.job(ctx, tx, ws, name)
-		return err
+		if out, err = s.job(ctx, tx, ws, name); err != nil || out.Status != api.JobQueued {
+			return err
+		}
+		return setQueuePositions(ctx, tx, ws, []api.Job{*out}, func(i, pos int) { out.QueuePosition = pos })
 	})
 	return out, err
+}
+
+// setQueuePositions tells each queued job of js its place in its compute's
+// queue, in the scheduler's order (higher priority first, then older).
+func setQueuePositions(ctx context.Context, tx store.Tx, ws string, js []api.Job, set func(i, pos int)) error {
+	wanted := false
+	for _, j := range js {
+		wanted = wanted || j.Status == api.JobQueued
+	}
+	if !wanted {
+		return nil
+	}
+	queued, err := tx.ListJobs(ctx, store.JobFilter{Workspace: ws, Statuses: []string{api.JobQueued}})
+	if err != nil {
+		return err
+	}
+	slices.SortStableFunc(queued, func(a, b api.Job) int {
+		return cmp.Or(cmp.Compare(b.Priority(), a.Priority()), a.CreatedOn.Compare(b.CreatedOn))
+	})
+	pos, next := map[string]int{}, map[string]int{}
+	for _, j := range queued {
+		next[j.Compute]++
+		pos[j.Name] = next[j.Compute]
+	}
+	for i, j := range js {
+		if p, ok := pos[j.Name]; ok && j.Status == api.JobQueued {
+			set(i, p)
+		}
+	}
+	return nil
 }
 
 // Jobs lists a workspace's jobs, newest last.
@@ -201,8 +234,10 @@ func (s *Service) Jobs(ctx context.Context, f store.JobFilter) ([]api.Job, error
 		if _, err := s.workspace(ctx, tx, f.Workspace); err != nil {
 			return err
 		}
-		out, err = tx.ListJobs(ctx, f)
-		return err
+		if out, err = tx.ListJobs(ctx, f); err != nil {
+			return err
+		}
+		return setQueuePositions(ctx, tx, f.Workspace, out, func(i, pos int) { out[i].QueuePosition = pos })
 	})
 	if out == nil {
 		out = []api.Job{}
