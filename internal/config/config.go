@@ -286,6 +286,16 @@ func (c *Server) Runtime(location string) string {
 	return "process"
 }
 
+// ProviderOf returns the provider of the named location ("" when unknown).
+func (c *Server) ProviderOf(location string) string {
+	for _, l := range c.Locations {
+		if l.Name == location {
+			return l.Provider
+		}
+	}
+	return ""
+}
+
 // DefaultLocation is the location a compute gets when it names none.
 func (c *Server) DefaultLocation() string {
 	for _, l := range c.Locations {

@@ -144,6 +144,19 @@ func TestImageWithoutDockerEngineIsRejectedAtSubmit(t *testing.T) {
 	if _, err = in.client.CreateJob(context.Background(), "default", j); err == nil || !strings.Contains(err.Error(), "environment: required on compute") {
 		t.Fatalf("CreateJob without environment = %v; want a rejection asking for an image", err)
 	}
+	// A GPU size on a docker location whose host has no GPU (this test
+	// machine has none) is rejected at submit time, not left to fail.
+	if hasGPU, _ := filepath.Glob("/dev/nvidia[0-9]*"); len(hasGPU) > 0 {
+		return
+	}
+	createCompute(t, in, "name: gpu-dock\ntype: amlcompute\nsize: Standard_NC4as_T4_v3\nlocation: dock\nmax_instances: 1\n")
+	g, err := spec.ParseJob("job.yml", []byte("command: nvidia-smi\ncompute: gpu-dock\nenvironment:\n  image: busybox\n"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err = in.client.CreateJob(context.Background(), "default", g); err == nil || !strings.Contains(err.Error(), "has 1 GPU(s) per node, but the host of location dock (runtime docker) has 0") {
+		t.Fatalf("CreateJob on a GPU size without host GPUs = %v; want a rejection naming the GPU count", err)
+	}
 }
 
 // TestGangJobOnDockerNodes runs a 2-node job on docker-provider nodes

@@ -213,6 +213,12 @@ func TestProvisioningTimeoutBacksOff(t *testing.T) {
 	t.Cleanup(func() { cleanup(t, in) })
 	createCompute(t, in, "name: broken-cluster\ntype: amlcompute\nsize: Standard_DS3_v2\nlocation: broken\nmax_instances: 1\n")
 	j := submit(t, in, "command: 'true'\ncompute: broken-cluster\n")
+	// First the node is starting (for up to provision_timeout)...
+	waitFor(t, "a pending reason naming the starting node", 10*time.Second, func() bool {
+		cur, err := in.client.Job(context.Background(), "default", j.Name)
+		return err == nil && strings.Contains(cur.PendingReason, "waiting for 1 node(s): 1 starting since ")
+	})
+	// ... then it times out, and the reason says so.
 	waitFor(t, "a pending reason naming the failure", 30*time.Second, func() bool {
 		cur, err := in.client.Job(context.Background(), "default", j.Name)
 		return err == nil && strings.Contains(cur.PendingReason, "provisioning is failing") && strings.Contains(cur.PendingReason, "did not register")

@@ -93,7 +93,7 @@ func New(ctx context.Context, cfg config.Server, log *slog.Logger) (*Server, err
 		st.Close()
 		return nil, err
 	}
-	s.svc = &service.Service{Store: st, Catalog: cat, Config: cfg, Log: log, Blobs: s.blobs, DockerEngine: dockerengine.New("").Ping}
+	s.svc = &service.Service{Store: st, Catalog: cat, Config: cfg, Log: log, Blobs: s.blobs, DockerEngine: dockerengine.New("").Ping, HostGPUs: hostGPUs}
 	if err := s.svc.Bootstrap(ctx); err != nil {
 		st.Close()
 		return nil, fmt.Errorf("bootstrapping store: %w", err)
@@ -294,4 +294,11 @@ func (s *Server) runtimeOf(ctx context.Context, node string) string {
 		return err
 	})
 	return s.ctrl.Runtime(loc)
+}
+
+// hostGPUs counts this host's NVIDIA GPUs (/dev/nvidia0, /dev/nvidia1, ...),
+// the devices the docker runtime passes to containers.
+func hostGPUs() int {
+	devs, _ := filepath.Glob("/dev/nvidia[0-9]*")
+	return len(devs)
 }

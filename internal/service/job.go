@@ -73,6 +73,9 @@ func (s *Service) SubmitJob(ctx context.Context, ws string, j *api.Job) (*api.Jo
 		if err != nil {
 			return err
 		}
+		if err := s.checkGPUs(c); err != nil {
+			return err
+		}
 		if rt := s.Config.Runtime(c.Location); rt == "docker" && j.Environment == nil {
 			e := errorf(400, api.CodeValidation, "environment: required on compute %q, which runs jobs in Docker containers (location %s, runtime docker); add environment: {image: IMAGE} or environment: {build: {path: DIR}}", c.Name, c.Location)
 			e.Field = "environment"
@@ -293,4 +296,28 @@ func (s *Service) Logs(ctx context.Context, ws, name string, after int64, limit 
 		return err
 	})
 	return lines, job, err
+}
+
+// checkGPUs rejects a job whose compute's size has GPUs that the docker
+// runtime cannot give its containers: nodes of the local and docker
+// providers run on the server's host, whose GPUs HostGPUs counts. (The
+// process runtime treats GPUs as logical capacity, and remote hosts are
+// checked by their agents.)
+func (s *Service) checkGPUs(c *api.Compute) error {
+	if s.HostGPUs == nil || s.Config.Runtime(c.Location) != "docker" {
+		return nil
+	}
+	if p := s.Config.ProviderOf(c.Location); p != "local" && p != "docker" {
+		return nil
+	}
+	size, ok := s.Catalog.Lookup(c.Size)
+	if !ok || size.GPUs == 0 {
+		return nil
+	}
+	if have := s.HostGPUs(); have < size.GPUs {
+		e := errorf(400, api.CodeValidation, "compute %q: size %s has %d GPU(s) per node, but the host of location %s (runtime docker) has %d NVIDIA GPU(s) to pass to containers; use a size without GPUs, or a location on a host with GPUs", c.Name, c.Size, size.GPUs, c.Location, have)
+		e.Field = "compute"
+		return e
+	}
+	return nil
 }

@@ -75,6 +75,9 @@ type Service struct {
 	Now func() time.Time
 	// Blobs tells whether code and data snapshots were uploaded.
 	Blobs Blobs
+	// HostGPUs counts the NVIDIA GPUs of the server's host, for jobs on
+	// docker-runtime locations whose nodes run there; nil skips the check.
+	HostGPUs func() int
 	// DockerEngine checks that a Docker engine answers, for jobs with an
 	// image on docker-runtime locations; nil skips the check.
 	DockerEngine func(ctx context.Context) error
