@@ -18,6 +18,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tideml/tide/api"
@@ -85,7 +86,7 @@ type Options struct {
 // New returns a controller.
 func New(o Options) *Controller {
 	c := &Controller{
-		store: o.Store, catalog: o.Catalog, cfg: o.Config, providers: o.Providers,
+		store: &writeCounter{Store: o.Store}, catalog: o.Catalog, cfg: o.Config, providers: o.Providers,
 		hub: o.Hub, changes: o.Changes, log: o.Log, now: o.Now, nodeToken: o.NodeToken,
 		policies: autoscaler.BuiltinPolicies(),
 		gaps:     newGapTracker(0),
@@ -193,13 +194,18 @@ func (c *Controller) Step(ctx context.Context) (time.Time, error) {
 		return time.Time{}, err
 	}
 	now := c.now().UTC()
+	writes := c.store.(*writeCounter).n.Load()
 	var errs []error
 	errs = append(errs, c.provisioning(ctx, s, now))
 	errs = append(errs, c.liveness(ctx, s, now))
 	errs = append(errs, c.preempting(ctx, s, now))
 	errs = append(errs, c.stopping(ctx, s, now))
-	if s, err = c.load(ctx); err != nil {
-		return time.Time{}, err
+	// Read the state again only when something was written meanwhile (by
+	// these phases, or by a provider call finishing in the background).
+	if c.store.(*writeCounter).n.Load() != writes {
+		if s, err = c.load(ctx); err != nil {
+			return time.Time{}, err
+		}
 	}
 	c.recovered(s)
 	wake, err := c.decide(ctx, s, now)
@@ -720,19 +726,23 @@ func (c *Controller) explain(ctx context.Context, waiting []scheduler.Waiting, p
 	for _, u := range plan.Unschedulable {
 		unsched[u.Job] = u.Reason
 	}
+	// Reasons name what changes slowly (node counts, not which node is
+	// free this instant), so that a step rewrites only the reasons that
+	// really changed.
 	starting := map[string]int{}
 	startingSince := map[string]time.Time{}
-	busy := map[string]int{}
+	existing := map[string]int{} // nodes that count against max_instances
 	for _, n := range s.nodes {
 		k := key(n.Workspace, n.Compute)
-		switch {
-		case n.State == api.NodePreparing:
+		switch n.State {
+		case api.NodePreparing:
 			starting[k]++
 			if since := startingSince[k]; since.IsZero() || n.CreatedOn.Before(since) {
 				startingSince[k] = n.CreatedOn
 			}
-		case n.Job != "":
-			busy[k]++
+			existing[k]++
+		case api.NodeIdle, api.NodeRunning:
+			existing[k]++
 		}
 	}
 	maxNodes := map[string]int{}
@@ -764,12 +774,13 @@ func (c *Controller) explain(ctx context.Context, waiting []scheduler.Waiting, p
 		case w.Reason == scheduler.ReasonReserved:
 			reason = fmt.Sprintf("waiting behind %s (higher in the queue), which holds the free nodes of its compute", strings.SplitN(w.Head, "/", 2)[1])
 		case starting[k] > 0:
-			reason = fmt.Sprintf("waiting for %d node(s): %d starting since %s, %d free",
-				w.Need, starting[k], startingSince[k].UTC().Format(time.TimeOnly), w.Free)
-		case busy[k] >= maxNodes[k]:
+			reason = fmt.Sprintf("waiting for %d node(s): %d starting since %s",
+				w.Need, starting[k], startingSince[k].UTC().Format(time.TimeOnly))
+		case existing[k] >= maxNodes[k]:
+			// Place gave the free nodes to the jobs ahead: all are busy.
 			reason = fmt.Sprintf("compute at max_instances (%d node(s), all busy)", maxNodes[k])
 		default:
-			reason = fmt.Sprintf("waiting for %d node(s) (%d free)", w.Need, w.Free)
+			reason = fmt.Sprintf("waiting for %d node(s)", w.Need)
 		}
 		if stored[w.Job] != reason {
 			changed[w.Job] = reason
@@ -971,4 +982,19 @@ func randomID() string {
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
+}
+
+// writeCounter counts the write transactions the controller runs, so that
+// a step reads the state again only when it may have changed.
+type writeCounter struct {
+	store.Store
+	n atomic.Int64
+}
+
+// Update counts every call, even a failed one: part of what fn meant may
+// be visible.
+func (w *writeCounter) Update(ctx context.Context, fn func(store.Tx) error) error {
+	err := w.Store.Update(ctx, fn)
+	w.n.Add(1)
+	return err
 }
