@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -18,7 +17,6 @@ import (
 	"time"
 
 	"github.com/tideml/tide/api"
-	"github.com/tideml/tide/internal/agent"
 	"github.com/tideml/tide/internal/provider"
 	"github.com/tideml/tide/internal/provider/local"
 	"github.com/tideml/tide/internal/provider/providertest"
@@ -27,31 +25,7 @@ import (
 // TestMain makes the test binary double as the agent: cmd/tide is written
 // in parallel, so the provider starts this binary with TIDE_TEST_AGENT=1
 // and the agent's real flags, and it runs agent.Run as `tide agent` would.
-func TestMain(m *testing.M) {
-	if os.Getenv("TIDE_TEST_AGENT") == "1" {
-		os.Exit(runAgent(os.Args[2:]))
-	}
-	os.Exit(m.Run())
-}
-
-func runAgent(args []string) int {
-	flags, err := agent.ParseFlags(args)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 2
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
-	cfg := flags.Config(os.Getenv(agent.TokenEnv))
-	cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
-	cfg.MinBackoff, cfg.MaxBackoff = 50*time.Millisecond, 500*time.Millisecond
-	cfg.ShutdownTimeout = time.Second
-	if err := agent.Run(ctx, cfg); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	return 0
-}
+func TestMain(m *testing.M) { providertest.AgentMain(m, nil) }
 
 func newLocal(t *testing.T, dataDir string) *local.Provider {
 	t.Helper()

@@ -6,11 +6,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
 	"slices"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/tideml/tide/api"
+	"github.com/tideml/tide/internal/agent"
 	"github.com/tideml/tide/internal/provider"
 )
 
@@ -235,4 +240,41 @@ func ids(nodes []*provider.Node) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// AgentMain is the TestMain of a provider's tests that start real agents:
+// the provider starts the test binary itself with TIDE_TEST_AGENT=1 and the
+// agent's real flags, and it runs agent.Run as `tide agent` would, with
+// short back-offs. Otherwise it runs setup (may be nil; it returns its
+// teardown), the tests, and exits.
+func AgentMain(m *testing.M, setup func() (teardown func())) {
+	if os.Getenv("TIDE_TEST_AGENT") == "1" {
+		os.Exit(runAgent(os.Args[2:]))
+	}
+	teardown := func() {}
+	if setup != nil {
+		teardown = setup()
+	}
+	code := m.Run()
+	teardown()
+	os.Exit(code)
+}
+
+func runAgent(args []string) int {
+	flags, err := agent.ParseFlags(args)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	cfg := flags.Config(os.Getenv(agent.TokenEnv))
+	cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
+	cfg.MinBackoff, cfg.MaxBackoff = 50*time.Millisecond, 500*time.Millisecond
+	cfg.ShutdownTimeout = time.Second
+	if err := agent.Run(ctx, cfg); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return 0
 }

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/tideml/tide/internal/provider"
 )
 
 // Config configures the slurm provider.
@@ -82,21 +84,21 @@ func parseSettings(settings map[string]any) (Config, error) {
 		var err error
 		switch k {
 		case "slurm_conf":
-			cfg.SlurmConf, err = str(k, v)
+			cfg.SlurmConf, err = provider.SettingString(k, v)
 		case "partition":
-			cfg.Partition, err = str(k, v)
+			cfg.Partition, err = provider.SettingString(k, v)
 		case "low_priority_partition":
-			cfg.LowPriorityPartition, err = str(k, v)
+			cfg.LowPriorityPartition, err = provider.SettingString(k, v)
 		case "account":
-			cfg.Account, err = str(k, v)
+			cfg.Account, err = provider.SettingString(k, v)
 		case "time_limit":
-			cfg.TimeLimit, err = str(k, v)
+			cfg.TimeLimit, err = provider.SettingString(k, v)
 		case "work_dir":
-			cfg.WorkDir, err = str(k, v)
+			cfg.WorkDir, err = provider.SettingString(k, v)
 		case "extra_args":
-			cfg.ExtraArgs, err = strs(k, v)
+			cfg.ExtraArgs, err = provider.SettingStrings(k, v)
 		case "agent_command":
-			cfg.AgentCommand, err = strs(k, v)
+			cfg.AgentCommand, err = provider.SettingStrings(k, v)
 		case "env":
 			m, ok := v.(map[string]any)
 			if !ok {
@@ -107,11 +109,7 @@ func parseSettings(settings map[string]any) (Config, error) {
 			}
 			slices.Sort(cfg.Env)
 		case "stop_timeout":
-			s, _ := v.(string)
-			cfg.StopTimeout, err = time.ParseDuration(s)
-			if err != nil || cfg.StopTimeout <= 0 {
-				err = fmt.Errorf("stop_timeout: must be a positive duration such as \"60s\" (got %v)", v)
-			}
+			cfg.StopTimeout, err = provider.SettingDuration(k, v)
 		default:
 			return cfg, fmt.Errorf("%s: unknown setting of the slurm provider; known: %s", k, strings.Join(settingsKeys, ", "))
 		}
@@ -120,31 +118,4 @@ func parseSettings(settings map[string]any) (Config, error) {
 		}
 	}
 	return cfg, nil
-}
-
-func str(k string, v any) (string, error) {
-	s, ok := v.(string)
-	if !ok || s == "" {
-		return "", fmt.Errorf("%s: must be a non-empty string (got %v)", k, v)
-	}
-	return s, nil
-}
-
-// strs accepts a string (split on spaces) or a list of strings.
-func strs(k string, v any) ([]string, error) {
-	switch x := v.(type) {
-	case string:
-		return strings.Fields(x), nil
-	case []any:
-		var out []string
-		for _, e := range x {
-			s, ok := e.(string)
-			if !ok {
-				return nil, fmt.Errorf("%s: must be a list of strings (got %v)", k, e)
-			}
-			out = append(out, s)
-		}
-		return out, nil
-	}
-	return nil, fmt.Errorf("%s: must be a string or a list of strings (got %T)", k, v)
 }

@@ -5,16 +5,13 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"regexp"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/tideml/tide/api"
-	"github.com/tideml/tide/internal/agent"
 	"github.com/tideml/tide/internal/config"
 	"github.com/tideml/tide/internal/provider"
 	"github.com/tideml/tide/internal/provider/providertest"
@@ -25,34 +22,7 @@ import (
 // TestMain starts the test's Slurm cluster, and makes the test binary
 // double as the agent: the batch jobs run this binary with
 // TIDE_TEST_AGENT=1 and the agent's real flags.
-func TestMain(m *testing.M) {
-	if os.Getenv("TIDE_TEST_AGENT") == "1" {
-		os.Exit(runAgent(os.Args[2:]))
-	}
-	stop := setupCluster()
-	code := m.Run()
-	stop()
-	os.Exit(code)
-}
-
-func runAgent(args []string) int {
-	flags, err := agent.ParseFlags(args)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 2
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
-	cfg := flags.Config(os.Getenv(agent.TokenEnv))
-	cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
-	cfg.MinBackoff, cfg.MaxBackoff = 50*time.Millisecond, 500*time.Millisecond
-	cfg.ShutdownTimeout = time.Second
-	if err := agent.Run(ctx, cfg); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	return 0
-}
+func TestMain(m *testing.M) { providertest.AgentMain(m, setupCluster) }
 
 func (c *cluster) settings(workDir string) map[string]any {
 	exe, _ := os.Executable()

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/tideml/tide/internal/provider"
 )
 
 // Host is one machine nodes may run on.
@@ -163,9 +165,9 @@ func parseSettings(settings map[string]any) (Config, error) {
 				cfg.Hosts = append(cfg.Hosts, h)
 			}
 		case "known_hosts":
-			cfg.KnownHosts, err = str(k, v)
+			cfg.KnownHosts, err = provider.SettingString(k, v)
 		case "binary":
-			cfg.Binary, err = str(k, v)
+			cfg.Binary, err = provider.SettingString(k, v)
 		case "env":
 			m, ok := v.(map[string]any)
 			if !ok {
@@ -176,9 +178,9 @@ func parseSettings(settings map[string]any) (Config, error) {
 			}
 			slices.Sort(cfg.Env)
 		case "grace_period":
-			cfg.GracePeriod, err = duration(k, v)
+			cfg.GracePeriod, err = provider.SettingDuration(k, v)
 		case "timeout":
-			cfg.Timeout, err = duration(k, v)
+			cfg.Timeout, err = provider.SettingDuration(k, v)
 		default:
 			return cfg, fmt.Errorf("%s: unknown setting of the ssh provider; known: %s", k, strings.Join(settingsKeys, ", "))
 		}
@@ -195,19 +197,19 @@ func parseHost(m map[string]any) (Host, error) {
 		var err error
 		switch k {
 		case "address":
-			h.Address, err = str(k, v)
+			h.Address, err = provider.SettingString(k, v)
 		case "port":
-			h.Port, err = integer(k, v)
+			h.Port, err = provider.SettingInt(k, v)
 		case "user":
-			h.User, err = str(k, v)
+			h.User, err = provider.SettingString(k, v)
 		case "key_file":
-			h.KeyFile, err = str(k, v)
+			h.KeyFile, err = provider.SettingString(k, v)
 		case "host_key":
-			h.HostKey, err = str(k, v)
+			h.HostKey, err = provider.SettingString(k, v)
 		case "capacity":
-			h.Capacity, err = integer(k, v)
+			h.Capacity, err = provider.SettingInt(k, v)
 		case "dir":
-			h.Dir, err = str(k, v)
+			h.Dir, err = provider.SettingString(k, v)
 		default:
 			return h, fmt.Errorf("%s: unknown host setting; known: %s", k, strings.Join(hostKeys, ", "))
 		}
@@ -216,35 +218,4 @@ func parseHost(m map[string]any) (Host, error) {
 		}
 	}
 	return h, nil
-}
-
-func str(k string, v any) (string, error) {
-	s, ok := v.(string)
-	if !ok || s == "" {
-		return "", fmt.Errorf("%s: must be a non-empty string (got %v)", k, v)
-	}
-	return s, nil
-}
-
-func integer(k string, v any) (int, error) {
-	switch x := v.(type) {
-	case int:
-		return x, nil
-	case int64:
-		return int(x), nil
-	case float64:
-		if x == float64(int(x)) {
-			return int(x), nil
-		}
-	}
-	return 0, fmt.Errorf("%s: must be a whole number (got %v)", k, v)
-}
-
-func duration(k string, v any) (time.Duration, error) {
-	s, _ := v.(string)
-	d, err := time.ParseDuration(s)
-	if err != nil || d <= 0 {
-		return 0, fmt.Errorf("%s: must be a positive duration such as \"30s\" (got %v)", k, v)
-	}
-	return d, nil
 }

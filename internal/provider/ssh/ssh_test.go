@@ -7,14 +7,11 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
-	"github.com/tideml/tide/internal/agent"
 	"github.com/tideml/tide/internal/provider"
 	"github.com/tideml/tide/internal/provider/providertest"
 	"github.com/tideml/tide/internal/provider/ssh"
@@ -24,34 +21,7 @@ import (
 // TestMain builds the sshd lab, and makes the test binary double as the
 // agent: the provider copies this binary to the hosts and starts it with
 // TIDE_TEST_AGENT=1 and the agent's real flags.
-func TestMain(m *testing.M) {
-	if os.Getenv("TIDE_TEST_AGENT") == "1" {
-		os.Exit(runAgent(os.Args[2:]))
-	}
-	stop := startLab()
-	code := m.Run()
-	stop()
-	os.Exit(code)
-}
-
-func runAgent(args []string) int {
-	flags, err := agent.ParseFlags(args)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 2
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
-	cfg := flags.Config(os.Getenv(agent.TokenEnv))
-	cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
-	cfg.MinBackoff, cfg.MaxBackoff = 50*time.Millisecond, 500*time.Millisecond
-	cfg.ShutdownTimeout = time.Second
-	if err := agent.Run(ctx, cfg); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	return 0
-}
+func TestMain(m *testing.M) { providertest.AgentMain(m, startLab) }
 
 func open(t *testing.T, settings map[string]any) provider.Provider {
 	t.Helper()
