@@ -49,6 +49,9 @@ type Controller struct {
 
 	kick    chan struct{}
 	started time.Time
+	// jobs are the unfinished jobs as the last load decoded them, by
+	// workspace/name; only Step (one goroutine) uses them.
+	jobs map[string]api.Job
 	// rand draws simulated evictions; lastEvictionCheck is when it last did.
 	rand              func() float64
 	lastEvictionCheck time.Time
@@ -95,6 +98,7 @@ func New(o Options) *Controller {
 		canceled: map[string]time.Time{},
 		backoff:  map[string]backoff{},
 		runtimes: map[string]string{},
+		jobs:     map[string]api.Job{},
 	}
 	if c.now == nil {
 		c.now = time.Now
@@ -170,6 +174,12 @@ type snapshot struct {
 
 func key(ws, name string) string { return ws + "/" + name }
 
+// unfinished are the job statuses the controller acts on.
+var unfinished = []string{api.JobNotStarted, api.JobQueued, api.JobPreparing, api.JobRunning, api.JobFinalizing, api.JobCancelRequested}
+
+// load reads the state one turn decides from. Jobs are decoded only when
+// their etag changed since the last load: with thousands queued, decoding
+// every job each turn was the loop's main cost.
 func (c *Controller) load(ctx context.Context) (*snapshot, error) {
 	var s snapshot
 	err := c.store.View(ctx, func(tx store.Tx) (err error) {
@@ -179,9 +189,42 @@ func (c *Controller) load(ctx context.Context) (*snapshot, error) {
 		if s.nodes, err = tx.ListNodes(ctx, "", ""); err != nil {
 			return err
 		}
-		s.jobs, err = tx.ListJobs(ctx, store.JobFilter{Statuses: []string{
-			api.JobNotStarted, api.JobQueued, api.JobPreparing, api.JobRunning, api.JobFinalizing, api.JobCancelRequested}})
-		return err
+		versions, err := tx.JobVersions(ctx, store.JobFilter{Statuses: unfinished})
+		if err != nil {
+			return err
+		}
+		var stale []store.JobKey
+		for _, v := range versions {
+			if j, ok := c.jobs[key(v.Workspace, v.Name)]; !ok || j.Etag != v.Etag {
+				stale = append(stale, v.JobKey)
+			}
+		}
+		f := store.JobFilter{Statuses: unfinished, Keys: stale}
+		if len(stale) > len(versions)/2 {
+			f.Keys = nil // most changed (the first load): read them all
+		}
+		var fresh []api.Job
+		if len(stale) > 0 {
+			if fresh, err = tx.ListJobs(ctx, f); err != nil {
+				return err
+			}
+		}
+		jobs := make(map[string]api.Job, len(versions))
+		for _, j := range fresh {
+			jobs[key(j.Workspace, j.Name)] = j
+		}
+		s.jobs = make([]api.Job, 0, len(versions))
+		for _, v := range versions {
+			k := key(v.Workspace, v.Name)
+			j, ok := jobs[k]
+			if !ok {
+				j = c.jobs[k]
+			}
+			jobs[k] = j
+			s.jobs = append(s.jobs, j)
+		}
+		c.jobs = jobs
+		return nil
 	})
 	return &s, err
 }

@@ -227,14 +227,14 @@ type sim struct {
 	rng      *rand.Rand
 	jobs     []job
 	nodes    []node
-	ev       minHeap[event] // pending events by time
+	ev       minHeap[event]   // pending events by time
 	queue    *scheduler.Queue // queued jobs, keyed by index, Seq the index
-	byID     minHeap[ref]   // idle nodes by ID; stale refs skipped
-	byIdle   []ref          // idle nodes in the order they became idle; stale refs skipped
+	byID     minHeap[ref]     // idle nodes by ID; stale refs skipped
+	byIdle   []ref            // idle nodes in the order they became idle; stale refs skipped
 	idleHead int
-	broken    []int32 // unusable or preempted nodes for Plan to delete
-	counts    [stGone]int
-	wake      time.Duration // pending wake event; -1 when none
+	broken   []int32 // unusable or preempted nodes for Plan to delete
+	counts   [stGone]int
+	wake     time.Duration // pending wake event; -1 when none
 	// placeDirty is set when a job was queued, a node turned idle or one
 	// was created (booting nodes widen the head job's reservation) since
 	// the last Place. Nothing else can let Place place more: a second call
