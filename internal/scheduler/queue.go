@@ -79,8 +79,16 @@ func NewQueue() *Queue {
 }
 
 // before orders jobs for placement: Priority descending, then Seq, then Key.
+// It compares the keys only on a tie: the B-tree calls it a dozen times per
+// insert or delete.
 func before(a, b Job) bool {
-	return cmp.Or(cmp.Compare(b.Priority, a.Priority), cmp.Compare(a.Seq, b.Seq), cmp.Compare(a.Key, b.Key)) < 0
+	if a.Priority != b.Priority {
+		return a.Priority > b.Priority
+	}
+	if a.Seq != b.Seq {
+		return a.Seq < b.Seq
+	}
+	return a.Key < b.Key
 }
 
 // Add queues j, replacing the job with the same key if there is one.
