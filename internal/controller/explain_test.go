@@ -68,7 +68,9 @@ func TestPendingReasonEstimatesStart(t *testing.T) {
 		return n
 	}
 
-	put(func(tx store.Tx) error { return tx.PutNode(ctx, node("s1", api.NodePreparing, now.Add(-3*time.Second), 0)) })
+	put(func(tx store.Tx) error {
+		return tx.PutNode(ctx, node("s1", api.NodePreparing, now.Add(-3*time.Second), 0))
+	})
 	if r := reason(); r != "waiting for 1 node(s): 1 starting since 06:59:57" {
 		t.Errorf("no node ever started: reason %q, want no estimate", r)
 	}
