@@ -50,6 +50,8 @@ type kubelet struct {
 	// terminating until it is cleared, as a slow kubelet would: tests use
 	// it to observe the eviction before the agent reacts to SIGTERM.
 	holdEvicted atomic.Bool
+	// cordoned leaves every Pod unscheduled, as a cordoned Node would.
+	cordoned atomic.Bool
 
 	mu     sync.Mutex
 	agents map[types.UID]*agentProc
@@ -126,27 +128,43 @@ func (k *kubelet) sync(ctx context.Context) {
 	}
 }
 
-// unschedulable is the scheduler's message for a Pod no node selects.
-const unschedulable = "0/1 nodes are available: 1 node(s) didn't match Pod's node affinity/selector. preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling."
+// The scheduler's messages for a Pod no node selects, and for a Pod
+// while the only Node is cordoned.
+const (
+	unschedulable = "0/1 nodes are available: 1 node(s) didn't match Pod's node affinity/selector. preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling."
+	cordonedMsg   = "0/1 nodes are available: 1 node(s) were unschedulable. preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling."
+)
 
 func (k *kubelet) schedule(ctx context.Context, pod *corev1.Pod) {
 	if pod.DeletionTimestamp != nil {
 		return
 	}
+	msg := ""
+	if k.cordoned.Load() {
+		msg = cordonedMsg
+	}
 	for key, v := range pod.Spec.NodeSelector {
 		if nodeLabels[key] != v {
-			for _, c := range pod.Status.Conditions {
-				if c.Type == corev1.PodScheduled && c.Reason == corev1.PodReasonUnschedulable {
+			msg = unschedulable
+		}
+	}
+	if msg != "" {
+		var conds []corev1.PodCondition
+		for _, c := range pod.Status.Conditions {
+			if c.Type == corev1.PodScheduled {
+				if c.Message == msg {
 					return
 				}
+				continue
 			}
-			pod.Status.Conditions = append(pod.Status.Conditions, corev1.PodCondition{
-				Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable,
-				Message: unschedulable, LastTransitionTime: metav1.Now(),
-			})
-			_, _ = k.cs.CoreV1().Pods(pod.Namespace).UpdateStatus(ctx, pod, metav1.UpdateOptions{})
-			return
+			conds = append(conds, c)
 		}
+		pod.Status.Conditions = append(conds, corev1.PodCondition{
+			Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable,
+			Message: msg, LastTransitionTime: metav1.Now(),
+		})
+		_, _ = k.cs.CoreV1().Pods(pod.Namespace).UpdateStatus(ctx, pod, metav1.UpdateOptions{})
+		return
 	}
 	_ = k.cs.CoreV1().Pods(pod.Namespace).Bind(ctx, &corev1.Binding{
 		ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace, UID: pod.UID},

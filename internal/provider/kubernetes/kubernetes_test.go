@@ -369,7 +369,24 @@ func TestEndToEnd(t *testing.T) {
 	}()
 	srv.PutCompute("name: cpu-cluster\ntype: amlcompute\nsize: Standard_DS3_v2\nmin_instances: 0\nmax_instances: 2\nidle_time_before_scale_down: 600\n")
 
+	// While the Node is cordoned, the nodes wait in preparing with the
+	// scheduler's reason.
+	c.kubelet.cordoned.Store(true)
+	defer c.kubelet.cordoned.Store(false)
 	j := srv.Submit("command: echo rank=$NODE_RANK of $AZUREML_NODE_COUNT\ncompute: cpu-cluster\nresources:\n  instance_count: 2\n")
+	var nodes []api.Node
+	if !servertest.Poll(t.Context(), 30*time.Second, func() bool {
+		nodes, _ = srv.Client.Nodes(t.Context(), "default", "cpu-cluster")
+		for _, n := range nodes {
+			if n.State == api.NodePreparing && n.Error == "Unschedulable: "+cordonedMsg {
+				return true
+			}
+		}
+		return false
+	}) {
+		t.Errorf("no preparing node shows the scheduler's reason: %+v", nodes)
+	}
+	c.kubelet.cordoned.Store(false)
 	j = srv.WaitJob(j.Name, 90*time.Second, servertest.Terminal)
 	if j.Status != api.JobCompleted || len(j.Ranks) != 2 || j.Ranks[0].Node == j.Ranks[1].Node {
 		t.Fatalf("gang job: %s %s ranks %+v", j.Status, j.Error, j.Ranks)
@@ -396,7 +413,6 @@ func TestEndToEnd(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	var nodes []api.Node
 	if !servertest.Poll(t.Context(), 30*time.Second, func() bool {
 		nodes, _ = srv.Client.Nodes(t.Context(), "default", "cpu-cluster")
 		for _, n := range nodes {
@@ -498,4 +514,28 @@ func (c *cluster) dump(t *testing.T, srv *servertest.Server) {
 	for _, p := range pods.Items {
 		t.Logf("pod %s: %s on %q; agent output:\n%s", p.Name, p.Status.Phase, p.Spec.NodeName, tail(c.kubelet.containerLog(p.UID), 2000))
 	}
+}
+
+// TestProvisioningError checks that a namespace tide may not write to
+// shows on the compute, through a real server, as a provisioning error
+// with the API server's message, and that nothing is left in it.
+func TestProvisioningError(t *testing.T) {
+	c := requireCluster(t)
+	settings := c.settings()
+	settings["namespace"] = "other"
+	srv := servertest.Start(t, servertest.Options{DataDir: t.TempDir(), Location: config.Location{Name: "k8s", Provider: "kubernetes", Settings: settings}})
+	defer srv.Shutdown()
+	srv.PutCompute("name: cpu-cluster\ntype: amlcompute\nsize: Standard_DS3_v2\nmin_instances: 1\nmax_instances: 1\n")
+	const want = `pods is forbidden: User "system:serviceaccount:tide:tide" cannot create resource "pods" in API group "" in the namespace "other"`
+	var cp *api.Compute
+	if !servertest.Poll(t.Context(), 30*time.Second, func() bool {
+		cp, _ = srv.Client.Compute(t.Context(), "default", "cpu-cluster")
+		return cp != nil && slices.ContainsFunc(cp.Errors, func(e api.ErrorDetail) bool { return strings.Contains(e.Message, want) })
+	}) {
+		t.Fatalf("compute errors %+v; want the API server's %q", cp, want)
+	}
+	if left := c.leftovers(t, "other"); len(left) > 0 {
+		t.Errorf("failed Creates left %v in namespace other", left)
+	}
+	srv.DeleteCompute("cpu-cluster", 30*time.Second)
 }
