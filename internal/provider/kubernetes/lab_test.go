@@ -11,7 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -20,6 +19,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/tideml/tide/internal/provider/providertest"
 	authv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -97,25 +97,6 @@ func tail(s string, n int) string {
 	return s
 }
 
-func freePorts(n int) ([]int, error) {
-	var ports []int
-	var lns []net.Listener
-	defer func() {
-		for _, l := range lns {
-			l.Close()
-		}
-	}()
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		lns = append(lns, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
-}
-
 // adminToken is the static token of the test's admin (system:masters).
 const adminToken = "tide-test-admin-token"
 
@@ -142,7 +123,7 @@ func startCluster() (_ *cluster, err error) {
 			return nil, err
 		}
 	}
-	ports, err := freePorts(3)
+	ports, err := providertest.FreePorts(3)
 	if err != nil {
 		return nil, err
 	}
