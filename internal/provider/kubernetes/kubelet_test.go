@@ -65,6 +65,9 @@ type agentProc struct {
 	started  time.Time
 	finished time.Time
 	termSent bool
+	// evicted: the kubelet itself ended the container and reported the
+	// Pod (pressureEvict); the loop must not report it again.
+	evicted atomic.Bool
 }
 
 func startKubelet(cs *clientset.Clientset, dir string) *kubelet {
@@ -210,7 +213,7 @@ func (k *kubelet) syncPod(ctx context.Context, pod *corev1.Pod) {
 	case terminal:
 	case a == nil:
 		k.startPod(ctx, pod)
-	case exited(a):
+	case exited(a) && !a.evicted.Load():
 		k.reportExit(ctx, pod, a)
 	}
 }
@@ -435,6 +438,22 @@ func (k *kubelet) reportExit(ctx context.Context, pod *corev1.Pod, a *agentProc)
 			StartedAt: metav1.NewTime(a.started), FinishedAt: metav1.NewTime(a.finished),
 		}},
 	}}
+	k.updateStatus(ctx, pod)
+}
+
+// pressureEvict evicts the Pod as a kubelet under node pressure does:
+// it kills the container and reports the Pod Failed with reason Evicted.
+func (k *kubelet) pressureEvict(ctx context.Context, pod *corev1.Pod, msg string) {
+	k.mu.Lock()
+	a := k.agents[pod.UID]
+	k.mu.Unlock()
+	if a != nil {
+		a.evicted.Store(true)
+		_ = syscall.Kill(-a.cmd.Process.Pid, syscall.SIGKILL)
+		<-a.done
+	}
+	pod.Status.Phase, pod.Status.Reason, pod.Status.Message = corev1.PodFailed, "Evicted", msg
+	pod.Status.Conditions = conditions(pod.Status.Conditions, metav1.Now(), corev1.ConditionFalse)
 	k.updateStatus(ctx, pod)
 }
 

@@ -222,7 +222,7 @@ func TestStates(t *testing.T) {
 	settings := c.settings()
 	deleteAll(t, settings)
 	p := open(t, settings)
-	for _, id := range []string{"st-evict", "st-del", "st-exit", "st-preempt"} {
+	for _, id := range []string{"st-evict", "st-del", "st-exit", "st-preempt", "st-pressure"} {
 		if _, err := p.Create(ctx, providertest.Request(id)); err != nil {
 			t.Fatal(err)
 		}
@@ -275,7 +275,16 @@ func TestStates(t *testing.T) {
 	waitNode(t, p, "st-exit", "exited", func(n *provider.Node) bool {
 		return n.State == provider.StateExited && strings.Contains(n.Reason, "Failed (container agent exited with code -1 (Error))")
 	})
-	for _, id := range []string{"st-evict", "st-preempt", "st-del", "st-exit"} {
+	// The kubelet evicts the Pod for node pressure: status reason Evicted.
+	pod, err = c.admin.CoreV1().Pods(providerNS).Get(ctx, kubernetes.PodName("st-pressure"), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.kubelet.pressureEvict(ctx, pod, "The node was low on resource: memory.")
+	waitNode(t, p, "st-pressure", "preempted by the kubelet's eviction", func(n *provider.Node) bool {
+		return n.State == provider.StatePreempted && strings.HasSuffix(n.Reason, "was evicted: Evicted: The node was low on resource: memory.")
+	})
+	for _, id := range []string{"st-evict", "st-preempt", "st-del", "st-exit", "st-pressure"} {
 		if err := p.Delete(ctx, id); err != nil && !provider.IsNotFound(err) {
 			t.Errorf("Delete %s: %v", id, err)
 		}

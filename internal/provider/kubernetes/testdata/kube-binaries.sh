@@ -51,7 +51,11 @@ go mod edit -require="go.etcd.io/etcd/server/v3@$etcd_version"
 mkdir -p "$out.tmp"
 ldflags="-s -w -X k8s.io/component-base/version.gitVersion=$KUBE_VERSION -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor -X k8s.io/client-go/pkg/version.gitVersion=$KUBE_VERSION"
 echo "kube-binaries: building kube-apiserver $KUBE_VERSION and etcd $etcd_version into $out" >&2
-go get "k8s.io/kubernetes/cmd/kube-apiserver@$KUBE_VERSION" "go.etcd.io/etcd/server/v3@$etcd_version" >&2
+# go get lists hundreds of modules: keep its output for a failure.
+if ! go get "k8s.io/kubernetes/cmd/kube-apiserver@$KUBE_VERSION" "go.etcd.io/etcd/server/v3@$etcd_version" >"$tmp/get.log" 2>&1; then
+	tail -40 "$tmp/get.log" >&2
+	exit 1
+fi
 CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "$out.tmp/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver
 CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$out.tmp/etcd" go.etcd.io/etcd/server/v3
 rm -rf "$out"
