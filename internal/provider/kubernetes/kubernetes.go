@@ -365,7 +365,7 @@ func (p *Provider) state(pod *corev1.Pod, id string) (string, string) {
 	}
 	// Pending: not scheduled yet, or the kubelet is starting it.
 	for _, c := range pod.Status.Conditions {
-		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && pod.Spec.NodeName == "" {
 			return provider.StateStarting, join(c.Reason, c.Message)
 		}
 	}

@@ -228,6 +228,25 @@ func TestStates(t *testing.T) {
 		}
 		waitNode(t, p, id, "running", func(n *provider.Node) bool { return n.State == provider.StateRunning })
 	}
+
+	// A Pod whose Secret is gone (a server that stopped between the two)
+	// waits with the kubelet's reason. The Node is cordoned meanwhile, so
+	// the Secret is gone before the kubelet sees the Pod.
+	c.kubelet.cordoned.Store(true)
+	if _, err := p.Create(ctx, providertest.Request("st-nosecret")); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.admin.CoreV1().Secrets(providerNS).Delete(ctx, kubernetes.PodName("st-nosecret"), metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitNode(t, p, "st-nosecret", "the scheduler's reason", func(n *provider.Node) bool {
+		return n.State == provider.StateStarting && n.Reason == "Unschedulable: "+cordonedMsg
+	})
+	c.kubelet.cordoned.Store(false)
+	waitNode(t, p, "st-nosecret", "the kubelet's reason", func(n *provider.Node) bool {
+		return n.State == provider.StateStarting && n.Reason == `CreateContainerConfigError: secret "tide-st-nosecret" not found`
+	})
+
 	c.kubelet.holdEvicted.Store(true)
 	defer c.kubelet.holdEvicted.Store(false)
 
@@ -284,7 +303,7 @@ func TestStates(t *testing.T) {
 	waitNode(t, p, "st-pressure", "preempted by the kubelet's eviction", func(n *provider.Node) bool {
 		return n.State == provider.StatePreempted && strings.HasSuffix(n.Reason, "was evicted: Evicted: The node was low on resource: memory.")
 	})
-	for _, id := range []string{"st-evict", "st-preempt", "st-del", "st-exit", "st-pressure"} {
+	for _, id := range []string{"st-evict", "st-preempt", "st-del", "st-exit", "st-pressure", "st-nosecret"} {
 		if err := p.Delete(ctx, id); err != nil && !provider.IsNotFound(err) {
 			t.Errorf("Delete %s: %v", id, err)
 		}
