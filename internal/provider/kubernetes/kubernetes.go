@@ -237,7 +237,7 @@ func (p *Provider) pod(req provider.NodeRequest, capacity api.Capacity) (*corev1
 	if req.Tier == api.TierLowPriority {
 		place = p.cfg.LowPriority
 	}
-	grace := int64(p.cfg.GracePeriod / time.Second)
+	grace := p.graceSeconds()
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: p.cfg.Namespace, Labels: labels, Annotations: anns},
 		Spec: corev1.PodSpec{
@@ -268,6 +268,12 @@ func (p *Provider) pod(req provider.NodeRequest, capacity api.Capacity) (*corev1
 		pod.Spec.ImagePullSecrets = append(pod.Spec.ImagePullSecrets, corev1.LocalObjectReference{Name: s})
 	}
 	return pod, nil
+}
+
+// graceSeconds is the Pods' termination grace period in whole seconds, at
+// least 1 (0 would mean kill at once).
+func (p *Provider) graceSeconds() int64 {
+	return max(1, int64(p.cfg.GracePeriod/time.Second))
 }
 
 // Create creates the node's Pod, then its token's Secret owned by the
@@ -450,7 +456,7 @@ func (p *Provider) Delete(ctx context.Context, id string) error {
 		delete(p.deleting, id)
 		p.mu.Unlock()
 	}()
-	grace := int64(p.cfg.GracePeriod / time.Second)
+	grace := p.graceSeconds()
 	perr := p.client.CoreV1().Pods(ns).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: &grace})
 	if perr != nil && !apierrors.IsNotFound(perr) {
 		return fmt.Errorf("deleting node %s: Pod %s in namespace %s: %w", id, name, ns, perr)
