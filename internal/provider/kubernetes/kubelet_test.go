@@ -39,17 +39,13 @@ var nodeLabels = map[string]string{"kubernetes.io/hostname": testNode, poolLabel
 // the Pod spec and its Secret and the emptyDir mounted (its path mapped to
 // a folder of the test); it reports the Pod's status (Running, then
 // Succeeded or Failed) through pods/status; and it stops the process of a
-// Pod being deleted (SIGTERM) and then removes the Pod, as a kubelet
-// does when the container has stopped.
+// Pod being deleted (SIGTERM at once) and then removes the Pod (grace
+// period 0), as a kubelet does when the container has stopped.
 type kubelet struct {
 	cs     *clientset.Clientset
 	dir    string
 	cancel context.CancelFunc
 	done   chan struct{}
-	// holdEvicted keeps evicted Pods (DisruptionTarget) running and
-	// terminating until it is cleared, as a slow kubelet would: tests use
-	// it to observe the eviction before the agent reacts to SIGTERM.
-	holdEvicted atomic.Bool
 	// cordoned leaves every Pod unscheduled, as a cordoned Node would.
 	cordoned atomic.Bool
 
@@ -175,23 +171,14 @@ func (k *kubelet) schedule(ctx context.Context, pod *corev1.Pod) {
 	}, metav1.CreateOptions{})
 }
 
-func disrupted(pod *corev1.Pod) bool {
-	for _, c := range pod.Status.Conditions {
-		if c.Type == corev1.DisruptionTarget && c.Status == corev1.ConditionTrue {
-			return true
-		}
-	}
-	return false
-}
-
 func (k *kubelet) syncPod(ctx context.Context, pod *corev1.Pod) {
 	k.mu.Lock()
 	a := k.agents[pod.UID]
 	k.mu.Unlock()
 	terminal := pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed
 	if pod.DeletionTimestamp != nil {
-		if disrupted(pod) && k.holdEvicted.Load() {
-			return
+		if g := pod.DeletionGracePeriodSeconds; g != nil && *g == 0 {
+			return // removed already; a finalizer keeps it
 		}
 		if a != nil && !exited(a) {
 			if !a.termSent {

@@ -37,6 +37,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 	clientset "k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -70,6 +71,11 @@ const (
 	secretKey = "token"
 	// gpuResource is how GPUs are requested (NVIDIA's device plugin).
 	gpuResource corev1.ResourceName = "nvidia.com/gpu"
+	// Finalizer is on every node Pod from its creation until tide deletes
+	// it: a Pod deleted by someone else (a drain, a spot node's removal, a
+	// user) stays, terminating, with its last status, until tide has seen
+	// why it went (preempted) and deletes the node itself.
+	Finalizer = "tideml.github.io/node"
 	// podIPEnv carries the Pod's IP to the agent's --address, so the
 	// other nodes of a gang reach node 0 there (MASTER_ADDR).
 	podIPEnv = "TIDE_POD_IP"
@@ -239,7 +245,7 @@ func (p *Provider) pod(req provider.NodeRequest, capacity api.Capacity) (*corev1
 	}
 	grace := p.graceSeconds()
 	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: p.cfg.Namespace, Labels: labels, Annotations: anns},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: p.cfg.Namespace, Labels: labels, Annotations: anns, Finalizers: []string{Finalizer}},
 		Spec: corev1.PodSpec{
 			// A node that ends is replaced by tide, not restarted in place.
 			RestartPolicy:                 corev1.RestartPolicyNever,
@@ -314,6 +320,9 @@ func (p *Provider) Create(ctx context.Context, req provider.NodeRequest) (*provi
 		}); derr != nil && !apierrors.IsNotFound(derr) {
 			p.log.ErrorContext(ctx, "removing the Pod of a failed Create", slog.String("node", req.ID), slog.Any("err", derr))
 		}
+		if derr := p.release(cleanup, pod.Name); derr != nil {
+			p.log.ErrorContext(ctx, "removing the Pod of a failed Create", slog.String("node", req.ID), slog.Any("err", derr))
+		}
 		return nil, fmt.Errorf("creating node %s: Secret %s in namespace %s: %w", req.ID, pod.Name, ns, err)
 	}
 	p.log.InfoContext(ctx, "created agent Pod", slog.String("node", req.ID), slog.String("pod", ns+"/"+pod.Name))
@@ -350,7 +359,8 @@ func (p *Provider) state(pod *corev1.Pod, id string) (string, string) {
 		p.mu.Lock()
 		ours := p.deleting[id]
 		p.mu.Unlock()
-		if ours {
+		// tide releases its finalizer when it deletes the Pod.
+		if ours || !slices.Contains(pod.Finalizers, Finalizer) {
 			return provider.StateExited, name + " is being deleted by tide"
 		}
 		return provider.StatePreempted, name + " was deleted by someone other than tide (at " + pod.DeletionTimestamp.UTC().Format(time.RFC3339) + ")"
@@ -467,9 +477,23 @@ func (p *Provider) Delete(ctx context.Context, id string) error {
 	if apierrors.IsNotFound(perr) {
 		return &provider.NotFoundError{ID: id}
 	}
+	if err := p.release(ctx, name); err != nil {
+		return fmt.Errorf("deleting node %s: %w", id, err)
+	}
 	p.log.InfoContext(ctx, "deleted agent Pod", slog.String("node", id), slog.String("pod", ns+"/"+name))
 	if err := p.waitGone(ctx, name); err != nil {
 		p.log.WarnContext(ctx, "Pod still terminating; leaving it to Kubernetes", slog.String("node", id), slog.String("pod", ns+"/"+name), slog.Any("err", err))
+	}
+	return nil
+}
+
+// release removes tide's finalizer from the Pod, so that its deletion
+// can complete.
+func (p *Provider) release(ctx context.Context, name string) error {
+	patch := []byte(`{"metadata":{"$deleteFromPrimitiveList/finalizers":["` + Finalizer + `"]}}`)
+	_, err := p.client.CoreV1().Pods(p.cfg.Namespace).Patch(ctx, name, types.StrategicMergePatchType, patch, metav1.PatchOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("removing finalizer %s from Pod %s in namespace %s: %w", Finalizer, name, p.cfg.Namespace, err)
 	}
 	return nil
 }

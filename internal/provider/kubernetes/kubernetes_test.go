@@ -158,6 +158,9 @@ func TestPodSpec(t *testing.T) {
 			t.Errorf("limits[%s] = %s; want %s", name, q.String(), want)
 		}
 	}
+	if !slices.Contains(pod.Finalizers, kubernetes.Finalizer) {
+		t.Errorf("Pod finalizers %v; want %s", pod.Finalizers, kubernetes.Finalizer)
+	}
 	if pod.Spec.RestartPolicy != corev1.RestartPolicyNever || pod.Spec.NodeSelector[poolLabel] != "main" ||
 		len(pod.Spec.Tolerations) == 0 || pod.Spec.Tolerations[0].Key != "dedicated" {
 		t.Errorf("dedicated Pod: restart %s, node selector %v, tolerations %+v", pod.Spec.RestartPolicy, pod.Spec.NodeSelector, pod.Spec.Tolerations)
@@ -247,9 +250,6 @@ func TestStates(t *testing.T) {
 		return n.State == provider.StateStarting && n.Reason == `CreateContainerConfigError: secret "tide-st-nosecret" not found`
 	})
 
-	c.kubelet.holdEvicted.Store(true)
-	defer c.kubelet.holdEvicted.Store(false)
-
 	// Eviction through the Eviction API, as a node drain does.
 	if err := c.admin.CoreV1().Pods(providerNS).EvictV1(ctx, &policyv1.Eviction{
 		ObjectMeta: metav1.ObjectMeta{Name: kubernetes.PodName("st-evict"), Namespace: providerNS},
@@ -266,18 +266,16 @@ func TestStates(t *testing.T) {
 	waitNode(t, p, "st-preempt", "preempted", func(n *provider.Node) bool {
 		return n.State == provider.StatePreempted && strings.Contains(n.Reason, "EvictionByEvictionAPI")
 	})
-	c.kubelet.holdEvicted.Store(false)
-
-	// A deletion tide did not ask for: the Pod terminates, then is gone.
+	// A deletion tide did not ask for: the kubelet stops the agent and
+	// removes the Pod, which tide's finalizer keeps until tide saw it.
 	if err := c.admin.CoreV1().Pods(providerNS).Delete(ctx, kubernetes.PodName("st-del"), metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if !servertest.Poll(ctx, 30*time.Second, func() bool {
-		n, err := p.Get(ctx, "st-del")
-		return provider.IsNotFound(err) || err == nil && n.State == provider.StatePreempted && strings.Contains(n.Reason, "deleted by someone other than tide")
-	}) {
-		t.Error("a Pod deleted by someone else did not read as preempted or gone")
-	}
+	waitNode(t, p, "st-del", "the kubelet's removal", func(n *provider.Node) bool {
+		pod, err := c.admin.CoreV1().Pods(providerNS).Get(ctx, kubernetes.PodName("st-del"), metav1.GetOptions{})
+		return err == nil && pod.DeletionGracePeriodSeconds != nil && *pod.DeletionGracePeriodSeconds == 0 &&
+			n.State == provider.StatePreempted && strings.Contains(n.Reason, "deleted by someone other than tide")
+	})
 
 	// The agent exits with an error: the node exits with the Pod's reason.
 	pod, err := c.admin.CoreV1().Pods(providerNS).Get(ctx, kubernetes.PodName("st-exit"), metav1.GetOptions{})
@@ -411,9 +409,9 @@ func TestEndToEnd(t *testing.T) {
 		t.Fatalf("job across a server restart: %s %s", j.Status, j.Error)
 	}
 
-	// Evicting the job's Pod preempts its node; the job runs again.
-	c.kubelet.holdEvicted.Store(true)
-	defer c.kubelet.holdEvicted.Store(false)
+	// Evicting the job's Pod preempts its node (the kubelet stops the
+	// agent at once; tide's finalizer keeps the Pod and its reason until
+	// the controller saw them); the job runs again.
 	j = srv.Submit("command: sleep 120\ncompute: cpu-cluster\n")
 	j = srv.WaitJob(j.Name, 30*time.Second, servertest.Running)
 	first := j.Attempt
@@ -434,10 +432,17 @@ func TestEndToEnd(t *testing.T) {
 	}) {
 		t.Fatalf("node %s not preempted after its Pod's eviction: %+v", node, nodes)
 	}
-	c.kubelet.holdEvicted.Store(false)
-	j = srv.WaitJob(j.Name, 60*time.Second, func(j *api.Job) bool { return j.Attempt > first || servertest.Terminal(j) })
-	if j.Attempt <= first {
-		t.Errorf("job after its node's eviction: %s attempt %d (first %d) %q; want a retry", j.Status, j.Attempt, first, j.Error)
+	// The job runs again, on another node.
+	j = srv.WaitJob(j.Name, 60*time.Second, func(j *api.Job) bool {
+		return j.Attempt > first && j.Status == api.JobRunning && j.Ranks[0].Node != node || servertest.Terminal(j)
+	})
+	if evs, err := srv.Client.JobEvents(t.Context(), "default", j.Name); err == nil {
+		for _, e := range evs {
+			t.Logf("%s %s: %s", e.Time.Format("15:04:05.000"), e.Kind, e.Message)
+		}
+	}
+	if j.Attempt <= first || j.Status != api.JobRunning {
+		t.Errorf("job after its node's eviction: %s attempt %d (first %d) %q; want it running again on another node", j.Status, j.Attempt, first, j.Error)
 	}
 	_, _ = srv.Client.CancelJob(t.Context(), "default", j.Name)
 	srv.WaitJob(j.Name, 60*time.Second, servertest.Terminal)

@@ -44,7 +44,8 @@ type Server struct {
 	done        chan error
 }
 
-// Start runs a server with fast heartbeats (unusable after 3s). Stop it
+// Start runs a server with fast heartbeats (unusable after 3s) and short
+// cancel and preemption grace periods (2s). Stop it
 // with Shutdown.
 func Start(t *testing.T, o Options) *Server {
 	t.Helper()
@@ -66,6 +67,7 @@ func Start(t *testing.T, o Options) *Server {
 	cfg.HeartbeatInterval = 500 * time.Millisecond
 	cfg.UnusableAfter = 3 * time.Second
 	cfg.CancelGrace = 2 * time.Second
+	cfg.PreemptGrace = 2 * time.Second
 	cfg.Resync = time.Second
 	cfg.Listen = ln.Addr().String()
 	cfg.AdvertiseURL = "http://" + cfg.Listen
