@@ -168,14 +168,7 @@ func TestEndToEnd(t *testing.T) {
 		t.Fatalf("gang job: %s %s ranks %+v", j.Status, j.Error, j.Ranks)
 	}
 
-	j = srv.Submit("command: for i in 1 2 3 4 5 6; do echo line $i; sleep 0.5; done\ncompute: cpu-cluster\n")
-	srv.WaitJob(j.Name, 30*time.Second, servertest.Running)
-	srv.Shutdown()
-	opts.Addr, opts.Token = srv.Addr, srv.Token
-	srv = servertest.Start(t, opts)
-	if j = srv.WaitJob(j.Name, 60*time.Second, servertest.Terminal); j.Status != api.JobCompleted {
-		t.Fatalf("job across a server restart: %s %s", j.Status, j.Error)
-	}
+	srv = srv.RestartMidJob(opts, "cpu-cluster")
 
 	// Slurm preempting the node ends the job's attempt there. The node
 	// is marked preempted with Slurm's reason when the controller's check

@@ -160,6 +160,23 @@ func (s *Server) WaitJob(name string, d time.Duration, done func(*api.Job) bool)
 	return j
 }
 
+// RestartMidJob runs a 3-second job on compute and restarts the server
+// (same address, data folder and token) while it runs: the new server
+// must find the job's node again and see the job complete. It returns the
+// new server; s is shut down.
+func (s *Server) RestartMidJob(o Options, compute string) *Server {
+	s.t.Helper()
+	j := s.Submit("command: for i in 1 2 3 4 5 6; do echo line $i; sleep 0.5; done\ncompute: " + compute + "\n")
+	s.WaitJob(j.Name, 30*time.Second, Running)
+	s.Shutdown()
+	o.Addr, o.Token = s.Addr, s.Token
+	next := Start(s.t, o)
+	if j = next.WaitJob(j.Name, 60*time.Second, Terminal); j.Status != api.JobCompleted {
+		s.t.Fatalf("job across a server restart: %s %s", j.Status, j.Error)
+	}
+	return next
+}
+
 // Terminal reports whether j has ended.
 func Terminal(j *api.Job) bool { return api.JobTerminal(j.Status) }
 
