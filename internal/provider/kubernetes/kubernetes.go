@@ -156,11 +156,11 @@ func Factory(name string, settings map[string]any, deps provider.Deps) (provider
 func (p *Provider) Name() string { return Name }
 
 // PodName is the name of node id's Pod and Secret: "tide-" and the id in
-// lower case, with a hash of the id when that changed it (so two ids never
-// share a Pod).
+// lower case with '_' and '.' as '-', and a hash of the id when that
+// changed it (so two ids never share a Pod).
 func PodName(id string) string {
-	name := "tide-" + strings.ReplaceAll(strings.ToLower(id), "_", "-")
-	if name != "tide-"+id || strings.HasSuffix(name, "-") || strings.HasSuffix(name, ".") {
+	name := "tide-" + strings.NewReplacer("_", "-", ".", "-").Replace(strings.ToLower(id))
+	if name != "tide-"+id || strings.HasSuffix(name, "-") {
 		name += "-" + shortHash(id)
 	}
 	return name
@@ -231,14 +231,16 @@ func (p *Provider) pod(req provider.NodeRequest, capacity api.Capacity) (*corev1
 		// Kubernetes expands $(VAR) in a container's command.
 		Address: "$(" + podIPEnv + ")", Runtime: req.Runtime, Network: req.Network,
 	}
-	env := []corev1.EnvVar{
-		{Name: agent.TokenEnv, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
-			LocalObjectReference: corev1.LocalObjectReference{Name: name}, Key: secretKey}}},
-		{Name: podIPEnv, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.podIP"}}},
-	}
+	var env []corev1.EnvVar
 	for _, k := range slices.Sorted(maps.Keys(p.cfg.Env)) {
 		env = append(env, corev1.EnvVar{Name: k, Value: p.cfg.Env[k]})
 	}
+	// tide's own variables come last: of two with one name, the last wins.
+	env = append(env, []corev1.EnvVar{
+		{Name: agent.TokenEnv, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+			LocalObjectReference: corev1.LocalObjectReference{Name: name}, Key: secretKey}}},
+		{Name: podIPEnv, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.podIP"}}},
+	}...)
 	place := Placement{NodeSelector: p.cfg.NodeSelector, Tolerations: p.cfg.Tolerations}
 	if req.Tier == api.TierLowPriority {
 		place = p.cfg.LowPriority

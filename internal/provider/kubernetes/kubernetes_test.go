@@ -494,6 +494,7 @@ func TestPodName(t *testing.T) {
 	for _, tc := range []struct{ id, want string }{
 		{"cpu-cluster-0a1b2c3d", "tide-cpu-cluster-0a1b2c3d"},
 		{"GPU_cluster-1", "tide-gpu-cluster-1-"},
+		{"a.b", "tide-a-b-"},
 	} {
 		if got := kubernetes.PodName(tc.id); !strings.HasPrefix(got, tc.want) || (tc.want[len(tc.want)-1] != '-') != (got == tc.want) {
 			t.Errorf("PodName(%q) = %q; want %q...", tc.id, got, tc.want)
