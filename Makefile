@@ -24,7 +24,8 @@ test-short: ## Run the fast unit tests only.
 bench: ## Compare tide with Slurm and fork/exec (installs slurm-wlm, munge), then run the Go benchmarks.
 	bench/setup.sh
 	TIDE_BENCH=full $(GO) test -count=1 -v -timeout 60m -run '^TestBench$$' ./bench
-	$(GO) test -run '^$$' -bench . -benchmem ./internal/autoscaler ./internal/scheduler ./internal/store/...
+	GOMAXPROCS=1 $(GO) test -run '^$$' -bench . -benchmem ./internal/autoscaler ./internal/scheduler
+	$(GO) test -run '^$$' -bench . -benchmem ./internal/store/...
 	$(GO) test -run '^$$' -bench . -benchtime 200x ./internal/server
 	GOMAXPROCS=1 $(GO) test -run '^$$' -bench Philly -benchtime 3x ./internal/simulate
 

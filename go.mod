@@ -3,6 +3,7 @@ module github.com/tideml/tide
 go 1.26.8
 
 require (
+	github.com/google/btree v1.1.3
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/rogpeppe/go-internal v1.16.0

@@ -237,20 +237,23 @@ const (
 
 // Node is one agent of a compute.
 type Node struct {
-	ID            string    `json:"id"`
-	Compute       string    `json:"compute"`
-	Workspace     string    `json:"workspace"`
-	Location      string    `json:"location"`
-	Provider      string    `json:"provider"`
-	ProviderID    string    `json:"provider_id,omitempty"`
-	State         string    `json:"state"`
-	Job           string    `json:"job,omitempty"`
-	VCPUs         int       `json:"vcpus"`
-	MemoryGB      float64   `json:"memory_gb"`
-	GPUs          int       `json:"gpus"`
-	Address       string    `json:"address,omitempty"`
-	CreatedOn     time.Time `json:"created_on,omitzero"`
-	StateSince    time.Time `json:"state_since,omitzero"`
+	ID         string    `json:"id"`
+	Compute    string    `json:"compute"`
+	Workspace  string    `json:"workspace"`
+	Location   string    `json:"location"`
+	Provider   string    `json:"provider"`
+	ProviderID string    `json:"provider_id,omitempty"`
+	State      string    `json:"state"`
+	Job        string    `json:"job,omitempty"`
+	VCPUs      int       `json:"vcpus"`
+	MemoryGB   float64   `json:"memory_gb"`
+	GPUs       int       `json:"gpus"`
+	Address    string    `json:"address,omitempty"`
+	CreatedOn  time.Time `json:"created_on,omitzero"`
+	StateSince time.Time `json:"state_since,omitzero"`
+	// RegisteredOn is when the node's agent first registered: with
+	// CreatedOn, how long the node took to start.
+	RegisteredOn  time.Time `json:"registered_on,omitzero"`
 	LastHeartbeat time.Time `json:"last_heartbeat,omitzero"`
 	Error         string    `json:"error,omitempty"`
 	Runtime       string    `json:"runtime,omitempty"` // how the node runs jobs, as its agent reported it

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -420,5 +421,54 @@ func TestFlagsRoundTrip(t *testing.T) {
 	}
 	if strings.Join(out.ServerURLs, ",") != "http://a:1,http://b:2" || out.NodeID != in.NodeID || out.Dir != in.Dir || out.Capacity != in.Capacity {
 		t.Fatalf("round trip: %+v != %+v", out, in)
+	}
+}
+
+// TestLogSpool keeps the server away while a job prints more lines than
+// the agent keeps in memory: the rest go to the spool file, and once the
+// server is back every line arrives once, in order, and the spool is gone.
+func TestLogSpool(t *testing.T) {
+	defer func(n int) { maxPending = n }(maxPending)
+	maxPending = 100
+	srv := newFakeServer(t)
+	dir := t.TempDir()
+	startAgent(t, srv, dir)
+	as := assignment("spool", `echo first; while [ ! -f go ]; do sleep 0.02; done; `+
+		`i=1; while [ $i -le 3000 ]; do echo "line $i"; i=$((i+1)); done`)
+	srv.push("assign", as)
+	waitFor(t, 10*time.Second, "the first line", func() bool { return len(srv.lines(as.ID)) > 0 })
+	jobDir := filepath.Join(dir, "jobs/ws1/spool/1")
+	spool := filepath.Join(jobDir, ".tide/log-spool.jsonl")
+
+	srv.setDown(true)
+	if err := os.WriteFile(filepath.Join(jobDir, "go"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 20*time.Second, "the job's last line in its log file", func() bool {
+		b, _ := os.ReadFile(filepath.Join(jobDir, "logs/std_log.txt"))
+		return strings.Contains(string(b), "line 3000\n")
+	})
+	b, err := os.ReadFile(spool)
+	if err != nil {
+		t.Fatalf("no spool while the server is away: %v", err)
+	}
+	// Memory holds maxPending lines, or a batch read back from the spool.
+	if n := strings.Count(string(b), "\n"); n < 3000-max(maxPending, maxBatch) {
+		t.Errorf("spool holds %d lines; want at least %d", n, 3000-max(maxPending, maxBatch))
+	}
+
+	srv.setDown(false)
+	waitFor(t, 20*time.Second, "the final status", func() bool { _, ok := srv.final(as.ID); return ok })
+	st, _ := srv.final(as.ID)
+	waitFor(t, 20*time.Second, "every line", func() bool { return int64(len(srv.lines(as.ID))) == st.LastNodeSeq })
+	lines := srv.lines(as.ID)
+	checkDense(t, lines, st.LastNodeSeq)
+	for i, l := range lines[1:] {
+		if want := fmt.Sprintf("line %d", i+1); l.Text != want {
+			t.Fatalf("line %d is %q, want %q", i+2, l.Text, want)
+		}
+	}
+	if _, err := os.Stat(spool); !os.IsNotExist(err) {
+		t.Errorf("spool left behind: %v", err)
 	}
 }

@@ -1,10 +1,13 @@
 package agent
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -20,10 +23,16 @@ const (
 	maxBatch      = 1000
 )
 
+// maxPending caps the lines a shipper keeps in memory. Beyond it (a chatty
+// job while the server is away) lines go to a spool file in the job's
+// .tide folder and are read back in order as the server takes them, so the
+// agent's memory stays bounded and no line is lost. A variable for tests.
+var maxPending = 50_000
+
 // shipper numbers a job's log lines (NodeSeq, dense from 1), writes them to
 // the node's log file (job.logFile) and sends them to the server in
 // batches. Lines stay queued until the server took them, so nothing is lost
-// while it restarts.
+// while it restarts: in memory up to maxPending, then in a spool file.
 type shipper struct {
 	j *job
 
@@ -33,6 +42,15 @@ type shipper struct {
 	seq     int64
 	closed  bool
 	firstAt time.Time
+	// spooled lines were written to spoolW and not yet read back through
+	// spoolR; while any are, new lines go there too, to keep the order.
+	spooled int
+	spoolW  *os.File
+	spoolR  *bufio.Reader
+	spoolF  *os.File
+	// spoolNext is the NodeSeq of the next spooled line to read back
+	// (spooled lines are consecutive).
+	spoolNext int64
 
 	kick chan struct{}
 	done chan struct{}
@@ -63,9 +81,11 @@ func (s *shipper) add(stream, text string) {
 		return
 	}
 	s.seq++
-	s.pending = append(s.pending, api.LogLine{
-		Attempt: s.j.as.Attempt, Node: s.j.as.NodeRank, NodeSeq: s.seq, Time: now, Stream: stream, Text: text,
-	})
+	line := api.LogLine{Attempt: s.j.as.Attempt, Node: s.j.as.NodeRank, NodeSeq: s.seq, Time: now, Stream: stream, Text: text}
+	if (s.spooled == 0 && len(s.pending) < maxPending) || s.spool(line) != nil {
+		// A spool that cannot be written keeps the line in memory.
+		s.pending = append(s.pending, line)
+	}
 	n := len(s.pending)
 	if n == 1 {
 		s.firstAt = now
@@ -83,6 +103,72 @@ func (s *shipper) signal() {
 	select {
 	case s.kick <- struct{}{}:
 	default:
+	}
+}
+
+// spoolPath is the job's spool file.
+func (s *shipper) spoolPath() string { return filepath.Join(s.j.dir, ".tide", "log-spool.jsonl") }
+
+// spool appends line to the spool file. s.mu is held.
+func (s *shipper) spool(line api.LogLine) error {
+	if s.spoolW == nil {
+		path := s.spoolPath()
+		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+			return err
+		}
+		w, err := os.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY|os.O_APPEND, 0o600)
+		if err != nil {
+			return err
+		}
+		r, err := os.Open(path)
+		if err != nil {
+			w.Close()
+			return err
+		}
+		s.spoolW, s.spoolF, s.spoolR = w, r, bufio.NewReader(r)
+	}
+	b, err := json.Marshal(line)
+	if err != nil {
+		return err
+	}
+	if _, err := s.spoolW.Write(append(b, '\n')); err != nil {
+		return err
+	}
+	if s.spooled == 0 {
+		s.spoolNext = line.NodeSeq
+	}
+	s.spooled++
+	return nil
+}
+
+// refill moves spooled lines back into memory while there is room for a
+// batch, and removes the spool once it is read. s.mu is held.
+func (s *shipper) refill() {
+	for s.spooled > 0 && len(s.pending) < maxBatch {
+		b, err := s.spoolR.ReadBytes('\n')
+		var line api.LogLine
+		if err == nil {
+			err = json.Unmarshal(b, &line)
+		}
+		if err != nil || line.NodeSeq != s.spoolNext {
+			// A disk failure: the file is ours and holds spooled whole
+			// lines. Say so in the line's place, keeping NodeSeq dense so
+			// the job's log still ends; the text is in logs/ on the node.
+			line = api.LogLine{Attempt: s.j.as.Attempt, Node: s.j.as.NodeRank, NodeSeq: s.spoolNext, Time: time.Now().UTC(), Stream: "tide",
+				Text: fmt.Sprintf("error: a log line was lost reading it back from %s (%v); the node's logs/ folder has it", s.spoolPath(), err)}
+		}
+		s.spoolNext++
+		if len(s.pending) == 0 {
+			s.firstAt = line.Time
+		}
+		s.pending = append(s.pending, line)
+		s.spooled--
+	}
+	if s.spooled == 0 && s.spoolW != nil {
+		s.spoolW.Close()
+		s.spoolF.Close()
+		s.spoolW, s.spoolF, s.spoolR = nil, nil, nil
+		_ = os.Remove(s.spoolPath())
 	}
 }
 
@@ -111,6 +197,7 @@ func (s *shipper) loop(ctx context.Context) {
 	failures := 0
 	for {
 		s.mu.Lock()
+		s.refill()
 		n, closed, first := len(s.pending), s.closed, s.firstAt
 		s.mu.Unlock()
 		if n == 0 {

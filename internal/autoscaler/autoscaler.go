@@ -132,6 +132,13 @@ type Demand struct {
 	Job string
 	// Instances is the job's instance_count; values below 1 count as 1.
 	Instances int
+	// Jobs is how many queued jobs of Instances nodes each this demand
+	// stands for; 0 means one, the job named Job. Callers that keep their
+	// queue counted by size (scheduler.Queue.Demand) pass one Demand per
+	// size instead of one per job; Plan only adds them up. A counted
+	// demand that exceeds the cap adds nothing and, naming no job, is not
+	// reported in Result.Unschedulable: list such jobs one by one.
+	Jobs int
 }
 
 // ActionKind is what an Action does.
@@ -270,11 +277,14 @@ func planCompute(c *Compute, now time.Time, policies Registry, res *Result) {
 	for _, q := range c.Queued {
 		need := max(q.Instances, 1)
 		if need > limit {
-			res.Unschedulable = append(res.Unschedulable, unschedulable(c, q.Job, need, limit))
+			if q.Jobs <= 1 {
+				res.Unschedulable = append(res.Unschedulable, unschedulable(c, q.Job, need, limit))
+			}
 			continue
 		}
-		queued += need
-		queuedJobs++
+		jobs := max(q.Jobs, 1)
+		queued += need * jobs
+		queuedJobs += jobs
 	}
 
 	target := min(limit, max(c.Min, busy+queued+d.Warm))

@@ -214,9 +214,14 @@ func (s *sim) step(st int, policies autoscaler.Registry) error {
 		}
 	}
 	for _, c := range s.computes {
-		count := s.count(c.Key)
-		if count > c.Cap() || count < min(c.Min, c.Cap()) {
-			return fmt.Errorf("compute %s has %d nodes, outside [min %d, cap %d]", c.Key, count, c.Min, c.Cap())
+		count, preparing := s.count(c.Key), s.countState(c.Key, api.NodePreparing)
+		// Below min_instances only while max_starting_nodes nodes start.
+		rateLimited := c.MaxStarting > 0 && preparing == c.MaxStarting
+		if count > c.Cap() || (count < min(c.Min, c.Cap()) && !rateLimited) {
+			return fmt.Errorf("compute %s has %d nodes (%d starting), outside [min %d, cap %d]", c.Key, count, preparing, c.Min, c.Cap())
+		}
+		if c.MaxStarting > 0 && preparing > c.MaxStarting {
+			return fmt.Errorf("compute %s has %d nodes starting, more than max_starting_nodes %d", c.Key, preparing, c.MaxStarting)
 		}
 	}
 	return nil
@@ -236,6 +241,17 @@ func (s *sim) count(key string) int {
 	count := 0
 	for _, n := range s.nodes {
 		if n.compute == key {
+			count++
+		}
+	}
+	return count
+}
+
+// countState returns the number of nodes of compute key in state.
+func (s *sim) countState(key, state string) int {
+	count := 0
+	for _, n := range s.nodes {
+		if n.compute == key && n.state == state {
 			count++
 		}
 	}
@@ -273,6 +289,9 @@ func TestNoStarvation(t *testing.T) {
 				QuotaMaxNodes: maxN, IdleTimeout: time.Duration(s.r.IntN(7)) * simStep}
 			if s.r.IntN(4) == 0 {
 				comp.QuotaMaxNodes = 1 + s.r.IntN(maxN)
+			}
+			if s.r.IntN(3) == 0 {
+				comp.MaxStarting = 1 + s.r.IntN(3) // tide.max_starting_nodes
 			}
 			s.computes = append(s.computes, comp)
 		}

@@ -49,6 +49,12 @@ type Controller struct {
 
 	kick    chan struct{}
 	started time.Time
+	// jobs are the unfinished jobs as the last load decoded them, by
+	// workspace/name; only Step (one goroutine) uses them.
+	jobs map[string]api.Job
+	// startTimes is, per compute key, how long its nodes take to start
+	// (learnStartTimes); only Step uses it.
+	startTimes map[string]time.Duration
 	// rand draws simulated evictions; lastEvictionCheck is when it last did.
 	rand              func() float64
 	lastEvictionCheck time.Time
@@ -88,13 +94,15 @@ func New(o Options) *Controller {
 	c := &Controller{
 		store: &writeCounter{Store: o.Store}, catalog: o.Catalog, cfg: o.Config, providers: o.Providers,
 		hub: o.Hub, changes: o.Changes, log: o.Log, now: o.Now, nodeToken: o.NodeToken,
-		policies: autoscaler.BuiltinPolicies(),
-		gaps:     newGapTracker(0),
-		kick:     make(chan struct{}, 1),
-		inflight: map[string]bool{},
-		canceled: map[string]time.Time{},
-		backoff:  map[string]backoff{},
-		runtimes: map[string]string{},
+		policies:   autoscaler.BuiltinPolicies(),
+		gaps:       newGapTracker(0),
+		kick:       make(chan struct{}, 1),
+		inflight:   map[string]bool{},
+		canceled:   map[string]time.Time{},
+		backoff:    map[string]backoff{},
+		runtimes:   map[string]string{},
+		jobs:       map[string]api.Job{},
+		startTimes: map[string]time.Duration{},
 	}
 	if c.now == nil {
 		c.now = time.Now
@@ -170,6 +178,12 @@ type snapshot struct {
 
 func key(ws, name string) string { return ws + "/" + name }
 
+// unfinished are the job statuses the controller acts on.
+var unfinished = []string{api.JobNotStarted, api.JobQueued, api.JobPreparing, api.JobRunning, api.JobFinalizing, api.JobCancelRequested}
+
+// load reads the state one turn decides from. Jobs are decoded only when
+// their etag changed since the last load: with thousands queued, decoding
+// every job each turn was the loop's main cost.
 func (c *Controller) load(ctx context.Context) (*snapshot, error) {
 	var s snapshot
 	err := c.store.View(ctx, func(tx store.Tx) (err error) {
@@ -179,9 +193,42 @@ func (c *Controller) load(ctx context.Context) (*snapshot, error) {
 		if s.nodes, err = tx.ListNodes(ctx, "", ""); err != nil {
 			return err
 		}
-		s.jobs, err = tx.ListJobs(ctx, store.JobFilter{Statuses: []string{
-			api.JobNotStarted, api.JobQueued, api.JobPreparing, api.JobRunning, api.JobFinalizing, api.JobCancelRequested}})
-		return err
+		versions, err := tx.JobVersions(ctx, store.JobFilter{Statuses: unfinished})
+		if err != nil {
+			return err
+		}
+		var stale []store.JobKey
+		for _, v := range versions {
+			if j, ok := c.jobs[key(v.Workspace, v.Name)]; !ok || j.Etag != v.Etag {
+				stale = append(stale, v.JobKey)
+			}
+		}
+		f := store.JobFilter{Statuses: unfinished, Keys: stale}
+		if len(stale) > len(versions)/2 {
+			f.Keys = nil // most changed (the first load): read them all
+		}
+		var fresh []api.Job
+		if len(stale) > 0 {
+			if fresh, err = tx.ListJobs(ctx, f); err != nil {
+				return err
+			}
+		}
+		jobs := make(map[string]api.Job, len(versions))
+		for _, j := range fresh {
+			jobs[key(j.Workspace, j.Name)] = j
+		}
+		s.jobs = make([]api.Job, 0, len(versions))
+		for _, v := range versions {
+			k := key(v.Workspace, v.Name)
+			j, ok := jobs[k]
+			if !ok {
+				j = c.jobs[k]
+			}
+			jobs[k] = j
+			s.jobs = append(s.jobs, j)
+		}
+		c.jobs = jobs
+		return nil
 	})
 	return &s, err
 }
@@ -731,7 +778,9 @@ func (c *Controller) explain(ctx context.Context, waiting []scheduler.Waiting, p
 	// really changed.
 	starting := map[string]int{}
 	startingSince := map[string]time.Time{}
-	existing := map[string]int{} // nodes that count against max_instances
+	startingLast := map[string]time.Time{} // the newest starting node
+	existing := map[string]int{}           // nodes that count against max_instances
+	c.learnStartTimes(s.nodes)
 	for _, n := range s.nodes {
 		k := key(n.Workspace, n.Compute)
 		switch n.State {
@@ -739,6 +788,9 @@ func (c *Controller) explain(ctx context.Context, waiting []scheduler.Waiting, p
 			starting[k]++
 			if since := startingSince[k]; since.IsZero() || n.CreatedOn.Before(since) {
 				startingSince[k] = n.CreatedOn
+			}
+			if n.CreatedOn.After(startingLast[k]) {
+				startingLast[k] = n.CreatedOn
 			}
 			existing[k]++
 		case api.NodeIdle, api.NodeRunning:
@@ -776,6 +828,12 @@ func (c *Controller) explain(ctx context.Context, waiting []scheduler.Waiting, p
 		case starting[k] > 0:
 			reason = fmt.Sprintf("waiting for %d node(s): %d starting since %s",
 				w.Need, starting[k], startingSince[k].UTC().Format(time.TimeOnly))
+			if typical := c.startTimes[k]; typical > 0 {
+				// An estimate, where tide has one: the nodes of this
+				// compute that registered took typical to start.
+				reason += fmt.Sprintf("; expected by about %s (its nodes take %s to start)",
+					startingLast[k].Add(typical).UTC().Format(time.TimeOnly), typical.Round(time.Second))
+			}
 		case existing[k] >= maxNodes[k]:
 			// Place gave the free nodes to the jobs ahead: all are busy.
 			reason = fmt.Sprintf("compute at max_instances (%d node(s), all busy)", maxNodes[k])
@@ -812,6 +870,24 @@ func (c *Controller) explain(ctx context.Context, waiting []scheduler.Waiting, p
 		return nil
 	})
 	return err
+}
+
+// learnStartTimes records, per compute, the median time its current nodes
+// took from creation to their agent's first registration. A compute keeps
+// the last figure when its nodes are gone (scaled to zero), so the next
+// scale-up from zero has an estimate too.
+func (c *Controller) learnStartTimes(nodes []api.Node) {
+	took := map[string][]time.Duration{}
+	for _, n := range nodes {
+		if !n.RegisteredOn.IsZero() && !n.CreatedOn.IsZero() && n.RegisteredOn.After(n.CreatedOn) {
+			k := key(n.Workspace, n.Compute)
+			took[k] = append(took[k], n.RegisteredOn.Sub(n.CreatedOn))
+		}
+	}
+	for k, ds := range took {
+		slices.Sort(ds)
+		c.startTimes[k] = ds[len(ds)/2]
+	}
 }
 
 // recovered forgets a compute's provisioning failures once a node created

@@ -152,6 +152,63 @@ type pool struct {
 // modifies its arguments. Every job of queue appears exactly once in
 // Result, either in an assignment or waiting.
 func Place(queue []Job, nodes []Node, maxNodes map[string]int) Result {
+	get := pools(nodes, maxNodes)
+	order := queueOrder(queue)
+
+	var res Result
+	res.Waiting = make([]Waiting, 0, len(queue))
+	var last string
+	var p *pool
+	for _, e := range order {
+		j := &queue[e.idx]
+		if p == nil || j.Compute != last {
+			p, last = get(j.Compute), j.Compute
+		}
+		p.visit(j, &res)
+	}
+	return res
+}
+
+// visit decides one job in its turn: it is assigned nodes of p, or appended
+// to res.Waiting with the reason.
+func (p *pool) visit(j *Job, res *Result) {
+	need := max(j.Instances, 1)
+	free := len(p.free) - p.used
+	w := Waiting{Job: j.Key, Compute: j.Compute, Need: need, Free: free}
+	switch {
+	case p.limit >= 0 && need > p.limit:
+		w.Reason = ReasonExceedsCapacity
+	case p.head == "" && need <= free:
+		res.Assignments = append(res.Assignments, p.take(j.Key, need))
+		return
+	case p.head == "":
+		// The first blocked job reserves: everything behind it may use
+		// only what the head's gang will not need.
+		p.head = j.Key
+		p.budget = free + p.preparing - need
+		w.Reason = ReasonInsufficientNodes
+	case need <= free && need <= p.budget:
+		p.budget -= need
+		res.Assignments = append(res.Assignments, p.take(j.Key, need))
+		return
+	case need <= free:
+		w.Reason, w.Head = ReasonReserved, p.head
+	default:
+		w.Reason = ReasonInsufficientNodes
+	}
+	res.Waiting = append(res.Waiting, w)
+}
+
+// settled reports whether no job behind the ones visited can be placed:
+// a head holds the reservation and either no node is free or the budget
+// behind the head is spent. Every later job then waits as Rest says.
+func (p *pool) settled() bool {
+	return p.head != "" && (len(p.free) == p.used || p.budget <= 0)
+}
+
+// pools sorts nodes into per-compute pools and returns the lookup, which
+// makes an empty pool for a compute that has no free or preparing node.
+func pools(nodes []Node, maxNodes map[string]int) func(compute string) *pool {
 	pools := make(map[string]*pool)
 	get := func(compute string) *pool {
 		p := pools[compute]
@@ -177,45 +234,7 @@ func Place(queue []Job, nodes []Node, maxNodes map[string]int) Result {
 	for _, p := range pools {
 		slices.Sort(p.free)
 	}
-
-	order := queueOrder(queue)
-
-	var res Result
-	res.Waiting = make([]Waiting, 0, len(queue))
-	var last string
-	var p *pool
-	for _, e := range order {
-		j := &queue[e.idx]
-		if p == nil || j.Compute != last {
-			p, last = get(j.Compute), j.Compute
-		}
-		need := max(j.Instances, 1)
-		free := len(p.free) - p.used
-		w := Waiting{Job: j.Key, Compute: j.Compute, Need: need, Free: free}
-		switch {
-		case p.limit >= 0 && need > p.limit:
-			w.Reason = ReasonExceedsCapacity
-		case p.head == "" && need <= free:
-			res.Assignments = append(res.Assignments, p.take(j.Key, need))
-			continue
-		case p.head == "":
-			// The first blocked job reserves: everything behind it may use
-			// only what the head's gang will not need.
-			p.head = j.Key
-			p.budget = free + p.preparing - need
-			w.Reason = ReasonInsufficientNodes
-		case need <= free && need <= p.budget:
-			p.budget -= need
-			res.Assignments = append(res.Assignments, p.take(j.Key, need))
-			continue
-		case need <= free:
-			w.Reason, w.Head = ReasonReserved, p.head
-		default:
-			w.Reason = ReasonInsufficientNodes
-		}
-		res.Waiting = append(res.Waiting, w)
-	}
-	return res
+	return get
 }
 
 // take assigns the next need free nodes of p to job.

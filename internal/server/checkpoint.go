@@ -21,9 +21,10 @@ func (s *Server) checkpointPath(ws, job string) string {
 	return filepath.Join(s.cfg.DataDir, "checkpoints", ws, job+".tar.gz")
 }
 
-// checkpointJob checks that the calling node runs (or ran) the assignment
-// and returns its workspace and job.
-func (s *Server) checkpointJob(r *http.Request) (ws, job string, err error) {
+// assignedJob checks that the calling node runs (or ran) the assignment
+// and returns its workspace and job: a node uploads and downloads only the
+// checkpoints and artifacts of its own jobs.
+func (s *Server) assignedJob(r *http.Request) (ws, job string, err error) {
 	ws, job, _, err = service.ParseAssignmentID(r.PathValue("id"))
 	if err != nil {
 		return "", "", err
@@ -43,7 +44,7 @@ func (s *Server) checkpointJob(r *http.Request) (ws, job string, err error) {
 
 // agentPutCheckpoint stores the tar.gz of a job's checkpoint folder.
 func (s *Server) agentPutCheckpoint(w http.ResponseWriter, r *http.Request) {
-	ws, job, err := s.checkpointJob(r)
+	ws, job, err := s.assignedJob(r)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -77,7 +78,7 @@ func (s *Server) agentPutCheckpoint(w http.ResponseWriter, r *http.Request) {
 
 // agentGetCheckpoint sends a job's latest checkpoint archive (404: none).
 func (s *Server) agentGetCheckpoint(w http.ResponseWriter, r *http.Request) {
-	ws, job, err := s.checkpointJob(r)
+	ws, job, err := s.assignedJob(r)
 	if err != nil {
 		s.fail(w, r, err)
 		return

@@ -7,13 +7,19 @@ package server_test
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/tideml/tide/api"
+	"github.com/tideml/tide/internal/agent"
 	"github.com/tideml/tide/internal/config"
+	"github.com/tideml/tide/internal/service"
 )
 
 const lowPriority = `name: spot-cluster
@@ -116,6 +122,45 @@ func TestPreemptionResumesFromCheckpoint(t *testing.T) {
 	if _, err := in.client.PreemptNode(context.Background(), "default", "cpu-cluster", dn.ID); api.ProblemCode(err) != api.CodeConflict || !strings.Contains(err.Error(), "low_priority") {
 		t.Errorf("preempting a dedicated node: %v", err)
 	}
+
+	// A node reads and writes the checkpoints and artifacts of its own
+	// jobs only: dn, with its real token, is refused those of j.
+	token := agentToken(t, dn)
+	id := url.PathEscape(service.AssignmentID("default", j.Name, 2))
+	for _, method := range []string{"PUT /checkpoint", "GET /checkpoint", "PUT /artifacts"} {
+		verb, what, _ := strings.Cut(method, " ")
+		req, _ := http.NewRequest(verb, in.cfg.AdvertiseURL+"/v1/agent/assignments/"+id+what, strings.NewReader("not a tar"))
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 403 || !strings.Contains(string(body), "does not run job "+j.Name) {
+			t.Errorf("%s of another node's job: %d %s, want 403", method, resp.StatusCode, body)
+		}
+	}
+}
+
+// agentToken reads a local node's token from its agent's environment.
+func agentToken(t *testing.T, n api.Node) string {
+	t.Helper()
+	pid, ok := strings.CutPrefix(n.ProviderID, "pid:")
+	if !ok {
+		t.Fatalf("node %s: provider id %q is not a pid", n.ID, n.ProviderID)
+	}
+	env, err := os.ReadFile("/proc/" + pid + "/environ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, kv := range strings.Split(string(env), "\x00") {
+		if v, ok := strings.CutPrefix(kv, agent.TokenEnv+"="); ok {
+			return v
+		}
+	}
+	t.Fatalf("node %s: no %s in its agent's environment", n.ID, agent.TokenEnv)
+	return ""
 }
 
 func TestRetriesByCause(t *testing.T) {

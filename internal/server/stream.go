@@ -13,7 +13,6 @@ import (
 	"github.com/tideml/tide/api"
 	"github.com/tideml/tide/internal/archive"
 	"github.com/tideml/tide/internal/controller"
-	"github.com/tideml/tide/internal/service"
 )
 
 // sse writes server-sent events.
@@ -305,12 +304,8 @@ func (s *Server) agentLogs(w http.ResponseWriter, r *http.Request) {
 const maxArtifacts = 1 << 30
 
 func (s *Server) agentArtifacts(w http.ResponseWriter, r *http.Request) {
-	ws, job, _, err := service.ParseAssignmentID(r.PathValue("id"))
+	ws, job, err := s.assignedJob(r)
 	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	if _, err := s.svc.Job(r.Context(), ws, job); err != nil {
 		s.fail(w, r, err)
 		return
 	}

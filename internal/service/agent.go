@@ -174,6 +174,9 @@ func (s *Service) Register(ctx context.Context, nodeID string, h api.AgentHello)
 				}
 			}
 		}
+		if n.RegisteredOn.IsZero() {
+			n.RegisteredOn = now
+		}
 		switch {
 		case n.State == api.NodeLeaving:
 		case kept || n.Job != "":

@@ -201,22 +201,32 @@ func (s *Service) Job(ctx context.Context, ws, name string) (*api.Job, error) {
 }
 
 // setQueuePositions tells each queued job of js its place in its compute's
-// queue, in the scheduler's order (higher priority first, then older).
+// queue, in the scheduler's order (higher priority first, then older). It
+// reads the queue's keys and priorities, not the jobs' documents, so a
+// `job show` costs little even when thousands of jobs wait.
 func setQueuePositions(ctx context.Context, tx store.Tx, ws string, js []api.Job, set func(i, pos int)) error {
-	wanted := false
+	computes := map[string]bool{}
 	for _, j := range js {
-		wanted = wanted || j.Status == api.JobQueued
+		if j.Status == api.JobQueued {
+			computes[j.Compute] = true
+		}
 	}
-	if !wanted {
+	if len(computes) == 0 {
 		return nil
 	}
-	queued, err := tx.ListJobs(ctx, store.JobFilter{Workspace: ws, Statuses: []string{api.JobQueued}})
+	f := store.JobFilter{Workspace: ws, Statuses: []string{api.JobQueued}}
+	if len(computes) == 1 {
+		for c := range computes {
+			f.Compute = c
+		}
+	}
+	queued, err := tx.JobVersions(ctx, f)
 	if err != nil {
 		return err
 	}
-	slices.SortStableFunc(queued, func(a, b api.Job) int {
-		return cmp.Or(cmp.Compare(b.Priority(), a.Priority()), a.CreatedOn.Compare(b.CreatedOn))
-	})
+	// JobVersions lists in creation order; a stable sort keeps it within
+	// a priority.
+	slices.SortStableFunc(queued, func(a, b store.JobVersion) int { return cmp.Compare(b.Priority, a.Priority) })
 	pos, next := map[string]int{}, map[string]int{}
 	for _, j := range queued {
 		next[j.Compute]++

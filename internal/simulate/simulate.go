@@ -227,20 +227,14 @@ type sim struct {
 	rng      *rand.Rand
 	jobs     []job
 	nodes    []node
-	ev       minHeap[event] // pending events by time
-	queue    []int32        // queued job indexes, in submit order
-	byID     minHeap[ref]   // idle nodes by ID; stale refs skipped
-	byIdle   []ref          // idle nodes in the order they became idle; stale refs skipped
+	ev       minHeap[event]   // pending events by time
+	queue    *scheduler.Queue // queued jobs, keyed by index, Seq the index
+	byID     minHeap[ref]     // idle nodes by ID; stale refs skipped
+	byIdle   []ref            // idle nodes in the order they became idle; stale refs skipped
 	idleHead int
-	prep     []int32 // nodes in creation order since prepHead; booted ones skipped
-	prepHead int
-	// prepNodes are the preparing nodes as Place sees them, rebuilt when
-	// prepDirty says a node was created or left preparing.
-	prepNodes []scheduler.Node
-	prepDirty bool
-	broken    []int32 // unusable or preempted nodes for Plan to delete
-	counts    [stGone]int
-	wake      time.Duration // pending wake event; -1 when none
+	broken   []int32 // unusable or preempted nodes for Plan to delete
+	counts   [stGone]int
+	wake     time.Duration // pending wake event; -1 when none
 	// placeDirty is set when a job was queued, a node turned idle or one
 	// was created (booting nodes widen the head job's reservation) since
 	// the last Place. Nothing else can let Place place more: a second call
@@ -249,8 +243,8 @@ type sim struct {
 	// check this too.
 	placeDirty bool
 	caps       map[string]int
+	preparing  map[string]int // Queue.Place's preparing count, reused
 	// Buffers reused from call to call.
-	qbuf   []scheduler.Job
 	nbuf   []scheduler.Node
 	popbuf []ref
 	cnodes []autoscaler.Node
@@ -295,6 +289,7 @@ func Run(trace *Trace, cfg Config) (Result, error) {
 	s.policies = autoscaler.Registry{name: s.memo}
 	s.snap = make([]autoscaler.Compute, 1)
 	s.caps = map[string]int{computeKey: cfg.Compute.MaxInstances}
+	s.queue, s.preparing = scheduler.NewQueue(), map[string]int{}
 	s.gaps = autoscaler.NewGapHistory()
 	s.gaps.BootTime = cfg.BootTime
 	s.rng = rand.New(rand.NewPCG(cfg.Seed, 0x7469646573696d))
@@ -335,7 +330,7 @@ func (s *sim) loop() error {
 	for s.done < len(s.jobs) {
 		if next == len(s.jobs) && len(s.ev) == 0 {
 			// Nothing left to happen, yet jobs wait: a bug, never a hang.
-			return fmt.Errorf("simulation stalled at %s with %d jobs queued and none running", s.now, len(s.queue))
+			return fmt.Errorf("simulation stalled at %s with %d jobs queued and none running", s.now, s.queue.Len())
 		}
 		t := time.Duration(math.MaxInt64)
 		if next < len(s.jobs) {
@@ -349,10 +344,9 @@ func (s *sim) loop() error {
 			e := s.ev.pop()
 			s.handle(e)
 		}
+		arrived := next
 		for next < len(s.jobs) && s.jobs[next].Submit == t {
-			s.jobs[next].queued = true
-			s.queue = append(s.queue, int32(next))
-			s.placeDirty = true
+			s.enqueue(int32(next))
 			s.gaps.Demand(s.base.Add(t), s.jobs[next].Instances)
 			next++
 		}
@@ -361,8 +355,10 @@ func (s *sim) loop() error {
 		// A job that could not start when it was submitted and now waits
 		// for booting nodes had a cold start.
 		if s.counts[stPreparing] > 0 {
-			for k := len(s.queue) - 1; k >= 0 && s.jobs[s.queue[k]].Submit == t; k-- {
-				s.jobs[s.queue[k]].cold = true
+			for k := arrived; k < next; k++ {
+				if s.jobs[k].queued {
+					s.jobs[k].cold = true
+				}
 			}
 		}
 		s.sample()
@@ -410,11 +406,8 @@ func (s *sim) handle(e event) {
 			}
 		}
 		j.nodes = nil
-		j.queued = true
 		// Back in its place by submit order.
-		i, _ := slices.BinarySearch(s.queue, n.job)
-		s.queue = slices.Insert(s.queue, i, n.job)
-		s.placeDirty = true
+		s.enqueue(n.job)
 	case evWake:
 		if s.wake == e.at {
 			s.wake = -1
@@ -440,7 +433,6 @@ func (s *sim) setState(i int32, st uint8) {
 	}
 	s.counts[n.state]--
 	if n.state == stPreparing {
-		s.prepDirty = true
 	}
 	n.state, n.since = st, s.now
 	n.gen++
@@ -464,23 +456,27 @@ func (s *sim) live(r ref) bool {
 	return n.gen == r.gen && n.state == stIdle
 }
 
-// place runs scheduler.Place on the queue and the idle nodes it can take.
+// enqueue queues job ji, by its submit order.
+func (s *sim) enqueue(ji int32) {
+	j := &s.jobs[ji]
+	j.queued = true
+	s.queue.Add(scheduler.Job{Key: j.key, Compute: computeKey, Instances: j.Instances, Seq: int64(ji)})
+	s.placeDirty = true
+}
+
+// place runs Queue.Place on the idle nodes it can take.
 func (s *sim) place() {
-	if len(s.queue) == 0 || s.counts[stIdle] == 0 || (!s.placeDirty && !s.cfg.full) {
+	if s.queue.Len() == 0 || s.counts[stIdle] == 0 || (!s.placeDirty && !s.cfg.full) {
 		return
 	}
 	s.placeDirty = false
 	const key = computeKey
-	need, smallest := 0, math.MaxInt
-	queue := s.qbuf[:0]
-	for _, ji := range s.queue {
-		j := &s.jobs[ji]
-		queue = append(queue, scheduler.Job{Key: j.key, Compute: key, Instances: j.Instances, Seq: int64(ji)})
-		need += j.Instances
-		smallest = min(smallest, j.Instances)
+	sizes, _ := s.queue.Demand(key, -1)
+	need := 0
+	for _, sc := range sizes {
+		need += sc.Instances * sc.Jobs
 	}
-	s.qbuf = queue
-	if smallest > s.counts[stIdle] && !s.cfg.full {
+	if sizes[0].Instances > s.counts[stIdle] && !s.cfg.full {
 		// No job fits the idle nodes: Place would place nothing.
 		return
 	}
@@ -501,37 +497,19 @@ func (s *sim) place() {
 		popped = append(popped, r)
 		nodes = append(nodes, scheduler.Node{ID: s.nodes[r.idx].id, Compute: key, State: api.NodeIdle})
 	}
-	if s.counts[stPreparing] > 0 {
-		// Booting nodes count toward the head job's reservation.
-		// Every node boots in BootTime, so they finish in creation order
-		// and the preparing ones are the tail of prep.
-		if s.prepDirty {
-			for s.prepHead < len(s.prep) && s.nodes[s.prep[s.prepHead]].state != stPreparing {
-				s.prepHead++
-			}
-			s.prepNodes = s.prepNodes[:0]
-			for _, i := range s.prep[s.prepHead:] {
-				if s.nodes[i].state == stPreparing {
-					s.prepNodes = append(s.prepNodes, scheduler.Node{ID: s.nodes[i].id, Compute: key, State: api.NodePreparing})
-				}
-			}
-			s.prepDirty = false
-		}
-		nodes = append(nodes, s.prepNodes...)
-	}
 	s.nbuf, s.popbuf = nodes, popped
-	res := scheduler.Place(queue, nodes, s.caps)
+	// Booting nodes count toward the head job's reservation.
+	s.preparing[key] = s.counts[stPreparing]
+	res, _ := s.queue.Place(nodes, s.preparing, s.caps)
 	for _, a := range res.Assignments {
 		ji, _ := strconv.Atoi(a.Job)
+		s.queue.Remove(a.Job)
 		s.start(int32(ji), a.Nodes)
 	}
 	for _, r := range popped {
 		if s.live(r) {
 			s.byID.push(r)
 		}
-	}
-	if len(res.Assignments) > 0 {
-		s.queue = slices.DeleteFunc(s.queue, func(ji int32) bool { return !s.jobs[ji].queued })
 	}
 }
 
@@ -607,8 +585,12 @@ func (s *sim) snapshot() {
 		}
 		c.Nodes = append(c.Nodes, autoscaler.Node{ID: s.nodes[i].id, State: st})
 	}
-	for _, ji := range s.queue {
-		c.Queued = append(c.Queued, autoscaler.Demand{Job: s.jobs[ji].key, Instances: s.jobs[ji].Instances})
+	fit, over := s.queue.Demand(computeKey, c.Cap())
+	for _, sc := range fit {
+		c.Queued = append(c.Queued, autoscaler.Demand{Instances: sc.Instances, Jobs: sc.Jobs})
+	}
+	for _, j := range over {
+		c.Queued = append(c.Queued, autoscaler.Demand{Job: j.Key, Instances: j.Instances})
 	}
 	// The policy is pure, so asking it here gives what Plan will use. Plan
 	// deletes at most shed idle nodes, longest idle first, and stops at
@@ -625,9 +607,9 @@ func (s *sim) snapshot() {
 		s.byIdle = slices.Delete(s.byIdle, 0, s.idleHead)
 		s.idleHead = 0
 	}
-	queued := 0
-	for _, q := range c.Queued {
-		queued += q.Instances
+	queued := 0 // the demand Plan counts: the jobs that fit the cap
+	for _, sc := range fit {
+		queued += sc.Instances * sc.Jobs
 	}
 	existing := s.counts[stBusy] + s.counts[stPreparing] + s.counts[stIdle]
 	target := min(c.Cap(), max(c.Min, s.counts[stBusy]+queued+max(d.Warm, 0)))
@@ -679,12 +661,7 @@ func (s *sim) create() {
 	s.nodes = append(s.nodes, node{id: nodeID(i), state: stPreparing, since: s.now, created: s.now})
 	s.counts[stPreparing]++
 	s.res.ScaleUps++
-	s.placeDirty, s.prepDirty = true, true
-	if s.prepHead > 4096 && s.prepHead*2 > len(s.prep) {
-		s.prep = slices.Delete(s.prep, 0, s.prepHead)
-		s.prepHead = 0
-	}
-	s.prep = append(s.prep, i)
+	s.placeDirty = true
 	s.ev.push(event{at: s.now + s.cfg.BootTime, kind: evBoot, idx: i})
 }
 
@@ -721,7 +698,7 @@ func (s *sim) sample() {
 	p := &s.series[k]
 	p.Nodes = max(p.Nodes, s.counts[stPreparing]+s.counts[stIdle]+s.counts[stBusy])
 	p.Busy = max(p.Busy, s.counts[stBusy])
-	p.Queued = max(p.Queued, len(s.queue))
+	p.Queued = max(p.Queued, s.queue.Len())
 }
 
 // result closes the books: nodes still alive count until the last job

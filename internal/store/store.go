@@ -59,6 +59,11 @@ type Tx interface {
 
 	GetJob(ctx context.Context, workspace, name string) (*api.Job, error)
 	ListJobs(ctx context.Context, f JobFilter) ([]api.Job, error)
+	// JobVersions lists the jobs f selects, in the order of ListJobs, by
+	// key, etag, compute and priority only. A caller that keeps decoded jobs (the controller)
+	// reads the documents of just the jobs whose etag changed, with
+	// JobFilter.Keys, instead of decoding every job each time.
+	JobVersions(ctx context.Context, f JobFilter) ([]JobVersion, error)
 	PutJob(ctx context.Context, j *api.Job, ifMatch string) error
 
 	GetDatastore(ctx context.Context, workspace, name string) (*api.Datastore, error)
@@ -108,8 +113,24 @@ type JobFilter struct {
 	Workspace string
 	Compute   string
 	Statuses  []string
+	// Keys, when not empty, selects only these jobs.
+	Keys []JobKey
 	// Limit caps the number of jobs returned (0: no cap).
 	Limit int
+}
+
+// JobKey names a job.
+type JobKey struct {
+	Workspace, Name string
+}
+
+// JobVersion is a job's key and etag, with what orders the queue: its
+// compute and priority (api.Job.Priority).
+type JobVersion struct {
+	JobKey
+	Etag     string
+	Compute  string
+	Priority int
 }
 
 // Token is an API credential. Only a hash of the secret is stored.

@@ -220,6 +220,38 @@ func (x *tx) GetJob(ctx context.Context, workspace, name string) (*api.Job, erro
 
 // ListJobs implements store.Tx.
 func (x *tx) ListJobs(ctx context.Context, f store.JobFilter) ([]api.Job, error) {
+	rows, err := x.queryJobs(ctx, "etag, doc", f)
+	if err != nil {
+		return nil, err
+	}
+	return scanDocs(rows, "jobs", func(j *api.Job, etag int64) { j.Etag = strconv.FormatInt(etag, 10) })
+}
+
+// JobVersions implements store.Tx.
+func (x *tx) JobVersions(ctx context.Context, f store.JobFilter) ([]store.JobVersion, error) {
+	rows, err := x.queryJobs(ctx, "workspace, name, etag, compute, priority", f)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []store.JobVersion
+	for rows.Next() {
+		var v store.JobVersion
+		var etag int64
+		if err := rows.Scan(&v.Workspace, &v.Name, &etag, &v.Compute, &v.Priority); err != nil {
+			return nil, fmt.Errorf("listing jobs: %w", err)
+		}
+		v.Etag = strconv.FormatInt(etag, 10)
+		out = append(out, v)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("listing jobs: %w", err)
+	}
+	return out, nil
+}
+
+// queryJobs selects cols of the jobs f selects, in creation order.
+func (x *tx) queryJobs(ctx context.Context, cols string, f store.JobFilter) (pgx.Rows, error) {
 	var where []string
 	var args []any
 	arg := func(v any) string {
@@ -235,7 +267,14 @@ func (x *tx) ListJobs(ctx context.Context, f store.JobFilter) ([]api.Job, error)
 	if len(f.Statuses) > 0 {
 		where = append(where, "status = ANY("+arg(f.Statuses)+")")
 	}
-	q := `SELECT etag, doc FROM jobs`
+	if len(f.Keys) > 0 {
+		ws, names := make([]string, len(f.Keys)), make([]string, len(f.Keys))
+		for i, k := range f.Keys {
+			ws[i], names[i] = k.Workspace, k.Name
+		}
+		where = append(where, "(workspace, name) IN (SELECT * FROM unnest("+arg(ws)+"::text[], "+arg(names)+"::text[]))")
+	}
+	q := `SELECT ` + cols + ` FROM jobs`
 	if len(where) > 0 {
 		q += " WHERE " + strings.Join(where, " AND ")
 	}
@@ -247,7 +286,7 @@ func (x *tx) ListJobs(ctx context.Context, f store.JobFilter) ([]api.Job, error)
 	if err != nil {
 		return nil, fmt.Errorf("listing jobs: %w", err)
 	}
-	return scanDocs(rows, "jobs", func(j *api.Job, etag int64) { j.Etag = strconv.FormatInt(etag, 10) })
+	return rows, nil
 }
 
 // PutJob implements store.Tx.
@@ -281,11 +320,12 @@ func (x *tx) PutJob(ctx context.Context, j *api.Job, ifMatch string) error {
 	if !found {
 		created = rev
 	}
-	_, err = x.tx.Exec(ctx, `INSERT INTO jobs (workspace, name, compute, status, created, etag, doc)
-		VALUES ($1, $2, $3, $4, $5, $6, $7)
+	_, err = x.tx.Exec(ctx, `INSERT INTO jobs (workspace, name, compute, status, created, etag, doc, priority)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
 		ON CONFLICT (workspace, name) DO UPDATE SET
-			compute = excluded.compute, status = excluded.status, etag = excluded.etag, doc = excluded.doc`,
-		j.Workspace, j.Name, j.Compute, j.Status, created, rev, string(doc))
+			compute = excluded.compute, status = excluded.status, etag = excluded.etag, doc = excluded.doc,
+			priority = excluded.priority`,
+		j.Workspace, j.Name, j.Compute, j.Status, created, rev, string(doc), j.Priority())
 	if err != nil {
 		return fmt.Errorf("putting job %s: %w", j.Name, err)
 	}

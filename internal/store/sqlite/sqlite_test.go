@@ -2,12 +2,14 @@ package sqlite_test
 
 import (
 	"context"
+	"database/sql"
 	"log/slog"
 	"path/filepath"
 	"testing"
 
 	"go.uber.org/goleak"
 
+	"github.com/tideml/tide/api"
 	"github.com/tideml/tide/internal/store"
 	"github.com/tideml/tide/internal/store/sqlite"
 	"github.com/tideml/tide/internal/store/storetest"
@@ -72,3 +74,71 @@ func openBench(b *testing.B) store.Store {
 func BenchmarkPutJob(b *testing.B) { storetest.BenchPutJob(b, openBench(b)) }
 
 func BenchmarkUpdate(b *testing.B) { storetest.BenchUpdate(b, openBench(b)) }
+
+// TestPriorityMigration opens a database as it was before migration 0005
+// (jobs without a priority column) holding queued jobs of each kind of
+// priority, and checks that opening it with this tide fills the column from
+// the jobs' documents.
+func TestPriorityMigration(t *testing.T) {
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "tide.db")
+	s, err := sqlite.Open(ctx, path, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int{"none": api.DefaultPriority, "low": 100, "high": 300, "n750": 750}
+	err = s.Update(ctx, func(tx store.Tx) error {
+		if err := tx.PutWorkspace(ctx, &api.Workspace{Name: "ws"}); err != nil {
+			return err
+		}
+		for name, p := range map[string]string{"none": "", "low": "low", "high": "high", "n750": "750"} {
+			j := &api.Job{Workspace: "ws", Name: name, Type: "command", Command: "true", Compute: "c", Status: api.JobQueued}
+			if p != "" {
+				j.QueueSettings = &api.QueueSettings{Priority: p}
+			}
+			if err := tx.PutJob(ctx, j, ""); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	// Back to schema version 4.
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{`ALTER TABLE jobs DROP COLUMN priority`, `DELETE FROM schema_migrations WHERE version = 5`} {
+		if _, err := db.ExecContext(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	db.Close()
+
+	s, err = sqlite.Open(ctx, path, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	err = s.View(ctx, func(tx store.Tx) error {
+		vs, err := tx.JobVersions(ctx, store.JobFilter{Workspace: "ws"})
+		if err != nil {
+			return err
+		}
+		if len(vs) != len(want) {
+			t.Errorf("got %d jobs, want %d", len(vs), len(want))
+		}
+		for _, v := range vs {
+			if v.Priority != want[v.Name] {
+				t.Errorf("job %s: priority %d after the migration, want %d", v.Name, v.Priority, want[v.Name])
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}

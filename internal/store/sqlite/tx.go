@@ -231,6 +231,38 @@ func (x *tx) GetJob(ctx context.Context, workspace, name string) (*api.Job, erro
 
 // ListJobs implements store.Tx.
 func (x *tx) ListJobs(ctx context.Context, f store.JobFilter) ([]api.Job, error) {
+	rows, err := x.queryJobs(ctx, "etag, doc", f)
+	if err != nil {
+		return nil, err
+	}
+	return scanDocs(rows, "jobs", func(j *api.Job, etag int64) { j.Etag = strconv.FormatInt(etag, 10) })
+}
+
+// JobVersions implements store.Tx.
+func (x *tx) JobVersions(ctx context.Context, f store.JobFilter) ([]store.JobVersion, error) {
+	rows, err := x.queryJobs(ctx, "workspace, name, etag, compute, priority", f)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []store.JobVersion
+	for rows.Next() {
+		var v store.JobVersion
+		var etag int64
+		if err := rows.Scan(&v.Workspace, &v.Name, &etag, &v.Compute, &v.Priority); err != nil {
+			return nil, fmt.Errorf("listing jobs: %w", err)
+		}
+		v.Etag = strconv.FormatInt(etag, 10)
+		out = append(out, v)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("listing jobs: %w", err)
+	}
+	return out, nil
+}
+
+// queryJobs selects cols of the jobs f selects, in creation order.
+func (x *tx) queryJobs(ctx context.Context, cols string, f store.JobFilter) (*sql.Rows, error) {
 	var where []string
 	var args []any
 	if f.Workspace != "" {
@@ -247,7 +279,21 @@ func (x *tx) ListJobs(ctx context.Context, f store.JobFilter) ([]api.Job, error)
 			args = append(args, s)
 		}
 	}
-	q := `SELECT etag, doc FROM jobs`
+	if len(f.Keys) > 0 {
+		// One JSON argument rather than two placeholders per key: the
+		// statement stays short and the same, so it is cheap to prepare.
+		pairs := make([][2]string, len(f.Keys))
+		for i, k := range f.Keys {
+			pairs[i] = [2]string{k.Workspace, k.Name}
+		}
+		keys, err := json.Marshal(pairs)
+		if err != nil {
+			return nil, fmt.Errorf("listing jobs: %w", err)
+		}
+		where = append(where, "(workspace, name) IN (SELECT value->>0, value->>1 FROM json_each(?))")
+		args = append(args, string(keys))
+	}
+	q := `SELECT ` + cols + ` FROM jobs`
 	if len(where) > 0 {
 		q += " WHERE " + strings.Join(where, " AND ")
 	}
@@ -260,7 +306,7 @@ func (x *tx) ListJobs(ctx context.Context, f store.JobFilter) ([]api.Job, error)
 	if err != nil {
 		return nil, fmt.Errorf("listing jobs: %w", err)
 	}
-	return scanDocs(rows, "jobs", func(j *api.Job, etag int64) { j.Etag = strconv.FormatInt(etag, 10) })
+	return rows, nil
 }
 
 // PutJob implements store.Tx.
@@ -294,11 +340,12 @@ func (x *tx) PutJob(ctx context.Context, j *api.Job, ifMatch string) error {
 	if !found {
 		created = rev
 	}
-	_, err = x.tx.ExecContext(ctx, `INSERT INTO jobs (workspace, name, compute, status, created, etag, doc)
-		VALUES (?, ?, ?, ?, ?, ?, ?)
+	_, err = x.tx.ExecContext(ctx, `INSERT INTO jobs (workspace, name, compute, status, created, etag, doc, priority)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (workspace, name) DO UPDATE SET
-			compute = excluded.compute, status = excluded.status, etag = excluded.etag, doc = excluded.doc`,
-		j.Workspace, j.Name, j.Compute, j.Status, created, rev, string(doc))
+			compute = excluded.compute, status = excluded.status, etag = excluded.etag, doc = excluded.doc,
+			priority = excluded.priority`,
+		j.Workspace, j.Name, j.Compute, j.Status, created, rev, string(doc), j.Priority())
 	if err != nil {
 		return fmt.Errorf("putting job %s: %w", j.Name, err)
 	}

@@ -462,6 +462,8 @@ func testListJobs(t *testing.T, open Opener) {
 		newJob("default", "mid", "cpu", api.JobCompleted),
 		newJob("default", "beta", "gpu", api.JobQueued),
 	}
+	jobs[1].QueueSettings = &api.QueueSettings{Priority: "high"}
+	jobs[4].QueueSettings = &api.QueueSettings{Priority: "750"}
 	for _, j := range jobs {
 		// One transaction each, so creation order is commit order.
 		update(t, s, func(tx store.Tx) error { return tx.PutJob(ctx, j, "") })
@@ -486,6 +488,10 @@ func testListJobs(t *testing.T, open Opener) {
 		{"limit above count", store.JobFilter{Workspace: "default", Limit: 10}, []string{"zeta", "alpha", "mid", "beta"}},
 		{"limit with filter", store.JobFilter{Statuses: []string{api.JobQueued}, Limit: 1}, []string{"other/beta"}},
 		{"no match", store.JobFilter{Workspace: "default", Compute: "none"}, nil},
+		{"keys", store.JobFilter{Keys: []store.JobKey{{Workspace: "default", Name: "beta"}, {Workspace: "other", Name: "beta"}, {Workspace: "default", Name: "zeta"}, {Workspace: "default", Name: "gone"}}},
+			[]string{"default/zeta", "other/beta", "default/beta"}},
+		{"keys and status", store.JobFilter{Workspace: "default", Statuses: []string{api.JobQueued}, Keys: []store.JobKey{{Workspace: "default", Name: "beta"}, {Workspace: "default", Name: "zeta"}}},
+			[]string{"beta"}},
 	}
 	view(t, s, func(tx store.Tx) error {
 		for _, tt := range tests {
@@ -506,6 +512,20 @@ func testListJobs(t *testing.T, open Opener) {
 			}
 			if !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("%s: ListJobs(%+v) = %v, want %v", tt.name, tt.f, got, tt.want)
+			}
+			// JobVersions selects the same jobs, with the same etags.
+			vs, err := tx.JobVersions(ctx, tt.f)
+			if err != nil {
+				t.Fatalf("%s: JobVersions: %v", tt.name, err)
+			}
+			if len(vs) != len(js) {
+				t.Fatalf("%s: JobVersions = %v, want %d jobs", tt.name, vs, len(js))
+			}
+			for i, v := range vs {
+				if v.Workspace != js[i].Workspace || v.Name != js[i].Name || v.Etag != js[i].Etag ||
+					v.Compute != js[i].Compute || v.Priority != js[i].Priority() {
+					t.Errorf("%s: JobVersions[%d] = %+v, want %s/%s etag %s", tt.name, i, v, js[i].Workspace, js[i].Name, js[i].Etag)
+				}
 			}
 		}
 		return nil
