@@ -7,6 +7,7 @@ import (
 	"github.com/tideml/tide/internal/provider"
 	"github.com/tideml/tide/internal/provider/docker"
 	"github.com/tideml/tide/internal/provider/fake"
+	"github.com/tideml/tide/internal/provider/kubernetes"
 	"github.com/tideml/tide/internal/provider/local"
 	"github.com/tideml/tide/internal/provider/slurm"
 	"github.com/tideml/tide/internal/provider/ssh"
@@ -17,10 +18,11 @@ import (
 // each node in a container.
 func Providers() provider.Registry {
 	return provider.Registry{
-		local.Name:  local.Factory,
-		fake.Name:   fake.Factory,
-		docker.Name: docker.Factory,
-		ssh.Name:    ssh.Factory,
-		slurm.Name:  slurm.Factory,
+		local.Name:      local.Factory,
+		fake.Name:       fake.Factory,
+		docker.Name:     docker.Factory,
+		ssh.Name:        ssh.Factory,
+		slurm.Name:      slurm.Factory,
+		kubernetes.Name: kubernetes.Factory,
 	}
 }

@@ -14,7 +14,7 @@ func TestNew(t *testing.T) {
 	}{
 		{name: "local"},
 		{name: "fake"},
-		{name: "azure", wantErr: `provider "azure": unknown provider; known: docker, fake, local`},
+		{name: "azure", wantErr: `provider "azure": unknown provider; known: docker, fake, kubernetes, local`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

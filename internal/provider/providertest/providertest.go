@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
 	"slices"
@@ -240,6 +241,57 @@ func ids(nodes []*provider.Node) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// Open builds a provider with factory from settings, with its warnings on
+// stderr, or fails t.
+func Open(t *testing.T, factory provider.Factory, settings map[string]any) provider.Provider {
+	t.Helper()
+	p, err := factory("test", settings, provider.Deps{Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// DeleteAll registers a cleanup on t that deletes every node a provider
+// opened by open still holds, so no agent (job, Pod) outlives the test.
+func DeleteAll(t *testing.T, open func() provider.Provider) {
+	t.Cleanup(func() {
+		p := open()
+		ctx := context.Background()
+		nodes, err := p.List(ctx)
+		if err != nil {
+			t.Errorf("cleanup: %v", err)
+			return
+		}
+		for _, n := range nodes {
+			if err := p.Delete(ctx, n.ID); err != nil && !provider.IsNotFound(err) {
+				t.Errorf("cleanup: %v", err)
+			}
+		}
+	})
+}
+
+// FreePorts returns n distinct TCP ports free on 127.0.0.1, for the
+// daemons a provider's tests start.
+func FreePorts(n int) ([]int, error) {
+	var ports []int
+	var lns []net.Listener
+	defer func() {
+		for _, l := range lns {
+			l.Close()
+		}
+	}()
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		lns = append(lns, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
 }
 
 // AgentMain is the TestMain of a provider's tests that start real agents:

@@ -4,7 +4,6 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/tideml/tide/internal/provider/providertest"
 )
 
 // cluster is a real Slurm cluster on this machine, private to the test:
@@ -38,25 +39,6 @@ func clusterMissing() string {
 		}
 	}
 	return ""
-}
-
-func freePorts(n int) ([]int, error) {
-	var ports []int
-	var lns []net.Listener
-	defer func() {
-		for _, l := range lns {
-			l.Close()
-		}
-	}()
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		lns = append(lns, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
 }
 
 func startCluster() (_ *cluster, err error) {
@@ -93,7 +75,7 @@ func startCluster() (_ *cluster, err error) {
 	if err := waitFor(10*time.Second, func() bool { _, err := os.Stat(sock); return err == nil }); err != nil {
 		return nil, fmt.Errorf("munged did not create its socket: %w", err)
 	}
-	ports, err := freePorts(4)
+	ports, err := providertest.FreePorts(4)
 	if err != nil {
 		return nil, err
 	}

@@ -1,9 +1,7 @@
 package slurm_test
 
 import (
-	"context"
 	"fmt"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -34,29 +32,12 @@ func (c *cluster) settings(workDir string) map[string]any {
 
 func open(t *testing.T, settings map[string]any) provider.Provider {
 	t.Helper()
-	p, err := slurm.Factory("hpc", settings, provider.Deps{Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
+	return providertest.Open(t, slurm.Factory, settings)
 }
 
 // deleteAll deletes every node left, so no Slurm job outlives the test.
 func deleteAll(t *testing.T, settings map[string]any) {
-	t.Cleanup(func() {
-		p := open(t, settings)
-		ctx := context.Background()
-		nodes, err := p.List(ctx)
-		if err != nil {
-			t.Errorf("cleanup: %v", err)
-			return
-		}
-		for _, n := range nodes {
-			if err := p.Delete(ctx, n.ID); err != nil && !provider.IsNotFound(err) {
-				t.Errorf("cleanup: %v", err)
-			}
-		}
-	})
+	providertest.DeleteAll(t, func() provider.Provider { return open(t, settings) })
 }
 
 func TestConformance(t *testing.T) {
@@ -187,14 +168,7 @@ func TestEndToEnd(t *testing.T) {
 		t.Fatalf("gang job: %s %s ranks %+v", j.Status, j.Error, j.Ranks)
 	}
 
-	j = srv.Submit("command: for i in 1 2 3 4 5 6; do echo line $i; sleep 0.5; done\ncompute: cpu-cluster\n")
-	srv.WaitJob(j.Name, 30*time.Second, servertest.Running)
-	srv.Shutdown()
-	opts.Addr, opts.Token = srv.Addr, srv.Token
-	srv = servertest.Start(t, opts)
-	if j = srv.WaitJob(j.Name, 60*time.Second, servertest.Terminal); j.Status != api.JobCompleted {
-		t.Fatalf("job across a server restart: %s %s", j.Status, j.Error)
-	}
+	srv = srv.RestartMidJob(opts, "cpu-cluster")
 
 	// Slurm preempting the node ends the job's attempt there. The node
 	// is marked preempted with Slurm's reason when the controller's check

@@ -54,14 +54,7 @@ func TestEndToEnd(t *testing.T) {
 
 	// A server restart mid-job: the agents keep running and the new
 	// server finds them through the hosts.
-	j = srv.Submit("command: for i in 1 2 3 4 5 6; do echo line $i; sleep 0.5; done\ncompute: cpu-cluster\n")
-	srv.WaitJob(j.Name, 30*time.Second, servertest.Running)
-	srv.Shutdown()
-	opts.Addr, opts.Token = srv.Addr, srv.Token
-	srv = servertest.Start(t, opts)
-	if j = srv.WaitJob(j.Name, 60*time.Second, servertest.Terminal); j.Status != api.JobCompleted {
-		t.Fatalf("job across a server restart: %s %s", j.Status, j.Error)
-	}
+	srv = srv.RestartMidJob(opts, "cpu-cluster")
 
 	// Cutting a host off mid-job makes its node unusable; the job's
 	// attempt there ends (it is retried on the other host, tide's

@@ -2,10 +2,8 @@ package ssh_test
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -25,29 +23,12 @@ func TestMain(m *testing.M) { providertest.AgentMain(m, startLab) }
 
 func open(t *testing.T, settings map[string]any) provider.Provider {
 	t.Helper()
-	p, err := ssh.Factory("lab", settings, provider.Deps{Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
+	return providertest.Open(t, ssh.Factory, settings)
 }
 
 // deleteAll deletes every node left, so no agent outlives the test.
 func deleteAll(t *testing.T, settings map[string]any) {
-	t.Cleanup(func() {
-		p := open(t, settings)
-		ctx := context.Background()
-		nodes, err := p.List(ctx)
-		if err != nil {
-			t.Errorf("cleanup: %v", err)
-			return
-		}
-		for _, n := range nodes {
-			if err := p.Delete(ctx, n.ID); err != nil && !provider.IsNotFound(err) {
-				t.Errorf("cleanup: %v", err)
-			}
-		}
-	})
+	providertest.DeleteAll(t, func() provider.Provider { return open(t, settings) })
 }
 
 func TestConformance(t *testing.T) {

@@ -44,7 +44,8 @@ type Server struct {
 	done        chan error
 }
 
-// Start runs a server with fast heartbeats (unusable after 3s). Stop it
+// Start runs a server with fast heartbeats (unusable after 3s) and short
+// cancel and preemption grace periods (2s). Stop it
 // with Shutdown.
 func Start(t *testing.T, o Options) *Server {
 	t.Helper()
@@ -66,6 +67,7 @@ func Start(t *testing.T, o Options) *Server {
 	cfg.HeartbeatInterval = 500 * time.Millisecond
 	cfg.UnusableAfter = 3 * time.Second
 	cfg.CancelGrace = 2 * time.Second
+	cfg.PreemptGrace = 2 * time.Second
 	cfg.Resync = time.Second
 	cfg.Listen = ln.Addr().String()
 	cfg.AdvertiseURL = "http://" + cfg.Listen
@@ -156,6 +158,23 @@ func (s *Server) WaitJob(name string, d time.Duration, done func(*api.Job) bool)
 		s.t.Fatalf("job %s: timed out after %s (status %s %s)", name, d, j.Status, j.Error)
 	}
 	return j
+}
+
+// RestartMidJob runs a 3-second job on compute and restarts the server
+// (same address, data folder and token) while it runs: the new server
+// must find the job's node again and see the job complete. It returns the
+// new server; s is shut down.
+func (s *Server) RestartMidJob(o Options, compute string) *Server {
+	s.t.Helper()
+	j := s.Submit("command: for i in 1 2 3 4 5 6; do echo line $i; sleep 0.5; done\ncompute: " + compute + "\n")
+	s.WaitJob(j.Name, 30*time.Second, Running)
+	s.Shutdown()
+	o.Addr, o.Token = s.Addr, s.Token
+	next := Start(s.t, o)
+	if j = next.WaitJob(j.Name, 60*time.Second, Terminal); j.Status != api.JobCompleted {
+		s.t.Fatalf("job across a server restart: %s %s", j.Status, j.Error)
+	}
+	return next
 }
 
 // Terminal reports whether j has ended.
