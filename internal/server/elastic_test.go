@@ -182,24 +182,34 @@ func TestRetriesByCause(t *testing.T) {
 	}
 
 	// A lost node (its agent killed) retries the job on a new node by
-	// default; with on_node_failure 0 the job fails instead.
+	// default; with on_node_failure 0 the job fails instead. An agent
+	// stopped with SIGTERM (its backend taking the node away) reports the
+	// node failure itself, and the retry runs elsewhere, not on it.
 	for _, tc := range []struct {
 		retries string
+		signal  syscall.Signal
 		want    string
 		attempt int
-	}{{"", api.JobCompleted, 2}, {"tide:\n  retries:\n    on_node_failure: 0\n", api.JobFailed, 1}} {
+	}{
+		{"", syscall.SIGKILL, api.JobCompleted, 2},
+		{"tide:\n  retries:\n    on_node_failure: 0\n", syscall.SIGKILL, api.JobFailed, 1},
+		{"", syscall.SIGTERM, api.JobCompleted, 2},
+	} {
 		j := submit(t, in, "command: sleep 2; echo done\ncompute: cpu-cluster\n"+tc.retries)
 		n := runningNode(t, in, "cpu-cluster", j.Name)
 		var pid int
 		if _, err := fmt.Sscanf(n.ProviderID, "pid:%d", &pid); err != nil {
 			t.Fatal(err)
 		}
-		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		if err := syscall.Kill(pid, tc.signal); err != nil {
 			t.Fatal(err)
 		}
 		got := waitJob(t, in, j.Name, 60*time.Second)
 		if got.Status != tc.want || got.Attempt != tc.attempt || tc.want == api.JobFailed && !strings.Contains(got.Error, "unusable") {
-			t.Errorf("retries %q after a lost node: %s attempt %d (%s)\n%s", tc.retries, got.Status, got.Attempt, got.Error, events(t, in, j.Name))
+			t.Errorf("retries %q after a lost node (%v): %s attempt %d (%s)\n%s", tc.retries, tc.signal, got.Status, got.Attempt, got.Error, events(t, in, j.Name))
+		}
+		if got.Attempt == 2 && got.Ranks[0].Node == n.ID {
+			t.Errorf("%v: attempt 2 ran on the node whose agent was stopped, %s", tc.signal, n.ID)
 		}
 	}
 }

@@ -334,7 +334,13 @@ func (s *Service) finishRank(ctx context.Context, tx store.Tx, j *api.Job, rank 
 	r := j.Ranks[rank]
 	if n, err := tx.GetNode(ctx, r.Node); err == nil && n.Job == AssignmentID(j.Workspace, j.Name, j.Attempt) {
 		n.Job = ""
-		if n.State == api.NodeRunning {
+		switch {
+		case n.State == api.NodeRunning && r.NodeFailure:
+			// The node's own agent ended the attempt because it is
+			// stopping (its backend is taking the node away: scancel, a
+			// Pod eviction, a shutdown). It must not get the retry.
+			n.State, n.StateSince, n.Error = api.NodeUnusable, now, "its agent is stopping: "+r.Error
+		case n.State == api.NodeRunning:
 			n.State, n.StateSince = api.NodeIdle, now
 		}
 		if err := tx.PutNode(ctx, n); err != nil {
