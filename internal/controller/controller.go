@@ -1013,7 +1013,9 @@ func (c *Controller) checkProviders(ctx context.Context) error {
 	}
 	now := c.now().UTC()
 	for _, n := range s.nodes {
-		if n.State != api.NodeIdle && n.State != api.NodeRunning && n.State != api.NodePreparing || c.isInflight(n.ID) {
+		// Leaving nodes that tide is not deleting are those whose agent
+		// said it is stopping: the provider says why.
+		if n.State != api.NodeIdle && n.State != api.NodeRunning && n.State != api.NodePreparing && n.State != api.NodeLeaving || c.isInflight(n.ID) {
 			continue
 		}
 		p, ok := c.providers[n.Location]
@@ -1021,7 +1023,15 @@ func (c *Controller) checkProviders(ctx context.Context) error {
 			continue
 		}
 		pn, err := p.Get(ctx, n.ID)
+		left := n.State == api.NodeLeaving
 		switch {
+		case left && (provider.IsNotFound(err) || err == nil && pn.State == provider.StateExited ||
+			now.Sub(n.StateSince) > c.cfg.UnusableAfter+c.cfg.PreemptGrace):
+			// Its agent is gone (or took longer to stop than any grace).
+			c.removeNode(ctx, n, n.Error)
+			err = nil
+		case left && err == nil && pn.State != provider.StatePreempted:
+			continue // still stopping
 		case provider.IsNotFound(err):
 			err = c.markUnusable(ctx, n, "the provider no longer holds the node", now)
 		case err != nil:

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -211,6 +212,11 @@ func TestRetriesByCause(t *testing.T) {
 		if got.Attempt == 2 && got.Ranks[0].Node == n.ID {
 			t.Errorf("%v: attempt 2 ran on the node whose agent was stopped, %s", tc.signal, n.ID)
 		}
+		// The node is removed once its provider says the agent is gone.
+		waitFor(t, "the stopped node to be removed", 30*time.Second, func() bool {
+			nodes, err := in.client.Nodes(context.Background(), "default", "cpu-cluster")
+			return err == nil && !slices.ContainsFunc(nodes, func(m api.Node) bool { return m.ID == n.ID })
+		})
 	}
 }
 

@@ -338,8 +338,10 @@ func (s *Service) finishRank(ctx context.Context, tx store.Tx, j *api.Job, rank 
 		case n.State == api.NodeRunning && r.NodeFailure:
 			// The node's own agent ended the attempt because it is
 			// stopping (its backend is taking the node away: scancel, a
-			// Pod eviction, a shutdown). It must not get the retry.
-			n.State, n.StateSince, n.Error = api.NodeUnusable, now, "its agent is stopping: "+r.Error
+			// Pod eviction, a shutdown). It must not get the retry; the
+			// controller's provider check says why it went (preempted or
+			// gone) and removes it.
+			n.State, n.StateSince, n.Error = api.NodeLeaving, now, "its agent is stopping: "+r.Error
 		case n.State == api.NodeRunning:
 			n.State, n.StateSince = api.NodeIdle, now
 		}

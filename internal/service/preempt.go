@@ -49,15 +49,17 @@ func (s *Service) PreemptNode(ctx context.Context, ws, compute, node, reason str
 }
 
 // MarkPreempted records that a node was taken away (the provider reported
-// it, or the server's simulated evictions chose it). A node that is leaving,
-// unusable or already preempted is left as it is.
+// it, or the server's simulated evictions chose it). A node that is
+// unusable or already preempted is left as it is; a leaving node is marked
+// (the controller checks only those that its agent left, not those it is
+// deleting itself).
 func MarkPreempted(ctx context.Context, st store.Store, nodeID, reason string, now time.Time) error {
 	err := st.Update(ctx, func(tx store.Tx) error {
 		n, err := tx.GetNode(ctx, nodeID)
 		if err != nil {
 			return err
 		}
-		if n.State == api.NodePreempted || n.State == api.NodeLeaving || n.State == api.NodeUnusable {
+		if n.State == api.NodePreempted || n.State == api.NodeUnusable {
 			return nil
 		}
 		return markPreempted(ctx, tx, n, reason, now)
