@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
@@ -336,5 +337,29 @@ func TestLiveUpdateOfMax(t *testing.T) {
 	es, _ := in.client.ComputeEvents(context.Background(), "default", "shrink")
 	if last := es[len(es)-1]; last.Kind != "ScaleDown" || !strings.Contains(last.Message, "more than its cap of 1") {
 		t.Errorf("last compute event %+v, want a scale-down over the new cap", last)
+	}
+}
+
+// TestGangReservation checks the reservation end to end: a 2-node job at
+// the head of the queue holds the node that frees up, a 1-node job behind
+// it waits with the reason naming it, and the gang starts first.
+func TestGangReservation(t *testing.T) {
+	in, _ := newServer(t)
+	createCompute(t, in, "name: pair\ntype: amlcompute\nsize: Standard_DS3_v2\nmax_instances: 2\nidle_time_before_scale_down: 30\n")
+	blocker := submit(t, in, "command: while [ ! -f \"$TIDE_RELEASE\" ]; do sleep 0.1; done\ncompute: pair\nenvironment_variables:\n  TIDE_RELEASE: "+filepath.Join(t.TempDir(), "release")+"\n")
+	runningNode(t, in, "pair", blocker.Name)
+	gang := submit(t, in, "command: echo gang\ncompute: pair\nresources:\n  instance_count: 2\n")
+	small := submit(t, in, "command: echo small\ncompute: pair\n")
+	want := "waiting behind " + gang.Name + " (higher in the queue), which holds the free nodes of its compute"
+	waitFor(t, "the small job's reason", 60*time.Second, func() bool {
+		j, err := in.client.Job(context.Background(), "default", small.Name)
+		return err == nil && j.PendingReason == want
+	})
+	if err := os.WriteFile(blocker.EnvironmentVariables["TIDE_RELEASE"], nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	g, s := waitJob(t, in, gang.Name, 60*time.Second), waitJob(t, in, small.Name, 60*time.Second)
+	if g.Status != api.JobCompleted || s.Status != api.JobCompleted || !g.StartTime.Before(s.StartTime) {
+		t.Errorf("gang %s started %v, small %s started %v: want both completed, the gang first", g.Status, g.StartTime, s.Status, s.StartTime)
 	}
 }
