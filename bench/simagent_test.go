@@ -79,6 +79,7 @@ func (a *simAgent) run(ctx context.Context) error {
 	}
 	tick := time.NewTicker(every)
 	defer tick.Stop()
+	failed := 0
 	for {
 		select {
 		case <-ctx.Done():
@@ -88,8 +89,15 @@ func (a *simAgent) run(ctx context.Context) error {
 				if ctx.Err() != nil {
 					return nil
 				}
-				return err
+				// A real agent retries; so does this one, at the next tick.
+				// A keep-alive connection the server closed just as a
+				// heartbeat was sent on it resets once in a while.
+				if failed++; failed == 3 {
+					return fmt.Errorf("node %s: 3 heartbeats in a row failed, the last: %w", a.id, err)
+				}
+				continue
 			}
+			failed = 0
 			a.beats.Add(1)
 		}
 	}
