@@ -48,8 +48,8 @@ type shipper struct {
 	spoolW  *os.File
 	spoolR  *bufio.Reader
 	spoolF  *os.File
-	// spoolNext is the NodeSeq of the next spooled line to read back
-	// (spooled lines are consecutive).
+	// spoolNext is the NodeSeq the next spooled line should have, for a
+	// line that cannot be read back.
 	spoolNext int64
 
 	kick chan struct{}
@@ -150,14 +150,16 @@ func (s *shipper) refill() {
 		if err == nil {
 			err = json.Unmarshal(b, &line)
 		}
-		if err != nil || line.NodeSeq != s.spoolNext {
+		if err != nil {
 			// A disk failure: the file is ours and holds spooled whole
 			// lines. Say so in the line's place, keeping NodeSeq dense so
 			// the job's log still ends; the text is in logs/ on the node.
 			line = api.LogLine{Attempt: s.j.as.Attempt, Node: s.j.as.NodeRank, NodeSeq: s.spoolNext, Time: time.Now().UTC(), Stream: "tide",
 				Text: fmt.Sprintf("error: a log line was lost reading it back from %s (%v); the node's logs/ folder has it", s.spoolPath(), err)}
 		}
-		s.spoolNext++
+		// The next line follows this one (a line the spool could not
+		// take went to memory instead and leaves a gap here).
+		s.spoolNext = line.NodeSeq + 1
 		if len(s.pending) == 0 {
 			s.firstAt = line.Time
 		}

@@ -255,6 +255,7 @@ func (c *Controller) Step(ctx context.Context) (time.Time, error) {
 		}
 	}
 	c.recovered(s)
+	c.learnStartTimes(s.nodes)
 	wake, err := c.decide(ctx, s, now)
 	errs = append(errs, err)
 	return wake, errors.Join(errs...)
@@ -780,7 +781,6 @@ func (c *Controller) explain(ctx context.Context, waiting []scheduler.Waiting, p
 	startingSince := map[string]time.Time{}
 	startingLast := map[string]time.Time{} // the newest starting node
 	existing := map[string]int{}           // nodes that count against max_instances
-	c.learnStartTimes(s.nodes)
 	for _, n := range s.nodes {
 		k := key(n.Workspace, n.Compute)
 		switch n.State {

@@ -52,6 +52,7 @@ func TestPendingReasonEstimatesStart(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		c.learnStartTimes(s.nodes) // as Step does before deciding
 		w := []scheduler.Waiting{{Job: "default/j", Compute: "default/c", Need: 1, Reason: scheduler.ReasonInsufficientNodes}}
 		if err := c.explain(ctx, w, autoscaler.Result{}, s, now); err != nil {
 			t.Fatal(err)

@@ -1,6 +1,7 @@
 package service
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"hash/fnv"
@@ -341,7 +342,7 @@ func (s *Service) finishRank(ctx context.Context, tx store.Tx, j *api.Job, rank 
 			// Pod eviction, a shutdown). It must not get the retry; the
 			// controller's provider check says why it went (preempted or
 			// gone) and removes it.
-			n.State, n.StateSince, n.Error = api.NodeLeaving, now, "its agent is stopping: "+r.Error
+			n.State, n.StateSince, n.Error = api.NodeLeaving, now, cmp.Or(r.Error, "its agent is stopping")
 		case n.State == api.NodeRunning:
 			n.State, n.StateSince = api.NodeIdle, now
 		}
