@@ -235,15 +235,13 @@ type sim struct {
 	broken   []int32 // unusable or preempted nodes for Plan to delete
 	counts   [stGone]int
 	wake     time.Duration // pending wake event; -1 when none
-	// placeDirty is set when a job was queued, a node turned idle or one
-	// was created (booting nodes widen the head job's reservation) since
+	// placeDirty is set when a job was queued or a node turned idle since
 	// the last Place. Nothing else can let Place place more: a second call
 	// on what the first left (fewer free nodes, the jobs it did not place)
 	// places nothing. The full mode calls Place every time, so the tests
 	// check this too.
 	placeDirty bool
 	caps       map[string]int
-	preparing  map[string]int // Queue.Place's preparing count, reused
 	// Buffers reused from call to call.
 	nbuf   []scheduler.Node
 	popbuf []ref
@@ -289,7 +287,7 @@ func Run(trace *Trace, cfg Config) (Result, error) {
 	s.policies = autoscaler.Registry{name: s.memo}
 	s.snap = make([]autoscaler.Compute, 1)
 	s.caps = map[string]int{computeKey: cfg.Compute.MaxInstances}
-	s.queue, s.preparing = scheduler.NewQueue(), map[string]int{}
+	s.queue = scheduler.NewQueue()
 	s.gaps = autoscaler.NewGapHistory()
 	s.gaps.BootTime = cfg.BootTime
 	s.rng = rand.New(rand.NewPCG(cfg.Seed, 0x7469646573696d))
@@ -498,9 +496,7 @@ func (s *sim) place() {
 		nodes = append(nodes, scheduler.Node{ID: s.nodes[r.idx].id, Compute: key, State: api.NodeIdle})
 	}
 	s.nbuf, s.popbuf = nodes, popped
-	// Booting nodes count toward the head job's reservation.
-	s.preparing[key] = s.counts[stPreparing]
-	res, _ := s.queue.Place(nodes, s.preparing, s.caps)
+	res, _ := s.queue.Place(nodes, s.caps)
 	for _, a := range res.Assignments {
 		ji, _ := strconv.Atoi(a.Job)
 		s.queue.Remove(a.Job)
@@ -661,7 +657,6 @@ func (s *sim) create() {
 	s.nodes = append(s.nodes, node{id: nodeID(i), state: stPreparing, since: s.now, created: s.now})
 	s.counts[stPreparing]++
 	s.res.ScaleUps++
-	s.placeDirty = true
 	s.ev.push(event{at: s.now + s.cfg.BootTime, kind: evBoot, idx: i})
 }
 
@@ -750,3 +745,4 @@ func quantiles(v []float64) Quantiles {
 	}
 	return Quantiles{Mean: sum / float64(len(v)), P50: at(0.50), P95: at(0.95), P99: at(0.99)}
 }
+
