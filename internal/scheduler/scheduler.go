@@ -131,10 +131,10 @@ type Result struct {
 
 // pool is the per-compute state while Place walks the queue.
 type pool struct {
-	free      []string // free node IDs, sorted; free[used:] are still free
-	used      int
-	limit     int // most nodes the compute can ever have; -1: unknown
-	head      string
+	free  []string // free node IDs, sorted; free[used:] are still free
+	used  int
+	limit int // most nodes the compute can ever have; -1: unknown
+	head  string
 }
 
 // Place decides which queued jobs run on which free nodes.

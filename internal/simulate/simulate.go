@@ -745,4 +745,3 @@ func quantiles(v []float64) Quantiles {
 	}
 	return Quantiles{Mean: sum / float64(len(v)), P50: at(0.50), P95: at(0.95), P99: at(0.99)}
 }
-
