@@ -228,10 +228,14 @@ func (r *run) adviseCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "advise --trace FILE -f COMPUTE.yml [--goal \"mean wait under 60s\"]",
 		Short: "Recommend autoscale settings for a job trace: cost versus wait",
-		Long: `Simulate the trace (as 'tide simulate' does) under idle times 0, 60, 120,
-300, 600, 1800 and 3600 s, a few min_instances and the adaptive policy; print
-every setting cheapest first, mark the cost-versus-wait frontier (*) and
-recommend the cheapest setting that meets the goal.`,
+		Long: `Search the compute's settings for the cheapest that meets the goal,
+simulating the trace as 'tide simulate' does: idle times from a coarse grid
+(0 s to an hour) refined by bisection to 30 s, min_instances 1, 2, 4 and 8 at
+the idle times around the goal, and the adaptive policy. The search runs on
+the first two thirds of the trace (by time); the recommendation is then
+replayed on the last third, which the search never saw, and its confidence
+says whether the goal held there. Every setting tried is printed cheapest
+first, with the cost-versus-wait frontier marked (*).`,
 		Example: "  tide advise --trace history.csv -f cluster.yml --goal \"p95 wait under 5m\"",
 		Args:    r.exactArgs(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -259,6 +263,7 @@ recommend the cheapest setting that meets the goal.`,
 }
 
 func adviceTable(w io.Writer, cfg *simulate.Config, adv simulate.Advice) {
+	fmt.Fprintf(w, "Searched on %s.\n", adv.Fit)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "\tSETTING\tNODE-HOURS\tIDLE\tBOOTING\tCOST\tMEAN WAIT\tP95 WAIT\tCOLD")
 	for i, c := range adv.Candidates {
@@ -280,6 +285,16 @@ func adviceTable(w io.Writer, cfg *simulate.Config, adv simulate.Advice) {
 		fmt.Fprintf(w, "No setting meets %q; the one that waits least is %s.\n", adv.Goal, rec.Setting)
 	} else {
 		fmt.Fprintf(w, "Recommended for %q: %s ($%.2f).\n", adv.Goal, rec.Setting, rec.Result.Cost)
+	}
+	if h := adv.Holdout; h != nil {
+		verdict := "meets the goal"
+		if !h.Met {
+			verdict = "misses the goal"
+		}
+		fmt.Fprintf(w, "On the last %d jobs, which the search did not see: mean wait %.1fs, p95 %.0fs, $%.2f: %s (confidence %s).\n",
+			h.Jobs, h.Result.Wait.Mean, h.Result.Wait.P95, h.Result.Cost, verdict, adv.Confidence)
+	} else {
+		fmt.Fprintf(w, "The trace is too short to hold a part back (fewer than 300 jobs): confidence untested.\n")
 	}
 	switch rec.Policy {
 	case autoscaler.AdaptivePolicy:

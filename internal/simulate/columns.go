@@ -236,3 +236,28 @@ func (t *Trace) normalize(absolute bool) {
 		t.Jobs[i].Submit -= first
 	}
 }
+
+// Split divides the trace by time: the jobs submitted in the first share
+// of its span, and the rest (their submits made offsets from the first of
+// them). Both keep at least one job.
+func (t *Trace) Split(share float64) (first, rest *Trace) {
+	last := t.Jobs[len(t.Jobs)-1].Submit
+	cut := time.Duration(float64(last) * share)
+	i, _ := slices.BinarySearchFunc(t.Jobs, cut, func(j Job, at time.Duration) int {
+		if j.Submit < at {
+			return -1
+		}
+		return 1
+	})
+	i = min(max(i, 1), len(t.Jobs)-1)
+	first = &Trace{File: t.File, Format: t.Format, Start: t.Start, Jobs: t.Jobs[:i]}
+	rest = &Trace{File: t.File, Format: t.Format, Jobs: slices.Clone(t.Jobs[i:])}
+	off := rest.Jobs[0].Submit
+	if !t.Start.IsZero() {
+		rest.Start = t.Start.Add(off)
+	}
+	for k := range rest.Jobs {
+		rest.Jobs[k].Submit -= off
+	}
+	return first, rest
+}
