@@ -6,7 +6,7 @@ PKGS    ?= ./...
 # 2-core machine; -race catches data races in the controller and agent.
 TESTFLAGS ?= -race -count=1 -timeout 20m -p 2
 
-.PHONY: help build test test-short bench fuzz vet fmt demo clean
+.PHONY: help build test test-python test-short bench fuzz vet fmt demo clean
 
 help: ## List the targets.
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -14,9 +14,13 @@ help: ## List the targets.
 build: ## Build bin/tide.
 	$(GO) build -o $(BIN) ./cmd/tide
 
-test: vet ## Run every test, then the end-to-end tests again on PostgreSQL (.ci/run installs it).
+test: vet build ## Run every test, then the end-to-end tests again on PostgreSQL (.ci/run installs it).
 	$(GO) test $(TESTFLAGS) $(PKGS)
+	$(MAKE) test-python
 	TIDE_TEST_STORE=postgres $(GO) test $(TESTFLAGS) -skip 'TestReplicasFailover|FuzzComputeRequest' ./internal/server
+
+test-python: build ## Run the Python SDK's tests against a real server (bin/tide).
+	cd sdk/python && TIDE_BIN=$(CURDIR)/$(BIN) /usr/bin/python3 -m unittest discover -s tests -v
 
 test-short: ## Run the fast unit tests only.
 	$(GO) test -short -count=1 $(PKGS)

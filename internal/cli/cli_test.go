@@ -81,7 +81,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"compute", "show"}, ExitUsage, "want 1 argument(s) (NAME), got 0"},
 		{[]string{"compute", "list", "--nope"}, ExitUsage, "unknown flag: --nope"},
 		{[]string{"compute", "list", "-o", "xml"}, ExitUsage, `--output "xml": want table, json or yaml`},
-		{[]string{"compute", "create"}, ExitUsage, "-f/--file: required"},
+		{[]string{"compute", "create"}, ExitUsage, "name a compute file with -f, or give at least --name and --type"},
 		{[]string{"compute", "create", "-f", dir + "/missing.yml"}, ExitUsage, "missing.yml"},
 		{[]string{"compute", "update", "cpu"}, ExitUsage, "nothing to update"},
 		{[]string{"compute", "delete", "cpu"}, ExitUsage, "standard input is not a terminal; pass --yes"},

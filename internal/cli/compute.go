@@ -27,21 +27,31 @@ func (r *run) computeCreate() *cobra.Command {
 	var (
 		file, name string
 		sets       []string
+		flags      = map[string]*string{}
 	)
 	cmd := &cobra.Command{
-		Use:   "create -f FILE [--name NAME] [--set key=value ...]",
-		Short: "Create or update a compute from an Azure ML compute YAML file",
-		Long: `Create a compute cluster from the YAML file 'az ml compute create -f' reads,
-or update it when one of that name exists. Provisioning continues on the
-server; 'tide compute show NAME' tells how far it got.`,
-		Example: "  tide compute create -f cluster.yml --set max_instances=4",
-		Args:    r.exactArgs(),
+		Use:   "create [-f FILE] [--name NAME] [--type TYPE --size SIZE ...] [--set key=value ...]",
+		Short: "Create or update a compute from an Azure ML compute YAML file or az ml's flags",
+		Long: `Create a compute from the YAML file 'az ml compute create -f' reads, or from
+az ml's flags alone (--name and --type, then --size, --min-instances, ...),
+or update it when one of that name exists. Flags override the file's fields.
+Provisioning continues on the server; 'tide compute show NAME' tells how far
+it got.`,
+		Example: `  tide compute create -f cluster.yml --set max_instances=4
+  tide compute create --name cpu-training-cluster --type AmlCompute --size Standard_DS3_v2 \
+    --min-instances 0 --max-instances 4 --idle-time-before-scale-down 180`,
+		Args: r.exactArgs(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			data, err := r.readSpecFile(file)
-			if err != nil {
-				return err
+			var data []byte
+			if file != "" {
+				var err error
+				if data, err = r.readSpecFile(file); err != nil {
+					return err
+				}
+			} else if !changed(cmd, "type") || name == "" {
+				return usagef("name a compute file with -f, or give at least --name and --type (as az ml compute create does)")
 			}
-			c, err := parseCompute(file, data, nameSet(name, sets))
+			c, err := parseCompute(file, data, nameSet(name, computeFlagSets(cmd, flags, sets)))
 			if err != nil {
 				return err
 			}
@@ -65,6 +75,7 @@ server; 'tide compute show NAME' tells how far it got.`,
 	cmd.Flags().StringVarP(&file, "file", "f", "", "compute YAML file (- for standard input)")
 	cmd.Flags().StringVarP(&name, "name", "n", "", "compute name (overrides the file's)")
 	cmd.Flags().StringArrayVar(&sets, "set", nil, "override a field: --set max_instances=4 (repeatable)")
+	addComputeFlags(cmd, flags)
 	return cmd
 }
 

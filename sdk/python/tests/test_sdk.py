@@ -1,0 +1,187 @@
+"""The SDK against a real tide server with local nodes: the seed-shaped
+script end to end, loading Azure ML files, and errors as azure-core raises
+them."""
+
+from __future__ import annotations
+
+import http.server
+import io
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+
+from server import REPO, Server  # noqa: E402
+from tide.core.exceptions import (ClientAuthenticationError, HttpResponseError,  # noqa: E402
+                                  ResourceNotFoundError, ServiceRequestError)
+from tide.ml import Input, MLClient, Output, command, load_compute, load_job  # noqa: E402
+from tide.ml._http import Transport  # noqa: E402
+from tide.ml.entities import AmlCompute, AmlComputeSshSettings, Environment  # noqa: E402
+from tide.ml.exceptions import JobException, ValidationException  # noqa: E402
+
+AZURE = os.path.join(REPO, "..", "shared", "data", "azureml-examples", "cli")
+
+
+class SDKTest(unittest.TestCase):
+    server: Server
+    client: MLClient
+
+    @classmethod
+    def setUpClass(cls) -> None:
+        cls.server = Server()
+        os.environ["XDG_CONFIG_HOME"] = cls.server.env["XDG_CONFIG_HOME"]
+        cls.client = MLClient.from_config()
+
+    @classmethod
+    def tearDownClass(cls) -> None:
+        cls.server.stop()
+
+    def test_seed_script(self) -> None:
+        """examples/python/train_on_cluster.py: create a cluster, submit a
+        command job with code and a uri_folder input, stream, download, delete."""
+        out = tempfile.mkdtemp(dir=self.server.dir)
+        script = os.path.join(REPO, "examples", "python", "train_on_cluster.py")
+        res = subprocess.run([sys.executable, script, "--cluster", "seed", "--download-path", out],
+                             env=self.server.env, capture_output=True, text=True, timeout=600)
+        self.assertEqual(res.returncode, 0, "script failed:\n%s\n%s\nserver:\n%s" % (res.stdout, res.stderr, self.server.tail()))
+        self.assertIn("read 400 images", res.stdout)  # the streamed log of the job
+        self.assertIn("accuracy: ", res.stdout)
+        with open(os.path.join(out, "named-outputs", "model", "metrics.json")) as f:
+            metrics = json.load(f)
+        self.assertEqual(metrics["images"], 400)
+        self.assertEqual(metrics["C"], 0.5)
+        self.assertGreater(metrics["accuracy"], 0.8)
+        self.assertTrue(os.path.isfile(os.path.join(out, "named-outputs", "model", "model.pkl")))
+        with self.assertRaises(ResourceNotFoundError):
+            self.client.compute.get("seed")
+
+    def test_compute_entities(self) -> None:
+        c = AmlCompute(name="sdk-lp", size="Standard_DS3_v2", max_instances=2, tier="LowPriority",
+                       idle_time_before_scale_down=300,
+                       ssh_settings=AmlComputeSshSettings(admin_username="azureuser", admin_password="s3cret-pw"))
+        got = self.client.compute.begin_create_or_update(c).result(timeout=60)
+        self.assertEqual(got.provisioning_state, "Succeeded")
+        self.assertEqual(got.tier, "low_priority")
+        self.assertEqual(got.max_instances, 2)
+        names = [x.name for x in self.client.compute.list(compute_type="amlcompute")]
+        self.assertIn("sdk-lp", names)
+        self.assertNotIn("s3cret-pw", json.dumps(self.client.compute.get("sdk-lp")._to_dict()))
+        self.assertEqual(self.client.compute.list_nodes("sdk-lp"), [])
+        self.assertTrue(any(s["name"] == "Standard_DS3_v2" for s in self.client.compute.list_sizes()))
+        self.assertTrue(any(u["family"] == "standardDSv2Family" for u in self.client.compute.list_usage()))
+        self.client.compute.begin_delete("sdk-lp").result(timeout=60)
+
+    def test_load_azure_files(self) -> None:
+        c = load_compute(os.path.join(AZURE, "resources", "compute", "cluster-basic.yml"), client=self.client,
+                         params_override=[{"name": "loaded-basic"}])
+        self.assertEqual(c.name, "loaded-basic")
+        self.client.compute.begin_create_or_update(c).result(timeout=60)
+        j = load_job(os.path.join(AZURE, "jobs", "basics", "hello-world.yml"), client=self.client,
+                     params_override=[{"compute": "loaded-basic"}])
+        self.assertEqual(j.command, 'echo "hello world"')
+        returned = self.client.jobs.create_or_update(j)
+        buf = io.StringIO()
+        done = self.client.jobs.stream(returned.name, file=buf)
+        self.assertEqual(done.status, "Completed")
+        self.assertIn("hello world", buf.getvalue())
+        self.assertIn(returned.name, [x.name for x in self.client.jobs.list(compute="loaded-basic")])
+
+    def test_bad_file_reports_lines(self) -> None:
+        path = os.path.join(self.server.dir, "bad.yml")
+        with open(path, "w") as f:
+            f.write("type: amlcompute\nname: bad\nmax_instances: lots\nbanana: 1\n")
+        with self.assertRaises(ValidationException) as cm:
+            load_compute(path, client=self.client)
+        lines = {e.get("line"): e["field"] + ": " + e["message"] for e in cm.exception.errors}
+        self.assertIn("max_instances", lines.get(3, ""))
+        self.assertIn("banana", lines.get(4, ""))
+        self.assertIn("bad.yml", str(cm.exception))
+
+    def test_unbound_input_is_the_servers_validation_error(self) -> None:
+        job = command(command="echo ${{inputs.missing}}", compute="nowhere")
+        with self.assertRaises(ValidationException) as cm:
+            self.client.jobs.create_or_update(job)
+        self.assertEqual(cm.exception.status_code, 400)
+        self.assertIn("inputs.missing", str(cm.exception))
+
+    def test_failed_job_raises_on_stream(self) -> None:
+        self.client.compute.begin_create_or_update(AmlCompute(name="sdk-fail", max_instances=1)).result(timeout=60)
+        j = self.client.jobs.create_or_update(command(command="echo about to fail; exit 3", compute="sdk-fail"))
+        with self.assertRaises(JobException) as cm:
+            self.client.jobs.stream(j.name, file=io.StringIO())
+        self.assertEqual(cm.exception.job.status, "Failed")
+
+    def test_wrong_token(self) -> None:
+        bad = MLClient(endpoint=self.server.endpoint, token="not-a-token")
+        with self.assertRaises(ClientAuthenticationError) as cm:
+            list(bad.compute.list())
+        self.assertEqual(cm.exception.status_code, 401)
+        self.assertTrue(cm.exception.message)
+
+    def test_not_found(self) -> None:
+        with self.assertRaises(ResourceNotFoundError) as cm:
+            self.client.jobs.get("no-such-job")
+        self.assertIn("no-such-job", str(cm.exception))
+
+    def test_environment_versions(self) -> None:
+        e1 = self.client.environments.create_or_update(Environment(name="sdk-env", image="python:3.11-slim"))
+        e2 = self.client.environments.create_or_update(Environment(name="sdk-env", image="python:3.12-slim"))
+        self.assertEqual((e1.version, e2.version), ("1", "2"))
+        self.assertEqual(self.client.environments.get("sdk-env", label="latest").image, "python:3.12-slim")
+        self.assertEqual(len(list(self.client.environments.list(name="sdk-env"))), 2)
+
+
+class RetryTest(unittest.TestCase):
+    """Idempotent calls are retried with back-off; POST is sent once."""
+
+    def test_retries(self) -> None:
+        hits = {"GET": 0, "POST": 0}
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def _answer(self) -> None:
+                hits[self.command] += 1
+                if hits[self.command] < 3:
+                    self.send_response(503)
+                    self.send_header("Retry-After", "0")
+                    self.send_header("Content-Type", "application/problem+json")
+                    self.end_headers()
+                    self.wfile.write(b'{"status":503,"code":"Unavailable","detail":"store unavailable"}')
+                    return
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.end_headers()
+                self.wfile.write(b'{"ok":true}')
+
+            do_GET = do_POST = _answer
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=srv.serve_forever, daemon=True).start()
+        try:
+            t = Transport("http://127.0.0.1:%d" % srv.server_address[1], "tok", backoff=0.01)
+            self.assertEqual(t.json("GET", "/x"), {"ok": True})
+            self.assertEqual(hits["GET"], 3)
+            with self.assertRaises(HttpResponseError) as cm:
+                t.json("POST", "/x", body={})
+            self.assertEqual(cm.exception.status_code, 503)
+            self.assertEqual(hits["POST"], 1)
+        finally:
+            srv.shutdown()
+
+    def test_unreachable(self) -> None:
+        t = Transport("http://127.0.0.1:9", "tok", retries=2, backoff=0.01)
+        with self.assertRaises(ServiceRequestError) as cm:
+            t.json("GET", "/x")
+        self.assertIn("cannot reach", str(cm.exception))
+
+
+if __name__ == "__main__":
+    unittest.main()
