@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tideml/tide/api"
+	"github.com/tideml/tide/internal/spec"
 )
 
 // instanceVerbs are start, stop and restart, as az ml compute has them.
@@ -67,7 +68,7 @@ func inlineScripts(file string, c *api.Compute) error {
 		}
 		b, err := os.ReadFile(p)
 		if err != nil {
-			return fmt.Errorf("%s.path: %w", field, err)
+			return spec.Errors{{File: file, Field: field + ".path", Message: fmt.Sprintf("%v; the path is relative to the YAML file", err)}}
 		}
 		s.Content = string(b)
 	}
