@@ -246,6 +246,11 @@ func (a Adaptive) Decide(c *Compute, now time.Time) Decision {
 	if c.Gaps == nil {
 		return Fixed{}.Decide(c, now)
 	}
+	if c.Gaps.BootTime <= 0 {
+		// A node that boots at once costs nothing to let go and to
+		// replace: keeping one idle only costs.
+		return Decision{IdleTimeout: max(a.Min, 0), Setting: "adaptive: boot time 0, no idle nodes kept"}
+	}
 	hi := cmp.Or(a.Max, time.Hour)
 	window := cmp.Or(a.Window, DefaultAdaptiveWindow)
 	warmF := cmp.Or(a.WarmFactor, DefaultAdaptiveWarmFactor)

@@ -144,15 +144,13 @@ func (s *incremental) churn(completions, arrivals int, boot bool, now time.Time)
 // carries out the plan, as the controller does with the full state.
 func (s *incremental) decide(now time.Time, policies autoscaler.Registry) (scheduler.Result, []scheduler.Rest, autoscaler.Result) {
 	free := s.free[:0]
-	preparing := make(map[string]int, len(s.per))
 	for key, c := range s.per {
 		for _, n := range c.idle {
 			free = append(free, scheduler.Node{ID: n.id, Compute: key, State: api.NodeIdle})
 		}
-		preparing[key] = len(c.preparing)
 	}
 	s.free = free
-	placed, rests := s.queue.Place(free, preparing, s.caps)
+	placed, rests := s.queue.Place(free, s.caps)
 	for _, a := range placed.Assignments {
 		s.queue.Remove(a.Job)
 		for _, id := range a.Nodes {

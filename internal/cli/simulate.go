@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -21,6 +22,8 @@ import (
 // simFlags are the flags tide simulate and tide advise share.
 type simFlags struct {
 	trace, file        string
+	columns            string
+	retries            int
 	sets               []string
 	bootTime           time.Duration
 	bootFailures       float64
@@ -29,7 +32,9 @@ type simFlags struct {
 }
 
 func (f *simFlags) register(cmd *cobra.Command) {
-	cmd.Flags().StringVar(&f.trace, "trace", "", "job trace: Philly CSV, generic CSV ("+simulate.GenericHeader+") or 'tide job list --export-trace' output")
+	cmd.Flags().StringVar(&f.trace, "trace", "", "job trace: Philly CSV, generic CSV ("+simulate.GenericHeader+"), Alibaba's openb_pod_list CSV or 'tide job list --export-trace' output")
+	cmd.Flags().StringVar(&f.columns, "columns", "", "read any CSV with a header: submit=COL,duration=COL (or end=COL[,start=COL]),instances=COL or gpus=COL[,size=COL]")
+	cmd.Flags().IntVar(&f.retries, "retries", 3, "times a preempted job is retried before it fails (the server's tide.retries.on_node_failure)")
 	cmd.Flags().StringVarP(&f.file, "file", "f", "", "compute YAML file (the file 'tide compute create -f' reads)")
 	cmd.Flags().StringArrayVar(&f.sets, "set", nil, "override a compute field: --set max_instances=100000 (repeatable)")
 	cmd.Flags().DurationVar(&f.bootTime, "boot-time", 180*time.Second, "how long a new node takes to boot")
@@ -51,6 +56,16 @@ func (f *simFlags) load(r *run) (*simulate.Trace, simulate.Config, error) {
 		return nil, simulate.Config{}, usagef("--boot-failure-rate: must be >= 0 and < 1 (got %g)", f.bootFailures)
 	case f.preemptionsPerHour < 0:
 		return nil, simulate.Config{}, usagef("--preemptions-per-hour: must be >= 0 (got %g)", f.preemptionsPerHour)
+	case f.retries < 0:
+		return nil, simulate.Config{}, usagef("--retries: must be >= 0 (got %d)", f.retries)
+	}
+	var cols *simulate.Columns
+	if f.columns != "" {
+		c, err := simulate.ParseColumns(f.columns)
+		if err != nil {
+			return nil, simulate.Config{}, usagef("--columns: %v", err)
+		}
+		cols = &c
 	}
 	data, err := r.readSpecFile(f.file)
 	if err != nil {
@@ -73,16 +88,25 @@ func (f *simFlags) load(r *run) (*simulate.Trace, simulate.Config, error) {
 		return nil, simulate.Config{}, fmt.Errorf("--trace %s: %w", f.trace, err)
 	}
 	defer tf.Close()
-	tr, err := simulate.ReadTrace(f.trace, tf)
+	var tr *simulate.Trace
+	if cols != nil {
+		tr, err = simulate.ReadTraceColumns(f.trace, tf, *cols, "columns")
+	} else {
+		tr, err = simulate.ReadTrace(f.trace, tf)
+	}
 	if err != nil {
 		return nil, simulate.Config{}, &UsageError{Err: err}
 	}
 	if err := tr.Fit(c, cat.Lookup); err != nil {
 		return nil, simulate.Config{}, &UsageError{Err: err}
 	}
+	retries := f.retries
+	if retries == 0 {
+		retries = -1 // none; Config's zero means the default
+	}
 	return tr, simulate.Config{
 		Compute: *c, Size: size, BootTime: f.bootTime, BootFailureRate: f.bootFailures,
-		PreemptionsPerHour: f.preemptionsPerHour, Seed: f.seed,
+		PreemptionsPerHour: f.preemptionsPerHour, Retries: retries, Seed: f.seed,
 	}, nil
 }
 
@@ -157,7 +181,7 @@ func simTable(w io.Writer, cfg *simulate.Config, r simulate.Result) {
 	c := &cfg.Compute
 	fmt.Fprintf(tw, "Compute:\t%s (%s, min %d, max %d, idle %ds)\n", c.Name, c.Size, c.MinInstances, c.MaxInstances, c.IdleTimeBeforeScaleDown)
 	fmt.Fprintf(tw, "Policy:\t%s\n", r.Policy)
-	fmt.Fprintf(tw, "Jobs:\t%d over %.1f hours\n", r.Jobs, r.Horizon)
+	fmt.Fprintf(tw, "Jobs:\t%d over %.1f hours%s\n", r.Jobs, r.Horizon, jobNotes(r))
 	fmt.Fprintf(tw, "Node-hours:\t%.1f total: %.1f busy, %.1f idle, %.1f booting\n", r.NodeHours.Total, r.NodeHours.Busy, r.NodeHours.Idle, r.NodeHours.Booting)
 	fmt.Fprintf(tw, "Cost:\t$%.2f at $%.4f/hour\n", r.Cost, priceOf(cfg))
 	fmt.Fprintf(tw, "Wait (s):\tmean %.1f, p50 %.0f, p95 %.0f, p99 %.0f\n", r.Wait.Mean, r.Wait.P50, r.Wait.P95, r.Wait.P99)
@@ -165,6 +189,21 @@ func simTable(w io.Writer, cfg *simulate.Config, r simulate.Result) {
 	fmt.Fprintf(tw, "Peak nodes:\t%d\n", r.PeakNodes)
 	fmt.Fprintf(tw, "Nodes:\t%d created, %d deleted, %d boot failures, %d preemptions\n", r.ScaleUps, r.ScaleDowns, r.BootFailures, r.Preemptions)
 	tw.Flush()
+}
+
+// jobNotes says which jobs the figures leave out or did not finish.
+func jobNotes(r simulate.Result) string {
+	var notes []string
+	if r.Failed > 0 {
+		notes = append(notes, fmt.Sprintf("%d failed after too many preemptions", r.Failed))
+	}
+	if r.Skipped > 0 {
+		notes = append(notes, fmt.Sprintf("%d rows skipped: never ran", r.Skipped))
+	}
+	if len(notes) == 0 {
+		return ""
+	}
+	return " (" + strings.Join(notes, "; ") + ")"
 }
 
 // clairvoyantLine prints the reference no policy can beat without waits.
@@ -189,10 +228,14 @@ func (r *run) adviseCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "advise --trace FILE -f COMPUTE.yml [--goal \"mean wait under 60s\"]",
 		Short: "Recommend autoscale settings for a job trace: cost versus wait",
-		Long: `Simulate the trace (as 'tide simulate' does) under idle times 0, 60, 120,
-300, 600, 1800 and 3600 s, a few min_instances and the adaptive policy; print
-every setting cheapest first, mark the cost-versus-wait frontier (*) and
-recommend the cheapest setting that meets the goal.`,
+		Long: `Search the compute's settings for the cheapest that meets the goal,
+simulating the trace as 'tide simulate' does: idle times from a coarse grid
+(0 s to an hour) refined by bisection to 30 s, min_instances 1, 2, 4 and 8 at
+the idle times around the goal, and the adaptive policy. The search runs on
+the first two thirds of the trace (by time); the recommendation is then
+replayed on the last third, which the search never saw, and its confidence
+says whether the goal held there. Every setting tried is printed cheapest
+first, with the cost-versus-wait frontier marked (*).`,
 		Example: "  tide advise --trace history.csv -f cluster.yml --goal \"p95 wait under 5m\"",
 		Args:    r.exactArgs(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -220,6 +263,7 @@ recommend the cheapest setting that meets the goal.`,
 }
 
 func adviceTable(w io.Writer, cfg *simulate.Config, adv simulate.Advice) {
+	fmt.Fprintf(w, "Searched on %s.\n", adv.Fit)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "\tSETTING\tNODE-HOURS\tIDLE\tBOOTING\tCOST\tMEAN WAIT\tP95 WAIT\tCOLD")
 	for i, c := range adv.Candidates {
@@ -241,6 +285,16 @@ func adviceTable(w io.Writer, cfg *simulate.Config, adv simulate.Advice) {
 		fmt.Fprintf(w, "No setting meets %q; the one that waits least is %s.\n", adv.Goal, rec.Setting)
 	} else {
 		fmt.Fprintf(w, "Recommended for %q: %s ($%.2f).\n", adv.Goal, rec.Setting, rec.Result.Cost)
+	}
+	if h := adv.Holdout; h != nil {
+		verdict := "meets the goal"
+		if !h.Met {
+			verdict = "misses the goal"
+		}
+		fmt.Fprintf(w, "On the last %d jobs, which the search did not see: mean wait %.1fs, p95 %.0fs, $%.2f: %s (confidence %s).\n",
+			h.Jobs, h.Result.Wait.Mean, h.Result.Wait.P95, h.Result.Cost, verdict, adv.Confidence)
+	} else {
+		fmt.Fprintf(w, "The trace is too short to hold a part back (fewer than 300 jobs): confidence untested.\n")
 	}
 	switch rec.Policy {
 	case autoscaler.AdaptivePolicy:

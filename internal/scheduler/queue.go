@@ -40,9 +40,8 @@ type SizeCount struct {
 }
 
 // Rest stands for the jobs of one compute that Queue.Place did not visit.
-// The walk stops once a head holds the compute's reservation and either no
-// node is free or the head left no budget behind it: no later job can be
-// placed, and each waits as Wait says.
+// The walk stops once a head holds the compute's reservation: no later job
+// can be placed, and each waits as Wait says.
 type Rest struct {
 	// Compute is the compute's key.
 	Compute string
@@ -166,22 +165,19 @@ func (q *Queue) Demand(compute string, maxNodes int) (fit []SizeCount, over []Jo
 // Place decides, like the package's Place function, which of the queued
 // jobs run on which free nodes; it reads but never changes q, so the
 // caller removes the assigned jobs once it has started them. nodes and
-// maxNodes are as for Place, and preparing adds, per compute key, booting
-// nodes that are only counted (a caller that keeps its nodes counted need
-// not list thousands of them). Nodes of computes with no queued job are
+// maxNodes are as for Place. Nodes of computes with no queued job are
 // ignored.
 //
 // Result.Assignments are the same as Place's, grouped by compute in key
 // order. Result.Waiting lists only the jobs the walk visited; per compute
 // where it stopped early, a Rest in rests stands for the others.
-func (q *Queue) Place(nodes []Node, preparing map[string]int, maxNodes map[string]int) (res Result, rests []Rest) {
+func (q *Queue) Place(nodes []Node, maxNodes map[string]int) (res Result, rests []Rest) {
 	get := pools(nodes, maxNodes)
 	// Most walks visit the jobs placed and one head per compute.
 	res.Assignments = make([]Assignment, 0, len(nodes))
 	res.Waiting = make([]Waiting, 0, len(nodes)+2*len(q.computes))
 	for _, k := range slices.Sorted(maps.Keys(q.computes)) {
 		cq, p := q.computes[k], get(k)
-		p.preparing += preparing[k]
 		visited := 0
 		cq.order.Ascend(func(j Job) bool {
 			if p.settled() {

@@ -64,17 +64,7 @@ func compareQueue(t *testing.T, at string, q *Queue, queue []Job, nodes []Node, 
 		t.Fatalf("%s: queue holds %d jobs, want %d", at, q.Len(), len(queue))
 	}
 	want := Place(queue, nodes, limits)
-	// Preparing nodes are listed for some computes and counted for others.
-	var listed []Node
-	preparing := map[string]int{}
-	for _, n := range nodes {
-		if n.State == api.NodePreparing && n.Compute == "c1" {
-			preparing[n.Compute]++
-			continue
-		}
-		listed = append(listed, n)
-	}
-	got, rests := q.Place(listed, preparing, limits)
+	got, rests := q.Place(nodes, limits)
 	wantA, wantW := describe(want)
 	slices.Sort(wantA)
 	gotA, _ := describe(got)

@@ -363,3 +363,48 @@ func TestGangReservation(t *testing.T) {
 		t.Errorf("gang %s started %v, small %s started %v: want both completed, the gang first", g.Status, g.StartTime, s.Status, s.StartTime)
 	}
 }
+
+// TestGangNotStarvedByBootingNodes: a gang at the head holds the free node
+// even while nodes boot. With the old rule (jobs behind the head could take
+// free nodes while free plus booting nodes covered the gang), the one-node
+// job submitted after the gang took the warm node at once, because nodes
+// were booting for both; with a steady stream of such jobs every node that
+// finished booting went to a newcomer and the gang waited indefinitely
+// (issue 23: 264 Philly gangs waited up to 1,912 s in simulation). Now the
+// gang starts first.
+func TestGangNotStarvedByBootingNodes(t *testing.T) {
+	in, _ := newServer(t)
+	createCompute(t, in, "name: warm\ntype: amlcompute\nsize: Standard_DS3_v2\nmin_instances: 1\nmax_instances: 3\nidle_time_before_scale_down: 30\n")
+	waitFor(t, "the warm node", 60*time.Second, func() bool {
+		c, err := in.client.Compute(context.Background(), "default", "warm")
+		return err == nil && c.NodeStateCounts.Idle == 1
+	})
+	gang := submit(t, in, "command: echo gang\ncompute: warm\nresources:\n  instance_count: 2\n")
+	small := submit(t, in, "command: echo small\ncompute: warm\n")
+	g, s := waitJob(t, in, gang.Name, 60*time.Second), waitJob(t, in, small.Name, 60*time.Second)
+	if g.Status != api.JobCompleted || s.Status != api.JobCompleted {
+		t.Fatalf("gang %s, small %s: want both completed", g.Status, s.Status)
+	}
+	// Jobs placed in one controller turn share its time, so the gang's
+	// assignment is never later than the small job's.
+	ga, sa := assignedAt(t, in, gang.Name), assignedAt(t, in, small.Name)
+	if sa.Before(ga) {
+		t.Errorf("the small job was assigned at %v, before the gang at the head (%v): it took the node held for the gang", sa, ga)
+	}
+}
+
+// assignedAt returns when the controller assigned job name its nodes.
+func assignedAt(t *testing.T, in *instance, name string) time.Time {
+	t.Helper()
+	evs, err := in.client.JobEvents(context.Background(), "default", name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range evs {
+		if e.Kind == "Assigned" {
+			return e.Time
+		}
+	}
+	t.Fatalf("job %s has no Assigned event: %+v", name, evs)
+	return time.Time{}
+}

@@ -2,6 +2,7 @@ package simulate
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"regexp"
 	"runtime"
@@ -14,13 +15,25 @@ import (
 	"github.com/tideml/tide/internal/autoscaler"
 )
 
-// AdviseIdleTimes are the idle_time_before_scale_down values Advise tries,
-// in seconds.
-var AdviseIdleTimes = []int{0, 60, 120, 300, 600, 1800, 3600}
+// adviseCoarse are the idle times (seconds) Advise's search starts from;
+// it then bisects, in adviseStep steps, between the longest that misses the
+// goal and the shortest that meets it.
+var adviseCoarse = []int{0, 60, 120, 300, 600, 1200, 1800, 2700, 3600}
 
-// adviseMins are the min_instances values Advise tries (at the compute's
-// own idle time), as far as max_instances allows.
+// adviseStep is the resolution of the idle-time search, in seconds.
+const adviseStep = 30
+
+// adviseMins are the min_instances values Advise tries, as far as
+// max_instances allows.
 var adviseMins = []int{1, 2, 4, 8}
+
+// holdoutShare is the part of a trace, by time, that Advise keeps out of
+// the search to check the recommendation on; holdoutMinJobs is the fewest
+// jobs a trace needs for that split to be worth making.
+const (
+	holdoutShare   = 1.0 / 3
+	holdoutMinJobs = 300
+)
 
 // Goal is what a recommendation must meet: a wait statistic under a bound,
 // at the least cost.
@@ -90,66 +103,203 @@ type Candidate struct {
 type Advice struct {
 	// Goal is the goal recommended for.
 	Goal string `json:"goal"`
-	// Candidates are all settings tried, cheapest first.
+	// Fit describes the part of the trace the settings were searched on.
+	Fit string `json:"fit"`
+	// Candidates are all settings tried, on the fit part, cheapest first.
 	Candidates []Candidate `json:"candidates"`
 	// Recommended indexes Candidates: the cheapest that meets the goal,
 	// or the fastest when none does.
 	Recommended int `json:"recommended"`
-	// Met says whether the recommendation meets the goal.
+	// Met says whether the recommendation meets the goal on the fit part.
 	Met bool `json:"met"`
+	// Holdout is the recommendation replayed on the last part of the
+	// trace, which the search never saw; nil when the trace is too short
+	// to split.
+	Holdout *Holdout `json:"holdout,omitempty"`
+	// Confidence is "high" (the goal holds on the holdout with a 10 %
+	// margin), "medium" (it holds), "low" (it does not) or "untested" (no
+	// holdout).
+	Confidence string `json:"confidence"`
 }
 
-// Advise simulates trace under the compute's settings varied as tide
-// advise promises: every idle time of AdviseIdleTimes, a few
-// min_instances and the adaptive policy, in parallel, and recommends the
-// cheapest that meets goal.
-func Advise(trace *Trace, base Config, goal Goal) (Advice, error) {
-	var cands []Candidate
-	add := func(policy string, idle, minN int) {
-		setting := fmt.Sprintf("fixed idle %ds, min %d", idle, minN)
-		if policy == autoscaler.AdaptivePolicy {
-			setting = fmt.Sprintf("adaptive, min %d", minN)
-		}
-		cands = append(cands, Candidate{Setting: setting, Policy: policy, IdleTime: idle, MinInstances: minN})
-	}
-	c := &base.Compute
-	for _, idle := range AdviseIdleTimes {
-		add(autoscaler.DefaultPolicy, idle, c.MinInstances)
-	}
-	for _, m := range adviseMins {
-		if m != c.MinInstances && m <= c.MaxInstances {
-			add(autoscaler.DefaultPolicy, c.IdleTimeBeforeScaleDown, m)
-		}
-	}
-	add(autoscaler.AdaptivePolicy, c.IdleTimeBeforeScaleDown, c.MinInstances)
+// Holdout is the recommended setting's result on the held-out part.
+type Holdout struct {
+	Jobs   int    `json:"jobs"`
+	Result Result `json:"result"`
+	Met    bool   `json:"met"`
+}
 
-	errs := make([]error, len(cands))
+// Advise searches the compute's settings for the cheapest that meets goal:
+// the idle time, from a coarse grid refined by bisection to 30 s (cost
+// grows and waits fall with the idle time, so the cheapest setting that
+// meets a wait goal sits where the goal starts to hold), min_instances at
+// the idle times around it, and the adaptive policy. It searches on the
+// first two thirds of the trace and replays the recommendation on the last
+// third, which it never saw, to say how far to trust it.
+func Advise(trace *Trace, base Config, goal Goal) (Advice, error) {
+	fit, hold := trace, (*Trace)(nil)
+	if len(trace.Jobs) >= holdoutMinJobs {
+		fit, hold = trace.Split(1 - holdoutShare)
+	}
+	a := &adviser{trace: fit, base: base, goal: goal, tried: map[setting]int{}}
+	c := &base.Compute
+	file := c.IdleTimeBeforeScaleDown
+	coarse := slices.Clone(adviseCoarse)
+	if !slices.Contains(coarse, file) {
+		coarse = append(coarse, file)
+		slices.Sort(coarse)
+	}
+	for _, idle := range coarse {
+		a.want(autoscaler.DefaultPolicy, idle, c.MinInstances)
+	}
+	a.want(autoscaler.AdaptivePolicy, file, c.MinInstances)
+	if err := a.run(); err != nil {
+		return Advice{}, err
+	}
+	// Bisect between the longest coarse idle time that misses the goal
+	// and the next, which meets it.
+	lo, hi := -1, -1
+	for _, idle := range coarse {
+		if a.meets(autoscaler.DefaultPolicy, idle, c.MinInstances) {
+			hi = idle
+			break
+		}
+		lo = idle
+	}
+	if lo >= 0 && hi > 0 {
+		for hi-lo > adviseStep {
+			mid := (lo + hi) / 2 / adviseStep * adviseStep
+			if mid <= lo {
+				mid = lo + adviseStep
+			}
+			a.want(autoscaler.DefaultPolicy, mid, c.MinInstances)
+			if err := a.run(); err != nil {
+				return Advice{}, err
+			}
+			if a.meets(autoscaler.DefaultPolicy, mid, c.MinInstances) {
+				hi = mid
+			} else {
+				lo = mid
+			}
+		}
+	}
+	// Warm nodes may let a shorter idle time meet the goal.
+	for _, m := range adviseMins {
+		if m == c.MinInstances || m > c.MaxInstances {
+			continue
+		}
+		for _, idle := range []int{max(lo, 0), max(hi, 0), file} {
+			a.want(autoscaler.DefaultPolicy, idle, m)
+		}
+	}
+	if err := a.run(); err != nil {
+		return Advice{}, err
+	}
+	adv := a.advice()
+	adv.Fit = fmt.Sprintf("all %d jobs", len(trace.Jobs))
+	adv.Confidence = "untested"
+	if hold != nil {
+		adv.Fit = fmt.Sprintf("the first %d of %d jobs (the first %.0f%% of the trace's time)", len(fit.Jobs), len(trace.Jobs), 100*(1-holdoutShare))
+		rec := adv.Candidates[adv.Recommended]
+		cfg := a.config(rec)
+		r, err := Run(hold, cfg)
+		if err != nil {
+			return Advice{}, err
+		}
+		w := goal.wait(r)
+		adv.Holdout = &Holdout{Jobs: len(hold.Jobs), Result: r, Met: w < goal.Under.Seconds()}
+		switch {
+		case w < 0.9*goal.Under.Seconds():
+			adv.Confidence = "high"
+		case adv.Holdout.Met:
+			adv.Confidence = "medium"
+		default:
+			adv.Confidence = "low"
+		}
+	}
+	return adv, nil
+}
+
+// adviser runs candidate settings, each once, in parallel batches.
+type adviser struct {
+	trace   *Trace
+	base    Config
+	goal    Goal
+	cands   []Candidate
+	tried   map[setting]int // index in cands
+	pending []int
+}
+
+// setting identifies a candidate.
+type setting struct {
+	policy     string
+	idle, minN int
+}
+
+func (a *adviser) key(policy string, idle, minN int) setting {
+	return setting{policy, idle, minN}
+}
+
+// want queues a setting unless it was tried.
+func (a *adviser) want(policy string, idle, minN int) {
+	k := a.key(policy, idle, minN)
+	if _, ok := a.tried[k]; ok {
+		return
+	}
+	c := Candidate{Policy: policy, IdleTime: idle, MinInstances: minN}
+	c.Setting = fmt.Sprintf("fixed idle %ds, min %d", idle, minN)
+	if policy == autoscaler.AdaptivePolicy {
+		c.Setting = fmt.Sprintf("adaptive, min %d", minN)
+	}
+	a.tried[k] = len(a.cands)
+	a.pending = append(a.pending, len(a.cands))
+	a.cands = append(a.cands, c)
+}
+
+func (a *adviser) meets(policy string, idle, minN int) bool {
+	i, ok := a.tried[a.key(policy, idle, minN)]
+	return ok && a.goal.wait(a.cands[i].Result) < a.goal.Under.Seconds()
+}
+
+func (a *adviser) config(c Candidate) Config {
+	cfg := a.base
+	cfg.Policy = c.Policy
+	cfg.Compute.IdleTimeBeforeScaleDown = c.IdleTime
+	cfg.Compute.MinInstances = c.MinInstances
+	cfg.SeriesPoints = 0
+	return cfg
+}
+
+// run simulates the queued settings, one per CPU at a time.
+func (a *adviser) run() error {
+	todo := a.pending
+	a.pending = nil
+	errs := make([]error, len(todo))
 	var wg sync.WaitGroup
 	work := make(chan int)
 	for range runtime.GOMAXPROCS(0) {
 		wg.Go(func() {
-			for i := range work {
-				cfg := base
-				cfg.Policy = cands[i].Policy
-				cfg.Compute.IdleTimeBeforeScaleDown = cands[i].IdleTime
-				cfg.Compute.MinInstances = cands[i].MinInstances
-				cfg.SeriesPoints = 0
-				cands[i].Result, errs[i] = Run(trace, cfg)
+			for k := range work {
+				i := todo[k]
+				a.cands[i].Result, errs[k] = Run(a.trace, a.config(a.cands[i]))
 			}
 		})
 	}
-	for i := range cands {
-		work <- i
+	for k := range todo {
+		work <- k
 	}
 	close(work)
 	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return Advice{}, err
-		}
-	}
+	return errors.Join(errs...)
+}
+
+// advice sorts the candidates cheapest first (then fastest, then the
+// shorter idle time), marks the frontier and picks the recommendation.
+func (a *adviser) advice() Advice {
+	cands, goal := a.cands, a.goal
 	slices.SortStableFunc(cands, func(a, b Candidate) int {
-		return cmp.Or(cmp.Compare(a.Result.Cost, b.Result.Cost), cmp.Compare(goal.wait(a.Result), goal.wait(b.Result)))
+		return cmp.Or(cmp.Compare(a.Result.Cost, b.Result.Cost), cmp.Compare(goal.wait(a.Result), goal.wait(b.Result)),
+			cmp.Compare(a.MinInstances, b.MinInstances), cmp.Compare(a.IdleTime, b.IdleTime))
 	})
 	// Cheapest first: a candidate is on the frontier when it waits less
 	// than every cheaper one.
@@ -174,5 +324,5 @@ func Advise(trace *Trace, base Config, goal Goal) (Advice, error) {
 			}
 		}
 	}
-	return adv, nil
+	return adv
 }

@@ -52,6 +52,11 @@ type Config struct {
 	// compute is preempted while it runs a job, per node-hour; the job
 	// goes back to the queue and starts over.
 	PreemptionsPerHour float64
+	// Retries is how many times a preempted job goes back to the queue;
+	// preempted once more, it fails, as on the server
+	// (tide.retries.on_node_failure). It bounds the work one job can cause
+	// however high the preemption rate. 0 means DefaultRetries; -1 none.
+	Retries int
 	// Seed seeds the random source of boot failures and preemptions.
 	Seed uint64
 	// full lists every node to Place and Plan instead of the nodes that
@@ -88,6 +93,11 @@ type Result struct {
 	// BootFailures and Preemptions count the simulated provider's faults.
 	BootFailures int `json:"-"`
 	Preemptions  int `json:"-"`
+	// Failed counts the jobs preempted more often than Config.Retries
+	// allows: they ended without finishing.
+	Failed int `json:"failed_jobs"`
+	// Skipped counts the trace's rows of jobs that never ran.
+	Skipped int `json:"-"`
 	// Horizon is the simulated time, in hours.
 	Horizon float64 `json:"-"`
 	// Series is the time series asked for with Config.SeriesPoints.
@@ -118,6 +128,9 @@ type Point struct {
 	Busy   int
 	Queued int
 }
+
+// DefaultRetries is the server's default tide.retries.on_node_failure.
+const DefaultRetries = 3
 
 // computeKey is the simulated compute's key in Place and Plan.
 const computeKey = "c"
@@ -150,6 +163,7 @@ type job struct {
 	cold    bool
 	nodes   []int32
 	epoch   uint32 // bumped when preempted: invalidates its finish event
+	tries   int32  // preemptions so far
 }
 
 // event kinds.
@@ -235,15 +249,13 @@ type sim struct {
 	broken   []int32 // unusable or preempted nodes for Plan to delete
 	counts   [stGone]int
 	wake     time.Duration // pending wake event; -1 when none
-	// placeDirty is set when a job was queued, a node turned idle or one
-	// was created (booting nodes widen the head job's reservation) since
+	// placeDirty is set when a job was queued or a node turned idle since
 	// the last Place. Nothing else can let Place place more: a second call
 	// on what the first left (fewer free nodes, the jobs it did not place)
 	// places nothing. The full mode calls Place every time, so the tests
 	// check this too.
 	placeDirty bool
 	caps       map[string]int
-	preparing  map[string]int // Queue.Place's preparing count, reused
 	// Buffers reused from call to call.
 	nbuf   []scheduler.Node
 	popbuf []ref
@@ -255,7 +267,8 @@ type sim struct {
 	memo *memoPolicy
 	gaps *autoscaler.GapHistory
 
-	busyT, idleT, bootT time.Duration
+	busyT, idleT, bootT nodeTime
+	retries             int
 	peak                int
 	res                 Result
 	waits               []float64
@@ -271,7 +284,13 @@ func Run(trace *Trace, cfg Config) (Result, error) {
 	if len(trace.Jobs) == 0 {
 		return Result{}, fmt.Errorf("%s: the trace has no jobs", trace.File)
 	}
-	s := &sim{cfg: cfg, wake: -1, base: trace.Start}
+	s := &sim{cfg: cfg, wake: -1, base: trace.Start, retries: cfg.Retries}
+	switch {
+	case s.retries == 0:
+		s.retries = DefaultRetries
+	case s.retries < 0:
+		s.retries = 0
+	}
 	if s.base.IsZero() {
 		s.base = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
 	}
@@ -289,7 +308,7 @@ func Run(trace *Trace, cfg Config) (Result, error) {
 	s.policies = autoscaler.Registry{name: s.memo}
 	s.snap = make([]autoscaler.Compute, 1)
 	s.caps = map[string]int{computeKey: cfg.Compute.MaxInstances}
-	s.queue, s.preparing = scheduler.NewQueue(), map[string]int{}
+	s.queue = scheduler.NewQueue()
 	s.gaps = autoscaler.NewGapHistory()
 	s.gaps.BootTime = cfg.BootTime
 	s.rng = rand.New(rand.NewPCG(cfg.Seed, 0x7469646573696d))
@@ -309,7 +328,12 @@ func Run(trace *Trace, cfg Config) (Result, error) {
 	if err := s.loop(); err != nil {
 		return Result{}, err
 	}
-	return s.result(), nil
+	r := s.result()
+	r.Skipped = trace.Skipped
+	if err := r.check(trace, cfg); err != nil {
+		return Result{}, err
+	}
+	return r, nil
 }
 
 func policyNames(r autoscaler.Registry) []string {
@@ -396,7 +420,8 @@ func (s *sim) handle(e event) {
 			return
 		}
 		s.res.Preemptions++
-		j := &s.jobs[n.job]
+		ji := n.job
+		j := &s.jobs[ji]
 		j.epoch++
 		for _, o := range j.nodes {
 			if o == e.idx {
@@ -406,8 +431,15 @@ func (s *sim) handle(e event) {
 			}
 		}
 		j.nodes = nil
+		j.tries++
+		if int(j.tries) > s.retries {
+			// Out of retries: the job fails, as on the server.
+			s.res.Failed++
+			s.done++
+			return
+		}
 		// Back in its place by submit order.
-		s.enqueue(n.job)
+		s.enqueue(ji)
 	case evWake:
 		if s.wake == e.at {
 			s.wake = -1
@@ -421,19 +453,17 @@ func (s *sim) setState(i int32, st uint8) {
 	d := s.now - n.since
 	switch n.state {
 	case stPreparing:
-		s.bootT += d
+		s.bootT.add(d)
 	case stIdle:
-		s.idleT += d
+		s.idleT.add(d)
 	case stBusy:
-		s.busyT += d
+		s.busyT.add(d)
 	default:
 		// Unusable and preempted nodes are deleted at once; what little
 		// time they have counts as idle.
-		s.idleT += d
+		s.idleT.add(d)
 	}
 	s.counts[n.state]--
-	if n.state == stPreparing {
-	}
 	n.state, n.since = st, s.now
 	n.gen++
 	if st != stGone {
@@ -498,9 +528,7 @@ func (s *sim) place() {
 		nodes = append(nodes, scheduler.Node{ID: s.nodes[r.idx].id, Compute: key, State: api.NodeIdle})
 	}
 	s.nbuf, s.popbuf = nodes, popped
-	// Booting nodes count toward the head job's reservation.
-	s.preparing[key] = s.counts[stPreparing]
-	res, _ := s.queue.Place(nodes, s.preparing, s.caps)
+	res, _ := s.queue.Place(nodes, s.caps)
 	for _, a := range res.Assignments {
 		ji, _ := strconv.Atoi(a.Job)
 		s.queue.Remove(a.Job)
@@ -530,9 +558,11 @@ func (s *sim) start(ji int32, ids []string) {
 		s.nodes[i].job = ji
 		j.nodes = append(j.nodes, i)
 		if s.cfg.PreemptionsPerHour > 0 && s.cfg.Compute.Tier == api.TierLowPriority {
-			after := time.Duration(s.rng.ExpFloat64() / s.cfg.PreemptionsPerHour * float64(time.Hour))
-			if after < j.Duration {
-				s.ev.push(event{at: s.now + after, kind: evPreempt, idx: i, gen: s.nodes[i].gen})
+			// Compared as floats: a tiny rate gives a wait beyond
+			// time.Duration's range, which would wrap negative.
+			after := s.rng.ExpFloat64() / s.cfg.PreemptionsPerHour * float64(time.Hour)
+			if after < float64(j.Duration) {
+				s.ev.push(event{at: s.now + time.Duration(after), kind: evPreempt, idx: i, gen: s.nodes[i].gen})
 			}
 		}
 	}
@@ -661,7 +691,6 @@ func (s *sim) create() {
 	s.nodes = append(s.nodes, node{id: nodeID(i), state: stPreparing, since: s.now, created: s.now})
 	s.counts[stPreparing]++
 	s.res.ScaleUps++
-	s.placeDirty = true
 	s.ev.push(event{at: s.now + s.cfg.BootTime, kind: evBoot, idx: i})
 }
 
@@ -712,7 +741,7 @@ func (s *sim) result() Result {
 	r := s.res
 	r.Policy = s.cfg.Policy
 	r.Jobs = len(s.jobs)
-	r.NodeHours = NodeHours{Busy: s.busyT.Hours(), Idle: s.idleT.Hours(), Booting: s.bootT.Hours()}
+	r.NodeHours = NodeHours{Busy: s.busyT.hours(), Idle: s.idleT.hours(), Booting: s.bootT.hours()}
 	r.NodeHours.Total = r.NodeHours.Busy + r.NodeHours.Idle + r.NodeHours.Booting
 	price := s.cfg.Size.PricePerHour
 	if s.cfg.Compute.Tier == api.TierLowPriority && s.cfg.Size.LowPriorityPrice > 0 {

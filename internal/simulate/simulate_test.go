@@ -33,6 +33,12 @@ func run(t *testing.T, trace string, c *api.Compute, cfg Config) Result {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return runOn(t, tr, c, cfg)
+}
+
+// runOn fits tr to c and simulates it.
+func runOn(t *testing.T, tr *Trace, c *api.Compute, cfg Config) Result {
+	t.Helper()
 	if err := tr.Fit(c, catalog.Default().Lookup); err != nil {
 		t.Fatal(err)
 	}

@@ -2,12 +2,10 @@ package simulate
 
 import (
 	"bufio"
-	"cmp"
 	"errors"
 	"fmt"
 	"io"
 	"math"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -37,8 +35,11 @@ type Job struct {
 type Trace struct {
 	// File names the trace in errors.
 	File string
-	// Format is "philly" or "generic".
+	// Format is "philly", "generic", "alibaba" or "columns".
 	Format string
+	// Skipped counts rows of jobs that never ran (Alibaba pods never
+	// scheduled), left out of Jobs.
+	Skipped int
 	// Start is the wall-clock time of the first submit (the zero time when
 	// the trace gives only offsets).
 	Start time.Time
@@ -55,10 +56,15 @@ const GenericHeader = "submit,duration,instance_count,size"
 // (msr-fiddle/philly-traces, one row per job).
 const phillyHeader = "timestamp,duration,num_gpus,gpu_time,cluster"
 
-// ReadTrace reads a trace in the Philly or the generic format, told apart
-// by the header line. Errors name the file and line.
+// ReadTrace reads a trace in the Philly, the generic or Alibaba's GPU
+// trace format, told apart by the header line. Errors name the file and
+// line.
 func ReadTrace(file string, r io.Reader) (*Trace, error) {
-	sc := bufio.NewScanner(r)
+	br := bufio.NewReader(r)
+	if first, _ := br.Peek(len(alibabaHeader) + 2); strings.HasPrefix(strings.ReplaceAll(strings.ToLower(string(first)), " ", ""), alibabaHeader) {
+		return ReadTraceColumns(file, br, AlibabaColumns, "alibaba")
+	}
+	sc := bufio.NewScanner(br)
 	sc.Buffer(make([]byte, 64*1024), 1024*1024)
 	t := &Trace{File: file}
 	line := 0
@@ -77,7 +83,7 @@ func ReadTrace(file string, r io.Reader) (*Trace, error) {
 			case h == GenericHeader || h == strings.TrimSuffix(GenericHeader, ",size"):
 				t.Format, parse = "generic", parseGeneric
 			default:
-				return nil, fmt.Errorf("%s:%d: unknown trace header %q; want %q (generic) or %q (Philly)", file, line, text, GenericHeader, phillyHeader)
+				return nil, fmt.Errorf("%s:%d: unknown trace header %q; want %q (generic), %q (Philly) or Alibaba's openb_pod_list header, or map the columns with --columns submit=COL,duration=COL,...", file, line, text, GenericHeader, phillyHeader)
 			}
 			continue
 		}
@@ -110,13 +116,10 @@ func ReadTrace(file string, r io.Reader) (*Trace, error) {
 	if parse == nil || len(t.Jobs) == 0 {
 		return nil, fmt.Errorf("%s: the trace has no jobs; want a header line and one job per line (%s)", file, GenericHeader)
 	}
-	// Traces list jobs roughly by submit time (Philly's are not sorted);
-	// a stable sort keeps the file's order for equal submit times.
-	slices.SortStableFunc(t.Jobs, func(a, b Job) int { return cmp.Compare(a.Submit, b.Submit) })
-	first := t.Jobs[0].Submit
-	for i := range t.Jobs {
-		t.Jobs[i].Submit -= first
-	}
+	// Traces list jobs roughly by submit time (Philly's are not sorted).
+	start := t.Start
+	t.normalize(false)
+	t.Start = start
 	return t, nil
 }
 

@@ -46,6 +46,12 @@ type Store interface {
 // when nothing is stored). Put methods set the resource's Etag field to the
 // new etag. Lists are ordered by name (jobs: by creation order).
 type Tx interface {
+	// OnCommit runs fn once the transaction has committed, never when it
+	// rolls back; an attempt that a store retries registers again. Read
+	// transactions (View) commit nothing and never run fn. It is how a
+	// caller reports what a transaction did (metrics) exactly once.
+	OnCommit(fn func())
+
 	GetWorkspace(ctx context.Context, name string) (*api.Workspace, error)
 	ListWorkspaces(ctx context.Context) ([]api.Workspace, error)
 	PutWorkspace(ctx context.Context, w *api.Workspace) error

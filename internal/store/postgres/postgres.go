@@ -98,7 +98,8 @@ func (s *Store) run(ctx context.Context, opts pgx.TxOptions, fn func(store.Tx) e
 		return err
 	}
 	defer s.pool.release(conn)
-	if err := fn(&tx{tx: t}); err != nil {
+	x := &tx{tx: t}
+	if err := fn(x); err != nil {
 		// Roll back even when ctx is canceled, so the connection is reusable.
 		if rerr := t.Rollback(context.WithoutCancel(ctx)); rerr != nil && !errors.Is(rerr, pgx.ErrTxClosed) {
 			s.log.WarnContext(ctx, "rolling back transaction", slog.Any("err", rerr))
@@ -107,6 +108,11 @@ func (s *Store) run(ctx context.Context, opts pgx.TxOptions, fn func(store.Tx) e
 	}
 	if err := t.Commit(ctx); err != nil {
 		return lostConn(conn, fmt.Errorf("committing transaction: %w", err))
+	}
+	if opts.AccessMode != pgx.ReadOnly {
+		for _, f := range x.after {
+			f()
+		}
 	}
 	return nil
 }

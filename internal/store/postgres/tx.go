@@ -17,8 +17,12 @@ import (
 
 // tx implements store.Tx on one pgx transaction.
 type tx struct {
-	tx pgx.Tx
+	tx    pgx.Tx
+	after []func()
 }
+
+// OnCommit queues fn to run after the transaction commits.
+func (t *tx) OnCommit(fn func()) { t.after = append(t.after, fn) }
 
 var _ store.Tx = (*tx)(nil)
 

@@ -79,8 +79,12 @@ func Open(ctx context.Context, path string, log *slog.Logger) (*Store, error) {
 	writer.SetConnMaxIdleTime(0)
 	writer.SetConnMaxLifetime(0)
 	// The writer connects first: it switches the file to WAL, which readers
-	// need in order to read while a write is in progress.
-	if err := writer.PingContext(ctx); err != nil {
+	// need in order to read while a write is in progress. Switching needs
+	// an exclusive lock, for which SQLite may answer SQLITE_BUSY at once
+	// (without its busy handler) while another process opens the same file
+	// (seen in the ConcurrentOpen conformance test): try again until the
+	// busy timeout.
+	if err := pingUntilFree(ctx, writer); err != nil {
 		writer.Close()
 		return nil, fmt.Errorf("opening sqlite database %s: %w", path, err)
 	}
@@ -104,6 +108,23 @@ func Open(ctx context.Context, path string, log *slog.Logger) (*Store, error) {
 	return s, nil
 }
 
+// pingUntilFree connects db, retrying while the file is locked, for at
+// most busyTimeout.
+func pingUntilFree(ctx context.Context, db *sql.DB) error {
+	deadline := time.Now().Add(busyTimeout)
+	for wait := time.Millisecond; ; wait = min(2*wait, 50*time.Millisecond) {
+		err := db.PingContext(ctx)
+		if err == nil || !strings.Contains(err.Error(), "SQLITE_BUSY") || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(wait):
+		}
+	}
+}
+
 // Update runs fn in a write transaction. Writes are serialized, so fn runs
 // exactly once. fn must not call Update itself (it would wait for its own
 // connection forever).
@@ -120,7 +141,8 @@ func (s *Store) Update(ctx context.Context, fn func(store.Tx) error) error {
 			panic(p)
 		}
 	}()
-	if err := fn(&tx{tx: t}); err != nil {
+	x := &tx{tx: t}
+	if err := fn(x); err != nil {
 		if rerr := t.Rollback(); rerr != nil && !errors.Is(rerr, sql.ErrTxDone) {
 			s.log.ErrorContext(ctx, "rolling back write transaction", slog.Any("err", rerr))
 		}
@@ -128,6 +150,9 @@ func (s *Store) Update(ctx context.Context, fn func(store.Tx) error) error {
 	}
 	if err := t.Commit(); err != nil {
 		return fmt.Errorf("committing write transaction: %w", err)
+	}
+	for _, f := range x.after {
+		f()
 	}
 	return nil
 }

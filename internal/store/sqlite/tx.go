@@ -16,8 +16,12 @@ import (
 
 // tx implements store.Tx on one database/sql transaction.
 type tx struct {
-	tx *sql.Tx
+	tx    *sql.Tx
+	after []func()
 }
+
+// OnCommit queues fn to run after Update commits.
+func (t *tx) OnCommit(fn func()) { t.after = append(t.after, fn) }
 
 var _ store.Tx = (*tx)(nil)
 

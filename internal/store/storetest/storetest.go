@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -51,6 +52,7 @@ func Run(t *testing.T, newDB func(t *testing.T) Opener) {
 		{"ConcurrentAppendLog", testConcurrentAppendLog},
 		{"Events", testEvents},
 		{"Rollback", testRollback},
+		{"OnCommit", testOnCommit},
 		{"ViewIsReadOnly", testViewIsReadOnly},
 		{"CanceledContext", testCanceledContext},
 		{"ConcurrentUpdates", testConcurrentUpdates},
@@ -639,6 +641,34 @@ func testTokens(t *testing.T, open Opener) {
 		wantErr(t, "get deleted token", err, store.ErrNotFound)
 		return nil
 	})
+}
+
+// testOnCommit: a function queued with OnCommit runs once after the
+// transaction commits, and never when it rolls back or only reads.
+func testOnCommit(t *testing.T, open Opener) {
+	s := openStore(t, open)
+	ctx := t.Context()
+	var ran []string
+	update(t, s, func(tx store.Tx) error {
+		tx.OnCommit(func() { ran = append(ran, "committed") })
+		if len(ran) != 0 {
+			t.Errorf("OnCommit ran before the commit")
+		}
+		return tx.PutSetting(ctx, "k", "v")
+	})
+	failed := errors.New("no")
+	err := s.Update(ctx, func(tx store.Tx) error {
+		tx.OnCommit(func() { ran = append(ran, "rolled back") })
+		return failed
+	})
+	wantErr(t, "failed update", err, failed)
+	view(t, s, func(tx store.Tx) error {
+		tx.OnCommit(func() { ran = append(ran, "viewed") })
+		return nil
+	})
+	if !slices.Equal(ran, []string{"committed"}) {
+		t.Errorf("OnCommit ran %q, want only [committed]", ran)
+	}
 }
 
 func testSettings(t *testing.T, open Opener) {
