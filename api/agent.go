@@ -8,6 +8,7 @@ import "time"
 //	POST /v1/agent/register                  AgentHello -> AgentWelcome
 //	GET  /v1/agent/stream                    server-sent events: "assign" (Assignment), "cancel" (Cancel)
 //	POST /v1/agent/heartbeat                 AgentHeartbeat
+//	POST /v1/agent/setup                     SetupReport (a compute instance's setup script ran)
 //	POST /v1/agent/assignments/{id}/logs     LogBatch
 //	PUT  /v1/agent/assignments/{id}/artifacts a tar.gz of the job's outputs/ and logs/ folders
 //	POST /v1/agent/assignments/{id}/status   AssignmentStatus
@@ -47,12 +48,18 @@ type AgentWelcome struct {
 	// Cancel lists assignments the agent reported running that the server
 	// no longer wants (canceled or reassigned while it was away).
 	Cancel []string `json:"cancel,omitempty"`
+	// Instance is set when the node is a compute instance's: the setup
+	// scripts to run and where Jupyter is served.
+	Instance *InstanceSetup `json:"instance,omitempty"`
 }
 
 // AgentHeartbeat is sent periodically; Running lists assignment ids.
 type AgentHeartbeat struct {
 	NodeID  string   `json:"node_id"`
 	Running []string `json:"running,omitempty"`
+	// Activity is what an instance's agent measured: what keeps the
+	// instance from being idle.
+	Activity *NodeActivity `json:"activity,omitempty"`
 }
 
 // Assignment tells an agent to run one node's share of a job attempt.

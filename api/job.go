@@ -257,6 +257,10 @@ type Node struct {
 	LastHeartbeat time.Time `json:"last_heartbeat,omitzero"`
 	Error         string    `json:"error,omitempty"`
 	Runtime       string    `json:"runtime,omitempty"` // how the node runs jobs, as its agent reported it
+	// Activity is what the agent last measured (instances' nodes);
+	// ActiveAt is when it last reported the node busy.
+	Activity *NodeActivity `json:"activity,omitempty"`
+	ActiveAt time.Time     `json:"active_at,omitzero"`
 }
 
 // LogLine is one line of a job's log. The agent numbers the lines of one

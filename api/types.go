@@ -55,6 +55,9 @@ type Compute struct {
 	// Tide holds tide's extensions to Azure's compute schema; nil when the
 	// file sets none.
 	Tide *ComputeExtensions `json:"tide,omitempty"`
+	// Instance holds the fields of a compute instance (type
+	// computeinstance), flattened into the compute as Azure's file has them.
+	*Instance
 
 	// Status, set by the server.
 	ID string `json:"id,omitempty"`
@@ -71,6 +74,10 @@ type Compute struct {
 	ModifiedOn        time.Time       `json:"modified_on,omitzero"`
 	Errors            []ErrorDetail   `json:"errors,omitempty"`
 	Etag              string          `json:"etag,omitempty"`
+	// SchedulesCheckedOn is when the controller last applied the
+	// compute's schedules: a firing between then and a server start was
+	// missed and is applied once.
+	SchedulesCheckedOn time.Time `json:"schedules_checked_on,omitzero"`
 }
 
 // ComputeExtensions are the compute settings tide adds to Azure ML's
@@ -82,6 +89,9 @@ type ComputeExtensions struct {
 	// MaxStartingNodes caps how many nodes start at once (0: no cap), so a
 	// burst of jobs does not ask the backend for every node in one go.
 	MaxStartingNodes int `json:"max_starting_nodes,omitempty"`
+	// Schedules set min_instances and max_instances by cron or
+	// recurrence (max_instances 0 pauses the cluster).
+	Schedules []StartStopSchedule `json:"schedules,omitempty"`
 }
 
 // Scale-down policies of ComputeExtensions.ScaleDownPolicy.

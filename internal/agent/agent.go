@@ -138,6 +138,10 @@ type agent struct {
 	ended      map[string]bool
 	endedOrder []string
 	wg         sync.WaitGroup
+	// inst is set on a compute instance's node (the server's welcome says
+	// so); instanceOnce starts its work once per agent process.
+	inst         atomic.Pointer[instanceAgent]
+	instanceOnce sync.Once
 }
 
 // maxEnded bounds the memory of finished assignments.
@@ -260,6 +264,9 @@ func (a *agent) register(ctx context.Context) error {
 	a.log.InfoContext(ctx, "registered", slog.String("server", a.client.base()), slog.Int("running", len(hello.Running)))
 	for _, id := range welcome.Cancel {
 		a.cancel(api.Cancel{ID: id, Reason: "the server no longer wants this assignment"})
+	}
+	if welcome.Instance != nil {
+		a.startInstance(ctx, welcome.Instance)
 	}
 	return nil
 }
@@ -384,6 +391,9 @@ func (a *agent) heartbeatLoop(ctx context.Context) {
 			hb.Running = append(hb.Running, id)
 		}
 		a.mu.Unlock()
+		if ia := a.inst.Load(); ia != nil {
+			hb.Activity = ia.activity(ctx)
+		}
 		hctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		if err := a.client.postJSON(hctx, "/v1/agent/heartbeat", hb, nil); err != nil && ctx.Err() == nil {
 			a.log.WarnContext(ctx, "heartbeat failed", slog.Any("error", err))

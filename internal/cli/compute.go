@@ -17,10 +17,10 @@ import (
 const requestTimeout = time.Minute
 
 func (r *run) computeCommand() *cobra.Command {
-	return group("compute", "Manage compute clusters (like az ml compute)",
+	return group("compute", "Manage compute clusters and instances (like az ml compute)", append([]*cobra.Command{
 		r.computeCreate(), r.computeShow(), r.computeList(), r.computeUpdate(), r.computeDelete(),
 		r.computeListSizes(), r.computeListUsage(), r.computeListNodes(), r.computeEvents(), r.computePreemptNode(),
-	)
+	}, r.instanceVerbs()...)...)
 }
 
 func (r *run) computeCreate() *cobra.Command {
@@ -53,6 +53,9 @@ it got.`,
 			}
 			c, err := parseCompute(file, data, nameSet(name, computeFlagSets(cmd, flags, sets)))
 			if err != nil {
+				return err
+			}
+			if err := inlineScripts(file, c); err != nil {
 				return err
 			}
 			cl, err := r.client()

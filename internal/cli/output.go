@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"reflect"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -207,11 +208,30 @@ func (p *printer) computeDetails(w io.Writer, c *api.Compute) {
 		{"created_on", p.when(c.CreatedOn)},
 		{"modified_on", p.when(c.ModifiedOn)},
 	}
+	if c.Instance != nil {
+		// A compute instance is one node: the cluster's scale lines do
+		// not apply.
+		lines = slices.DeleteFunc(lines, func(l kv) bool {
+			switch l.k {
+			case "tier", "min_instances", "max_instances", "idle_time_before_scale_down", "allocation_state", "current_node_count", "target_node_count", "node_state_counts":
+				return true
+			}
+			return false
+		})
+	}
 	if c.SSHSettings != nil && c.SSHSettings.AdminUsername != "" {
 		lines = append(lines, kv{"ssh_admin_username", c.SSHSettings.AdminUsername})
 	}
 	if c.Identity != nil {
 		lines = append(lines, kv{"identity", c.Identity.Type})
+	}
+	if c.Instance != nil {
+		lines = append(lines, p.instanceDetails(c)...)
+	}
+	if c.Tide != nil {
+		for i, s := range c.Tide.Schedules {
+			lines = append(lines, kv{fmt.Sprintf("tide.schedules[%d]", i), describeSchedule("", s, p)})
+		}
 	}
 	details(w, lines)
 	for _, e := range c.Errors {

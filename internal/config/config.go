@@ -55,6 +55,10 @@ type Server struct {
 	Sizes []api.Size `yaml:"sizes"`
 	// Quotas are the vCPU limits per VM family, tier and location.
 	Quotas catalog.Quotas `yaml:"quotas"`
+	// Clock is the server's clock (schedules, idle times, heartbeats);
+	// nil means time.Now. Tests set one to put the server at a chosen
+	// time; it is not read from the file.
+	Clock func() time.Time `yaml:"-" json:"-"`
 	// HeartbeatInterval is how often agents report; a node that misses
 	// UnusableAfter worth of heartbeats becomes unusable.
 	HeartbeatInterval time.Duration `yaml:"heartbeat_interval"`

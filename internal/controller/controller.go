@@ -253,6 +253,8 @@ func (c *Controller) Step(ctx context.Context) (time.Time, error) {
 	errs = append(errs, c.liveness(ctx, s, now))
 	errs = append(errs, c.preempting(ctx, s, now))
 	errs = append(errs, c.stopping(ctx, s, now))
+	instWake, err := c.instances(ctx, s, now)
+	errs = append(errs, err)
 	// Read the state again only when something was written meanwhile (by
 	// these phases, or by a provider call finishing in the background).
 	if c.store.(*writeCounter).n.Load() != writes {
@@ -264,6 +266,9 @@ func (c *Controller) Step(ctx context.Context) (time.Time, error) {
 	c.learnStartTimes(s.nodes)
 	wake, err := c.decide(ctx, s, now)
 	errs = append(errs, err)
+	if !instWake.IsZero() && (wake.IsZero() || instWake.Before(wake)) {
+		wake = instWake
+	}
 	return wake, errors.Join(errs...)
 }
 
@@ -318,6 +323,14 @@ func (c *Controller) deleting(ctx context.Context, s *snapshot, comp api.Compute
 	}
 	if remaining > 0 {
 		return nil
+	}
+	if comp.IsInstance() {
+		// A stopped instance's kept disk goes with it.
+		if p, ok := c.providers[comp.Location]; ok {
+			if err := p.Delete(ctx, comp.Instance.Node); err != nil && !provider.IsNotFound(err) {
+				return fmt.Errorf("deleting the disk of instance %s: %w", comp.Name, err)
+			}
+		}
 	}
 	return c.store.Update(ctx, func(tx store.Tx) error {
 		err := tx.DeleteCompute(ctx, comp.Workspace, comp.Name)
@@ -456,6 +469,11 @@ func (c *Controller) decide(ctx context.Context, s *snapshot, now time.Time) (ti
 		computes[k] = cp
 		caps[k] = min(cp.MaxInstances, c.quotaCap(cp))
 	}
+	// An instance takes jobs only while it is up (not setting up,
+	// stopping or stopped); its node is its own, not the autoscaler's.
+	usable := func(cp *api.Compute) bool {
+		return !cp.IsInstance() || cp.Instance.State == api.InstanceRunning || cp.Instance.State == api.InstanceJobRunning
+	}
 	var queue []scheduler.Job
 	queued := map[string]*api.Job{}
 	for i := range s.jobs {
@@ -471,7 +489,7 @@ func (c *Controller) decide(ctx context.Context, s *snapshot, now time.Time) (ti
 	var snodes []scheduler.Node
 	for _, n := range s.nodes {
 		k := key(n.Workspace, n.Compute)
-		if computes[k] == nil {
+		if computes[k] == nil || !usable(computes[k]) {
 			continue
 		}
 		snodes = append(snodes, scheduler.Node{ID: n.ID, Compute: k, State: n.State, Job: n.Job})
@@ -492,6 +510,9 @@ func (c *Controller) decide(ctx context.Context, s *snapshot, now time.Time) (ti
 	index := map[string]int{}
 	gaps := c.gaps.observe(s, computes)
 	for k, cp := range computes {
+		if cp.IsInstance() {
+			continue
+		}
 		index[k] = len(snap.Computes)
 		snap.Computes = append(snap.Computes, autoscaler.Compute{
 			Key: k, Min: cp.MinInstances, Max: cp.MaxInstances, QuotaMaxNodes: c.quotaCap(cp),
@@ -516,7 +537,10 @@ func (c *Controller) decide(ctx context.Context, s *snapshot, now time.Time) (ti
 	}
 	waitingByCompute := map[string][]scheduler.Waiting{}
 	for _, w := range placed.Waiting {
-		i := index[w.Compute]
+		i, ok := index[w.Compute]
+		if !ok {
+			continue // an instance's job waits for the instance
+		}
 		snap.Computes[i].Queued = append(snap.Computes[i].Queued, autoscaler.Demand{Job: w.Job, Instances: w.Need})
 		waitingByCompute[w.Compute] = append(waitingByCompute[w.Compute], w)
 	}
@@ -652,38 +676,58 @@ func (c *Controller) createNodes(ctx context.Context, cp *api.Compute, count int
 			c.log.Error("recording node", "node", n.ID, "err", err)
 			return
 		}
-		c.mu.Lock()
-		c.inflight[n.ID] = true
-		c.mu.Unlock()
+		c.claim(n.ID)
 		req := provider.NodeRequest{ID: n.ID, Workspace: cp.Workspace, Compute: cp.Name, Location: cp.Location,
 			Size: size, Tier: cp.Tier, ServerURL: c.cfg.AgentServerURLs(), Token: c.nodeToken(n.ID), Runtime: c.Runtime(cp.Location)}
 		if ns := cp.NetworkSettings; ns != nil {
 			req.Network = ns.VnetName
 		}
-		go func() {
-			defer func() {
-				c.mu.Lock()
-				delete(c.inflight, n.ID)
-				c.mu.Unlock()
-				c.Notify()
-			}()
-			pn, err := p.Create(ctx, req)
-			if err != nil {
-				c.log.Warn("creating node failed", "node", n.ID, "err", err)
-				c.recordFailure(ctx, cp.Workspace, cp.Name, "ProvisioningFailed", fmt.Sprintf("creating node %s: %v", n.ID, err), c.now().UTC())
-				c.forget(ctx, n.ID)
-				return
-			}
-			_ = c.store.Update(ctx, func(tx store.Tx) error {
-				cur, err := tx.GetNode(ctx, n.ID)
-				if err != nil {
-					return err
-				}
-				cur.ProviderID = pn.ProviderID
-				return tx.PutNode(ctx, cur)
-			})
-		}()
+		c.launch(ctx, p, req, "ProvisioningFailed", "creating node")
 	}
+}
+
+// launch asks the provider for a claimed node in the background and
+// records its provider id; a failure is recorded on the compute (code)
+// and the node's record goes.
+func (c *Controller) launch(ctx context.Context, p provider.Provider, req provider.NodeRequest, code, what string) {
+	go func() {
+		defer c.release(req.ID)
+		pn, err := p.Create(ctx, req)
+		if err != nil {
+			c.log.Warn(what+" failed", "node", req.ID, "err", err)
+			c.recordFailure(ctx, req.Workspace, req.Compute, code, fmt.Sprintf("%s %s: %v", what, req.ID, err), c.now().UTC())
+			c.forget(ctx, req.ID)
+			return
+		}
+		_ = c.store.Update(ctx, func(tx store.Tx) error {
+			cur, err := tx.GetNode(ctx, req.ID)
+			if err != nil {
+				return err
+			}
+			cur.ProviderID = pn.ProviderID
+			return tx.PutNode(ctx, cur)
+		})
+	}()
+}
+
+// claim marks a node as having a provider call under way; it reports
+// false when one already is.
+func (c *Controller) claim(id string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.inflight[id] {
+		return false
+	}
+	c.inflight[id] = true
+	return true
+}
+
+// release ends a node's provider call and asks for a turn.
+func (c *Controller) release(id string) {
+	c.mu.Lock()
+	delete(c.inflight, id)
+	c.mu.Unlock()
+	c.Notify()
 }
 
 func firstN(s []string, n int) []string {
@@ -727,13 +771,9 @@ func (c *Controller) scaleDown(ctx context.Context, n api.Node, reason string, n
 // removeNode marks a node leaving and deletes it through its provider in
 // the background; the record goes when the provider is done.
 func (c *Controller) removeNode(ctx context.Context, n api.Node, reason string) {
-	c.mu.Lock()
-	if c.inflight[n.ID] {
-		c.mu.Unlock()
+	if !c.claim(n.ID) {
 		return
 	}
-	c.inflight[n.ID] = true
-	c.mu.Unlock()
 	if n.State != api.NodeLeaving && n.State != api.NodeUnusable && n.State != api.NodePreempted {
 		_ = c.store.Update(ctx, func(tx store.Tx) error {
 			cur, err := tx.GetNode(ctx, n.ID)
@@ -745,12 +785,7 @@ func (c *Controller) removeNode(ctx context.Context, n api.Node, reason string) 
 		})
 	}
 	go func() {
-		defer func() {
-			c.mu.Lock()
-			delete(c.inflight, n.ID)
-			c.mu.Unlock()
-			c.Notify()
-		}()
+		defer c.release(n.ID)
 		if p, ok := c.providers[n.Location]; ok {
 			if err := p.Delete(ctx, n.ID); err != nil && !provider.IsNotFound(err) {
 				c.log.Warn("deleting node", "node", n.ID, "err", err)
@@ -804,8 +839,14 @@ func (c *Controller) explain(ctx context.Context, waiting []scheduler.Waiting, p
 		}
 	}
 	maxNodes := map[string]int{}
-	for _, cp := range s.computes {
+	byKey := map[string]*api.Compute{}
+	for i, cp := range s.computes {
 		maxNodes[key(cp.Workspace, cp.Name)] = cp.MaxInstances
+		byKey[key(cp.Workspace, cp.Name)] = &s.computes[i]
+	}
+	nodeJobs := map[string]string{}
+	for _, n := range s.nodes {
+		nodeJobs[n.ID] = n.Job
 	}
 	c.mu.Lock()
 	failing := map[string]backoff{}
@@ -824,6 +865,10 @@ func (c *Controller) explain(ctx context.Context, waiting []scheduler.Waiting, p
 		k := w.Compute
 		var reason string
 		switch b := failing[k]; {
+		case byKey[k] != nil && byKey[k].IsInstance():
+			reason = instanceWaitReason(byKey[k], nodeJobs[byKey[k].Instance.Node], w.Reason == scheduler.ReasonReserved, w.Head)
+		case maxNodes[k] == 0:
+			reason = pausedReason(byKey[k])
 		case unsched[w.Job] != "":
 			reason = unsched[w.Job]
 		case b.failures > 0 && now.Before(b.until):

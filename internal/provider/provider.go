@@ -44,6 +44,14 @@ type Preempter interface {
 	Preempt(ctx context.Context, id string) error
 }
 
+// Stopper is implemented by providers that can stop a node and keep its
+// disk (on the local provider, its folder): how a compute instance stops.
+// A later Create with the same ID and Keep starts the node on that disk;
+// Delete frees it. A stopped node is not in List.
+type Stopper interface {
+	Stop(ctx context.Context, id string) error
+}
+
 // NodeRequest asks a provider for one node.
 type NodeRequest struct {
 	// ID is the node id chosen by the controller; it is unique and is what
@@ -71,6 +79,9 @@ type NodeRequest struct {
 	// Network is the compute's network_settings.vnet_name, for providers
 	// that attach nodes to a network (empty: the provider's default).
 	Network string
+	// Keep asks for the node's disk kept by Stop, if there is one (a
+	// compute instance starting again).
+	Keep bool
 }
 
 // Node states, in the provider's view (the server's node state, idle or

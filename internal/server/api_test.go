@@ -118,7 +118,7 @@ func TestComputeFilesThroughAPI(t *testing.T) {
 		name := regexp.MustCompile(`(?m)^name: *(\S+)`).FindSubmatch(b)
 		rec := call(h, token, "PUT", "/v1/workspaces/default/computes/"+string(name[1]), b)
 		base := filepath.Base(f)
-		if strings.HasPrefix(base, "cluster-") {
+		if strings.HasPrefix(base, "cluster-") || strings.HasPrefix(base, "instance-") {
 			if rec.Code != 201 && rec.Code != 200 {
 				t.Errorf("%s: %d %s", base, rec.Code, rec.Body)
 			}

@@ -219,7 +219,16 @@ func (s *Server) agentRegister(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) agentHeartbeat(w http.ResponseWriter, r *http.Request) {
-	if err := s.svc.Heartbeat(r.Context(), principalOf(r).node); err != nil {
+	var hb api.AgentHeartbeat
+	b, err := readBody(r)
+	if err == nil && len(b) > 0 {
+		err = json.Unmarshal(b, &hb)
+	}
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if err := s.svc.Heartbeat(r.Context(), principalOf(r).node, hb); err != nil {
 		s.fail(w, r, err)
 		return
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tideml/tide/api"
+	"github.com/tideml/tide/internal/instance"
 	"github.com/tideml/tide/internal/store"
 )
 
@@ -178,6 +179,9 @@ func (s *Service) Register(ctx context.Context, nodeID string, h api.AgentHello)
 		if n.RegisteredOn.IsZero() {
 			n.RegisteredOn = now
 		}
+		if c, err := tx.GetCompute(ctx, n.Workspace, n.Compute); err == nil && c.IsInstance() {
+			w.Instance = instanceSetup(c)
+		}
 		switch {
 		case n.State == api.NodeLeaving:
 		case kept || n.Job != "":
@@ -197,8 +201,8 @@ func (s *Service) Register(ctx context.Context, nodeID string, h api.AgentHello)
 	return w, nil
 }
 
-// Heartbeat records that a node's agent is alive.
-func (s *Service) Heartbeat(ctx context.Context, nodeID string) error {
+// Heartbeat records that a node's agent is alive, and what it measured.
+func (s *Service) Heartbeat(ctx context.Context, nodeID string, hb api.AgentHeartbeat) error {
 	err := s.Store.Update(ctx, func(tx store.Tx) error {
 		n, err := tx.GetNode(ctx, nodeID)
 		if store.IsNotFound(err) {
@@ -208,6 +212,12 @@ func (s *Service) Heartbeat(ctx context.Context, nodeID string) error {
 			return err
 		}
 		n.LastHeartbeat = s.now()
+		if hb.Activity != nil {
+			n.Activity = hb.Activity
+			if busy, _ := instance.Active(hb.Activity, n.Job); busy {
+				n.ActiveAt = n.LastHeartbeat
+			}
+		}
 		return tx.PutNode(ctx, n)
 	})
 	return err

@@ -72,6 +72,18 @@ func (s *Service) PutCompute(ctx context.Context, ws, name string, c *api.Comput
 		}
 		now := s.now()
 		c.Workspace = ws
+		if c.IsInstance() {
+			var prev *api.Compute
+			if !created {
+				prev = old
+			}
+			if err := prepareInstance(c, prev); err != nil {
+				return err
+			}
+			if created {
+				c.Instance.LastOperation.OperationTime = now
+			}
+		}
 		c.ID = "/workspaces/" + ws + "/computes/" + c.Name
 		c.Errors = nil
 		if created {
@@ -89,7 +101,10 @@ func (s *Service) PutCompute(ctx context.Context, ws, name string, c *api.Comput
 			return err
 		}
 		kind, msg := "Updated", "compute updated"
-		if created {
+		switch {
+		case created && c.IsInstance():
+			kind, msg = "Created", fmt.Sprintf("compute instance created: %s, location %s", c.Size, c.Location)
+		case created:
 			kind, msg = "Created", fmt.Sprintf("compute created: %s, %d-%d nodes, idle %ds, location %s", c.Size, c.MinInstances, c.MaxInstances, c.IdleTimeBeforeScaleDown, c.Location)
 		}
 		return tx.AddEvent(ctx, ws, "compute/"+c.Name, &api.Event{Time: now, Kind: kind, Message: msg})
@@ -198,7 +213,9 @@ func (s *Service) compute(ctx context.Context, tx store.Tx, ws, name string) (*a
 func (s *Service) Compute(ctx context.Context, ws, name string) (*api.Compute, error) {
 	var out *api.Compute
 	err := s.Store.View(ctx, func(tx store.Tx) (err error) {
-		out, err = s.compute(ctx, tx, ws, name)
+		if out, err = s.compute(ctx, tx, ws, name); err == nil {
+			s.describeInstance(ctx, tx, out)
+		}
 		return err
 	})
 	if err != nil {
@@ -216,8 +233,13 @@ func (s *Service) Computes(ctx context.Context, ws string) ([]api.Compute, error
 		if _, err := s.workspace(ctx, tx, ws); err != nil {
 			return err
 		}
-		out, err = tx.ListComputes(ctx, ws)
-		return err
+		if out, err = tx.ListComputes(ctx, ws); err != nil {
+			return err
+		}
+		for i := range out {
+			s.describeInstance(ctx, tx, &out[i])
+		}
+		return nil
 	})
 	for i := range out {
 		out[i] = out[i].Redacted()

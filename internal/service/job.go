@@ -85,7 +85,14 @@ func (s *Service) SubmitJob(ctx context.Context, ws string, j *api.Job) (*api.Jo
 			e.Field = "environment"
 			return e
 		}
-		if n := j.InstanceCount(); n > c.MaxInstances {
+		if n := j.InstanceCount(); c.IsInstance() && n > 1 {
+			e := errorf(400, api.CodeValidation, "resources.instance_count: %d nodes, but compute instance %q is one node; use instance_count 1 or a compute cluster", n, c.Name)
+			e.Field = "resources.instance_count"
+			return e
+		}
+		// A paused cluster (max_instances 0) queues jobs until it is
+		// raised again.
+		if n := j.InstanceCount(); n > c.MaxInstances && c.MaxInstances > 0 {
 			e := errorf(400, api.CodeValidation, "resources.instance_count: %d nodes exceeds max_instances %d of compute %q, so the job could never start; lower instance_count or run 'tide compute update %s --max-instances %d'", n, c.MaxInstances, c.Name, c.Name, n)
 			e.Field = "resources.instance_count"
 			return e

@@ -30,7 +30,7 @@ const (
 
 // computeTypes are the compute types of Azure ML's YAML files that tide
 // recognizes but does not run yet.
-var unsupportedComputeTypes = []string{"computeinstance", "virtualmachine", "synapsespark", "kubernetes", "attachedcompute", "serverless"}
+var unsupportedComputeTypes = []string{"virtualmachine", "synapsespark", "kubernetes", "attachedcompute", "serverless"}
 
 var computeFields = []string{
 	"$schema", "name", "type", "description", "tags", "location", "size", "tier",
@@ -65,6 +65,18 @@ func ParseCompute(file string, data []byte, sets []string) (*api.Compute, error)
 	c := &api.Compute{}
 	if !d.computeType(root, c) {
 		return nil, d.err()
+	}
+	if c.Type == api.ComputeTypeInstance {
+		d.parseInstance(root, c)
+		if len(d.errs) == 0 {
+			checkCompute(c, false, func(field, format string, args ...any) {
+				d.add(d.lineFor(field), field, format, args...)
+			})
+		}
+		if err := d.err(); err != nil {
+			return nil, err
+		}
+		return c, nil
 	}
 	d.mapping(root, "", computeFields, func(key string, v *yaml.Node, fp string) bool {
 		switch key {
@@ -182,12 +194,12 @@ func (d *decoder) computeType(root *yaml.Node, c *api.Compute) bool {
 	t := strings.ToLower(strings.TrimSpace(s))
 	c.Type = t
 	switch {
-	case t == api.ComputeTypeAmlCompute:
+	case t == api.ComputeTypeAmlCompute, t == api.ComputeTypeInstance:
 		return true
 	case slices.Contains(unsupportedComputeTypes, t):
-		d.add(d.lines["type"], "type", "%s is not supported yet; tide supports type: amlcompute", t)
+		d.add(d.lines["type"], "type", "%s is not supported yet; tide supports type: amlcompute and computeinstance", t)
 	default:
-		d.add(d.lines["type"], "type", "%q is not a compute type; tide supports type: amlcompute", s)
+		d.add(d.lines["type"], "type", "%q is not a compute type; tide supports type: amlcompute and computeinstance", s)
 	}
 	return false
 }
@@ -199,8 +211,10 @@ func (d *decoder) computeExtensions(n *yaml.Node, path string) *api.ComputeExten
 		return nil
 	}
 	x := &api.ComputeExtensions{}
-	d.mapping(n, path, []string{"scale_down_policy", "max_starting_nodes"}, func(key string, v *yaml.Node, fp string) bool {
+	d.mapping(n, path, []string{"scale_down_policy", "max_starting_nodes", "schedules"}, func(key string, v *yaml.Node, fp string) bool {
 		switch key {
+		case "schedules":
+			x.Schedules = d.scheduleList(v, fp, false)
 		case "scale_down_policy":
 			if s, ok := d.str(v, fp); ok {
 				x.ScaleDownPolicy = strings.ToLower(strings.TrimSpace(s))
@@ -322,12 +336,15 @@ func checkCompute(c *api.Compute, needName bool, bad func(field, format string, 
 			bad("name", "%s", msg)
 		}
 	}
-	if c.Type != api.ComputeTypeAmlCompute {
-		if c.Type == "" {
-			bad("type", "required; set type: amlcompute")
-		} else {
-			bad("type", "%s is not supported yet; tide supports type: amlcompute", c.Type)
-		}
+	switch {
+	case c.Type == api.ComputeTypeInstance:
+		checkInstance(c, bad)
+	case c.Instance != nil:
+		bad("type", "instance fields (idle_time_before_shutdown, schedules, setup_scripts, ...) need type: computeinstance")
+	case c.Type == "":
+		bad("type", "required; set type: amlcompute")
+	case c.Type != api.ComputeTypeAmlCompute:
+		bad("type", "%s is not supported yet; tide supports type: amlcompute and computeinstance", c.Type)
 	}
 	if t := normalizeTier(c.Tier); t != api.TierDedicated && t != api.TierLowPriority {
 		bad("tier", "must be dedicated or low_priority, got %q", c.Tier)
@@ -335,14 +352,17 @@ func checkCompute(c *api.Compute, needName bool, bad func(field, format string, 
 	if c.MinInstances < 0 {
 		bad("min_instances", "must be >= 0 (got %d)", c.MinInstances)
 	}
-	if c.MaxInstances < 1 {
-		bad("max_instances", "must be >= 1 (got %d)", c.MaxInstances)
+	if c.MaxInstances < 0 {
+		bad("max_instances", "must be >= 0 (0 pauses the cluster: jobs queue; got %d)", c.MaxInstances)
 	}
-	if c.MinInstances >= 0 && c.MaxInstances >= 1 && c.MaxInstances < c.MinInstances {
+	if c.MinInstances >= 0 && c.MaxInstances >= 0 && c.MaxInstances < c.MinInstances {
 		bad("max_instances", "must be >= min_instances (got %d < %d)", c.MaxInstances, c.MinInstances)
 	}
 	if c.IdleTimeBeforeScaleDown < 0 {
 		bad("idle_time_before_scale_down", "must be >= 0 seconds (got %d)", c.IdleTimeBeforeScaleDown)
+	}
+	if c.Tide != nil && len(c.Tide.Schedules) > 0 {
+		checkSchedules(c.Tide.Schedules, "tide.schedules", false, bad)
 	}
 	if c.Tide != nil && c.Tide.MaxStartingNodes < 0 {
 		bad("tide.max_starting_nodes", "must be >= 0 (0: no cap; got %d)", c.Tide.MaxStartingNodes)
@@ -357,7 +377,7 @@ func checkCompute(c *api.Compute, needName bool, bad func(field, format string, 
 			bad("tags", "keys must not be empty")
 		}
 	}
-	if s := c.SSHSettings; s != nil {
+	if s := c.SSHSettings; s != nil && !c.IsInstance() {
 		if s.AdminUsername == "" {
 			bad("ssh_settings.admin_username", "required when ssh_settings is set")
 		}
@@ -581,10 +601,10 @@ func ParseComputePatch(file string, data []byte) (*api.ComputePatch, error) {
 	if p.MinInstances != nil && *p.MinInstances < 0 {
 		d.add(d.lines["min_instances"], "min_instances", "must be >= 0 (got %d)", *p.MinInstances)
 	}
-	if p.MaxInstances != nil && *p.MaxInstances < 1 {
-		d.add(d.lines["max_instances"], "max_instances", "must be >= 1 (got %d)", *p.MaxInstances)
+	if p.MaxInstances != nil && *p.MaxInstances < 0 {
+		d.add(d.lines["max_instances"], "max_instances", "must be >= 0 (0 pauses the cluster; got %d)", *p.MaxInstances)
 	}
-	if p.MinInstances != nil && p.MaxInstances != nil && *p.MinInstances >= 0 && *p.MaxInstances >= 1 && *p.MaxInstances < *p.MinInstances {
+	if p.MinInstances != nil && p.MaxInstances != nil && *p.MinInstances >= 0 && *p.MaxInstances >= 0 && *p.MaxInstances < *p.MinInstances {
 		d.add(d.lines["max_instances"], "max_instances", "must be >= min_instances (got %d < %d)", *p.MaxInstances, *p.MinInstances)
 	}
 	if p.IdleTimeBeforeScaleDown != nil && *p.IdleTimeBeforeScaleDown < 0 {

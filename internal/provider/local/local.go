@@ -157,6 +157,14 @@ func (p *Provider) Create(ctx context.Context, req provider.NodeRequest) (*provi
 		return nil, fmt.Errorf("node id %q: must be letters, digits, '-', '_' or '.'", req.ID)
 	}
 	dir := p.nodeDir(req.ID)
+	if req.Keep && p.resume(dir) {
+		nf := nodeFile{ID: req.ID, Workspace: req.Workspace, Compute: req.Compute, Created: time.Now().UTC(), Capacity: capacity(req)}
+		n, err := p.start(req, dir, nf)
+		if err != nil {
+			return nil, fmt.Errorf("starting node %s again: %w", req.ID, err)
+		}
+		return n, nil
+	}
 	// Mkdir, not MkdirAll: it fails when the folder exists, which reserves
 	// the id even against another provider instance.
 	if err := os.Mkdir(dir, 0o755); err != nil {
@@ -165,21 +173,22 @@ func (p *Provider) Create(ctx context.Context, req provider.NodeRequest) (*provi
 		}
 		return nil, fmt.Errorf("creating node %s: %w", req.ID, err)
 	}
-	nf := nodeFile{
-		ID: req.ID, Workspace: req.Workspace, Compute: req.Compute, Created: time.Now().UTC(),
-		Capacity: api.Capacity{
-			VCPUs: req.Size.VCPUs, MemoryGB: req.Size.MemoryGB, GPUs: req.Size.GPUs,
-			// Nodes share this machine and nothing is reserved: the size's
-			// figures are what the scheduler counts, not what the node has.
-			Note: fmt.Sprintf("logical: host has %d cores", goruntime.NumCPU()),
-		},
-	}
+	nf := nodeFile{ID: req.ID, Workspace: req.Workspace, Compute: req.Compute, Created: time.Now().UTC(), Capacity: capacity(req)}
 	n, err := p.start(req, dir, nf)
 	if err != nil {
 		_ = os.RemoveAll(dir)
 		return nil, fmt.Errorf("creating node %s: %w", req.ID, err)
 	}
 	return n, nil
+}
+
+func capacity(req provider.NodeRequest) api.Capacity {
+	return api.Capacity{
+		VCPUs: req.Size.VCPUs, MemoryGB: req.Size.MemoryGB, GPUs: req.Size.GPUs,
+		// Nodes share this machine and nothing is reserved: the size's
+		// figures are what the scheduler counts, not what the node has.
+		Note: fmt.Sprintf("logical: host has %d cores", goruntime.NumCPU()),
+	}
 }
 
 func (p *Provider) start(req provider.NodeRequest, dir string, nf nodeFile) (*provider.Node, error) {
@@ -241,7 +250,7 @@ func (p *Provider) Get(ctx context.Context, id string) (*provider.Node, error) {
 
 func (p *Provider) read(id string) (*provider.Node, error) {
 	dir := p.nodeDir(id)
-	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) || isStopped(dir) {
 		return nil, &provider.NotFoundError{ID: id}
 	}
 	nf, err := readNodeFile(dir)
@@ -281,6 +290,9 @@ func (p *Provider) List(ctx context.Context) ([]*provider.Node, error) {
 		if !e.IsDir() {
 			continue
 		}
+		if isStopped(p.nodeDir(e.Name())) {
+			continue // a stopped node's kept disk, not a node
+		}
 		n, err := p.read(e.Name())
 		if provider.IsNotFound(err) {
 			continue // deleted meanwhile
@@ -303,6 +315,54 @@ func (p *Provider) Delete(ctx context.Context, id string) error {
 	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
 		return &provider.NotFoundError{ID: id}
 	}
+	p.stopAgent(ctx, id, dir)
+	if err := os.RemoveAll(dir); err != nil {
+		return fmt.Errorf("deleting node %s: removing its folder: %w", id, err)
+	}
+	return nil
+}
+
+// Stop stops the node's agent as Delete does but keeps its folder (the
+// disk of a stopped compute instance): List and Get no longer show the
+// node, a Create with the same id and Keep starts it again on the folder,
+// and Delete removes the folder.
+func (p *Provider) Stop(ctx context.Context, id string) error {
+	if !provider.ValidNodeID(id) {
+		return &provider.NotFoundError{ID: id}
+	}
+	dir := p.nodeDir(id)
+	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+		return &provider.NotFoundError{ID: id}
+	}
+	// The marker first: a server restarting meanwhile must not take the
+	// folder for an orphan and delete it.
+	if err := os.WriteFile(filepath.Join(dir, stoppedMarker), []byte(time.Now().UTC().Format(time.RFC3339)+"\n"), 0o644); err != nil {
+		return fmt.Errorf("stopping node %s: %w", id, err)
+	}
+	p.stopAgent(ctx, id, dir)
+	return nil
+}
+
+// stoppedMarker marks a node folder kept by Stop.
+const stoppedMarker = "stopped"
+
+func isStopped(dir string) bool {
+	_, err := os.Stat(filepath.Join(dir, stoppedMarker))
+	return err == nil
+}
+
+// resume makes a folder kept by Stop a node's folder again; it reports
+// whether there was one.
+func (p *Provider) resume(dir string) bool {
+	if !isStopped(dir) {
+		return false
+	}
+	return os.Remove(filepath.Join(dir, stoppedMarker)) == nil
+}
+
+// stopAgent stops a node's agent: SIGTERM to its process group, SIGKILL
+// to its whole session after GracePeriod.
+func (p *Provider) stopAgent(ctx context.Context, id, dir string) {
 	nf, err := readNodeFile(dir)
 	if err == nil && isAgent(nf.Pid, nf.StartTime, dir) {
 		p.log.InfoContext(ctx, "stopping agent", slog.String("node", id), slog.Int("pid", nf.Pid))
@@ -317,10 +377,6 @@ func (p *Provider) Delete(ctx context.Context, id string) error {
 		// the agent's session.
 		killSession(nf.Pid)
 	}
-	if err := os.RemoveAll(dir); err != nil {
-		return fmt.Errorf("deleting node %s: removing its folder: %w", id, err)
-	}
-	return nil
 }
 
 // waitExit waits up to grace for the agent to exit; it reports whether it did.

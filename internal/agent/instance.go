@@ -1,0 +1,231 @@
+package agent
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/tideml/tide/api"
+)
+
+// instanceAgent is what an agent does on a compute instance's node: run
+// its setup scripts, run Jupyter, and measure activity for idle shutdown.
+type instanceAgent struct {
+	a     *agent
+	setup *api.InstanceSetup
+	cpu   cpuSampler
+
+	mu      sync.Mutex
+	jupyter api.JupyterServer
+}
+
+// startInstance begins the instance's work once per agent process: a
+// re-registration after a reconnect does not run the scripts again.
+func (a *agent) startInstance(ctx context.Context, su *api.InstanceSetup) {
+	a.instanceOnce.Do(func() {
+		ia := &instanceAgent{a: a, setup: su, cpu: cpuSampler{root: os.Getpid()}}
+		a.inst.Store(ia)
+		a.wg.Go(func() { ia.run(ctx) })
+	})
+}
+
+func (ia *instanceAgent) run(ctx context.Context) {
+	// The creation script runs once per disk: a marker in the node folder
+	// (kept across stop and start) says it succeeded.
+	marker := filepath.Join(ia.a.cfg.Dir, ".tide", "creation-script.done")
+	if s := ia.setup.CreationScript; s != nil {
+		if _, err := os.Stat(marker); err != nil {
+			if !ia.script(ctx, "creation_script", s) {
+				return
+			}
+			_ = os.WriteFile(marker, []byte(time.Now().UTC().Format(time.RFC3339)+"\n"), 0o644)
+		}
+	}
+	if s := ia.setup.StartupScript; s != nil && !ia.script(ctx, "startup_script", s) {
+		return
+	}
+	ia.runJupyter(ctx)
+}
+
+// script runs one setup script in the node folder and reports it; it
+// reports whether it succeeded.
+func (ia *instanceAgent) script(ctx context.Context, name string, s *api.SetupScript) bool {
+	dir := filepath.Join(ia.a.cfg.Dir, ".tide", "setup")
+	_ = os.MkdirAll(dir, 0o755)
+	args := []string{"-c", s.Command}
+	if s.Command == "" {
+		file := filepath.Join(dir, name+".sh")
+		if err := os.WriteFile(file, []byte(s.Content), 0o755); err != nil {
+			ia.report(ctx, api.SetupReport{Script: name, Status: "Failed", Error: err.Error()})
+			return false
+		}
+		args = []string{file}
+	}
+	timeout := time.Duration(s.TimeoutMinutes) * time.Minute
+	if timeout <= 0 {
+		timeout = 60 * time.Minute
+	}
+	sctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var out bytes.Buffer
+	cmd := exec.CommandContext(sctx, "bash", args...)
+	cmd.Dir = ia.a.cfg.Dir
+	cmd.Stdout, cmd.Stderr = &out, &out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	ia.report(ctx, api.SetupReport{Script: name, Status: "Running"})
+	err := cmd.Run()
+	_ = os.WriteFile(filepath.Join(dir, name+".log"), out.Bytes(), 0o644)
+	rep := api.SetupReport{Script: name, Status: "Succeeded", Log: out.String()}
+	if err != nil {
+		rep.Status, rep.Error = "Failed", err.Error()
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			code := ee.ExitCode()
+			rep.ExitCode = &code
+		}
+		if sctx.Err() == context.DeadlineExceeded {
+			rep.Error = fmt.Sprintf("timed out after %s (timeout_minutes)", timeout)
+		}
+	}
+	ia.report(ctx, rep)
+	return err == nil
+}
+
+func (ia *instanceAgent) report(ctx context.Context, rep api.SetupReport) {
+	err := ia.a.retry(ctx, "reporting "+rep.Script, func(rctx context.Context) error {
+		return ia.a.client.postJSON(rctx, "/v1/agent/setup", rep, nil)
+	})
+	if err != nil {
+		ia.a.log.WarnContext(ctx, "setup report lost", slog.String("script", rep.Script), slog.Any("error", err))
+	}
+}
+
+// runJupyter runs Debian's jupyter-notebook on a free port of the node's
+// address, serving the node folder under the path the server proxies,
+// until ctx ends. Without it the application is reported unavailable.
+func (ia *instanceAgent) runJupyter(ctx context.Context) {
+	bin, err := exec.LookPath("jupyter-notebook")
+	if err != nil {
+		ia.setJupyter(api.JupyterServer{Reason: "jupyter-notebook is not installed on the node (Debian: apt-get install jupyter-notebook)"})
+		return
+	}
+	port, err := freePort()
+	if err != nil {
+		ia.setJupyter(api.JupyterServer{Reason: "no free port: " + err.Error()})
+		return
+	}
+	b := make([]byte, 24)
+	_, _ = rand.Read(b)
+	token := hex.EncodeToString(b)
+	logf, err := os.OpenFile(filepath.Join(ia.a.cfg.Dir, "jupyter.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		ia.setJupyter(api.JupyterServer{Reason: err.Error()})
+		return
+	}
+	defer logf.Close()
+	args := []string{"--no-browser", "--ip=" + cmp.Or(ia.a.cfg.Address, "127.0.0.1"), "--port=" + strconv.Itoa(port), "--port-retries=0",
+		"--notebook-dir=" + ia.a.cfg.Dir, "--NotebookApp.base_url=" + ia.setup.JupyterBaseURL,
+		// The server proxies with its own credentials and removes Origin.
+		"--NotebookApp.allow_origin=*"}
+	if os.Geteuid() == 0 {
+		// Jupyter refuses root unless told: the agent (and so its user's
+		// shell and jobs) runs as root on this node already.
+		args = append(args, "--allow-root")
+	}
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Dir = ia.a.cfg.Dir
+	// The token goes through the environment, not argv (readable by all).
+	cmd.Env = append(os.Environ(), "JUPYTER_TOKEN="+token, "HOME="+ia.a.cfg.Dir)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM) }
+	cmd.WaitDelay = 5 * time.Second
+	if err := cmd.Start(); err != nil {
+		ia.setJupyter(api.JupyterServer{Reason: "starting jupyter-notebook: " + err.Error()})
+		return
+	}
+	ia.setJupyter(api.JupyterServer{Port: port, Token: token})
+	err = cmd.Wait()
+	if ctx.Err() == nil {
+		ia.setJupyter(api.JupyterServer{Reason: fmt.Sprintf("jupyter-notebook exited (%v); see %s", err, filepath.Join(ia.a.cfg.Dir, "jupyter.log"))})
+	}
+}
+
+func (ia *instanceAgent) setJupyter(j api.JupyterServer) {
+	ia.mu.Lock()
+	ia.jupyter = j
+	ia.mu.Unlock()
+	if j.Reason != "" {
+		ia.a.log.Info("jupyter unavailable", slog.String("reason", j.Reason))
+	}
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// activity measures what keeps the instance busy, for the heartbeat.
+func (ia *instanceAgent) activity(ctx context.Context) *api.NodeActivity {
+	act := &api.NodeActivity{CPUPercent: ia.cpu.sample(time.Now())}
+	ia.mu.Lock()
+	j := ia.jupyter
+	ia.mu.Unlock()
+	act.Jupyter = &j
+	if j.Port != 0 {
+		ia.kernels(ctx, j, act)
+	}
+	return act
+}
+
+// kernels reads Jupyter's kernel list: each kernel's execution state and
+// open connections.
+func (ia *instanceAgent) kernels(ctx context.Context, j api.JupyterServer, act *api.NodeActivity) {
+	kctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	url := fmt.Sprintf("http://127.0.0.1:%d%sapi/kernels", j.Port, ia.setup.JupyterBaseURL)
+	req, err := http.NewRequestWithContext(kctx, http.MethodGet, url, nil)
+	if err != nil {
+		return
+	}
+	req.Header.Set("Authorization", "token "+j.Token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return // starting: no kernels yet
+	}
+	defer resp.Body.Close()
+	var ks []struct {
+		ExecutionState string `json:"execution_state"`
+		Connections    int    `json:"connections"`
+	}
+	if resp.StatusCode != 200 || json.NewDecoder(resp.Body).Decode(&ks) != nil {
+		return
+	}
+	act.Kernels = len(ks)
+	for _, k := range ks {
+		if k.ExecutionState == "busy" {
+			act.KernelsBusy++
+		}
+		act.Connections += k.Connections
+	}
+}
