@@ -103,6 +103,19 @@ func (p *printer) instanceDetails(c *api.Compute) []kv {
 		}
 		lines = append(lines, kv{"application " + a.DisplayName, v})
 	}
+	for _, r := range in.Setup {
+		v := r.Status
+		if r.ExitCode != nil {
+			v += fmt.Sprintf(" (exit %d)", *r.ExitCode)
+		}
+		if r.Error != "" {
+			v += ": " + r.Error
+		}
+		if r.Status == "Failed" && r.Log != "" {
+			v += "\n" + strings.TrimRight(indent(lastLines(r.Log, 20)), "\n")
+		}
+		lines = append(lines, kv{r.Script, v})
+	}
 	if cn := in.Connection; cn != nil {
 		lines = append(lines, kv{"node", cn.Node}, kv{"address", cn.Address}, kv{"ssh", cn.SSH})
 	}
@@ -154,4 +167,13 @@ func describeSchedule(action string, s api.StartStopSchedule, p *printer) string
 		}
 	}
 	return s2
+}
+
+// lastLines keeps the last n lines of s.
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = append([]string{"..."}, lines[len(lines)-n:]...)
+	}
+	return strings.Join(lines, "\n")
 }
