@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -161,10 +160,7 @@ func describeSchedule(action string, s api.StartStopSchedule, p *printer) string
 	if s.State == "disabled" {
 		s2 += ", disabled"
 	} else if !s.NextRun.IsZero() {
-		s2 += ", next " + s.NextRun.Format(time.RFC3339)
-		if p != nil {
-			s2 += " (" + p.when(s.NextRun) + ")"
-		}
+		s2 += ", next " + p.when(s.NextRun)
 	}
 	return s2
 }
