@@ -46,7 +46,8 @@ func waitState(t *testing.T, in *instance, name, state string, d time.Duration) 
 	waitFor(t, "instance "+name+" "+state, d, func() bool {
 		var err error
 		c, err = in.client.Compute(context.Background(), "default", name)
-		if err == nil && (c.Instance.State == api.InstanceSetupFailed || c.Instance.State == api.InstanceUnusable) && state != c.Instance.State {
+		up := state == api.InstanceRunning || state == api.InstanceSettingUp
+		if err == nil && up && (c.Instance.State == api.InstanceSetupFailed || c.Instance.State == api.InstanceUnusable) {
 			t.Fatalf("instance is %s: %+v", c.Instance.State, c.Instance.Setup)
 		}
 		return err == nil && c.Instance.State == state
