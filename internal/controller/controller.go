@@ -25,6 +25,7 @@ import (
 	"github.com/tideml/tide/internal/autoscaler"
 	"github.com/tideml/tide/internal/catalog"
 	"github.com/tideml/tide/internal/config"
+	"github.com/tideml/tide/internal/metrics"
 	"github.com/tideml/tide/internal/provider"
 	"github.com/tideml/tide/internal/scheduler"
 	"github.com/tideml/tide/internal/service"
@@ -39,6 +40,7 @@ type Controller struct {
 	providers map[string]provider.Provider // by location name
 	runtimes  map[string]string            // by location name
 	hub       *Hub
+	stats     *metrics.Metrics
 	changes   *Broadcast
 	log       *slog.Logger
 	now       func() time.Time
@@ -87,13 +89,15 @@ type Options struct {
 	// math/rand/v2.
 	Rand      func() float64
 	NodeToken func(nodeID string) string
+	// Metrics counts controller turns; nil counts nothing.
+	Metrics *metrics.Metrics
 }
 
 // New returns a controller.
 func New(o Options) *Controller {
 	c := &Controller{
 		store: &writeCounter{Store: o.Store}, catalog: o.Catalog, cfg: o.Config, providers: o.Providers,
-		hub: o.Hub, changes: o.Changes, log: o.Log, now: o.Now, nodeToken: o.NodeToken,
+		hub: o.Hub, changes: o.Changes, log: o.Log, now: o.Now, nodeToken: o.NodeToken, stats: o.Metrics,
 		policies:   autoscaler.BuiltinPolicies(),
 		gaps:       newGapTracker(0),
 		kick:       make(chan struct{}, 1),
@@ -143,7 +147,9 @@ func (c *Controller) Run(ctx context.Context) error {
 	var timer *time.Timer
 	var timerC <-chan time.Time
 	for {
+		began := time.Now()
 		wake, err := c.Step(ctx)
+		c.stats.Turn(time.Since(began))
 		if err != nil && ctx.Err() == nil {
 			c.log.Error("controller step", "err", err)
 		}

@@ -67,7 +67,7 @@ func (s *Server) mux() http.Handler {
 	mux := http.NewServeMux()
 	for _, rt := range s.routes() {
 		rt := rt
-		mux.HandleFunc(rt.method+" "+rt.pattern, s.wrap(rt))
+		mux.HandleFunc(rt.method+" "+rt.pattern, s.measure(rt, s.wrap(rt)))
 	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, &api.Problem{Status: 404, Code: "RouteNotFound", Title: "Not Found",

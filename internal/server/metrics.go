@@ -1,7 +1,11 @@
 package server
 
 import (
+	"bufio"
 	"context"
+	"errors"
+	"net"
+	"net/http"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -72,4 +76,66 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	for k, v := range counts {
 		ch <- prometheus.MustNewConstMetric(c.jobs, prometheus.GaugeValue, float64(v), k[0], k[1], k[2])
 	}
+}
+
+// measure times a route's requests for tide_http_request_duration_seconds,
+// labelled with the route's pattern (not the path, which would make a
+// series per job).
+func (s *Server) measure(rt route, h http.HandlerFunc) http.HandlerFunc {
+	if s.stats == nil {
+		return h
+	}
+	return func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w}
+		h(sw, r)
+		s.stats.Request(rt.pattern, rt.method, sw.code(), time.Since(start))
+	}
+}
+
+// statusWriter records the status code a handler wrote. It passes on
+// Flush (server-sent events) and Hijack (upgraded connections).
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *statusWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (w *statusWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	if h, ok := w.ResponseWriter.(http.Hijacker); ok {
+		if w.status == 0 {
+			w.status = http.StatusSwitchingProtocols
+		}
+		return h.Hijack()
+	}
+	return nil, nil, errors.New("the connection cannot be taken over")
+}
+
+// Unwrap lets http.ResponseController reach the connection's writer.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+func (w *statusWriter) code() int {
+	if w.status == 0 {
+		return http.StatusOK
+	}
+	return w.status
 }

@@ -32,6 +32,7 @@ import (
 	"github.com/tideml/tide/internal/config"
 	"github.com/tideml/tide/internal/controller"
 	"github.com/tideml/tide/internal/dockerengine"
+	"github.com/tideml/tide/internal/metrics"
 	"github.com/tideml/tide/internal/provider"
 	"github.com/tideml/tide/internal/provider/builtin"
 	"github.com/tideml/tide/internal/service"
@@ -50,6 +51,7 @@ type Server struct {
 	hub      *controller.Hub
 	changes  *controller.Broadcast
 	metrics  http.Handler
+	stats    *metrics.Metrics
 	tokens   sync.Map // token hash -> principal
 	nodeKey  []byte
 	repl     *replication // nil: the store is not shared; this server leads
@@ -93,7 +95,12 @@ func New(ctx context.Context, cfg config.Server, log *slog.Logger) (*Server, err
 		st.Close()
 		return nil, err
 	}
-	s.svc = &service.Service{Store: st, Catalog: cat, Config: cfg, Log: log, Blobs: s.blobs, DockerEngine: dockerengine.New("").Ping, HostGPUs: hostGPUs, Now: cfg.Clock}
+	reg := prometheus.NewRegistry()
+	s.stats = metrics.New(reg)
+	// The service and the controller write through a store that counts
+	// what each committed transaction did (internal/metrics).
+	counted := metrics.Observe(st, s.stats)
+	s.svc = &service.Service{Store: counted, Catalog: cat, Config: cfg, Log: log, Blobs: s.blobs, DockerEngine: dockerengine.New("").Ping, HostGPUs: hostGPUs, Now: cfg.Clock}
 	if err := s.svc.Bootstrap(ctx); err != nil {
 		st.Close()
 		return nil, fmt.Errorf("bootstrapping store: %w", err)
@@ -111,8 +118,8 @@ func New(ctx context.Context, cfg config.Server, log *slog.Logger) (*Server, err
 		}
 		providers[l.Name] = p
 	}
-	s.ctrl = controller.New(controller.Options{Store: st, Catalog: cat, Config: cfg, Providers: providers,
-		Hub: s.hub, Changes: s.changes, Log: log.With("component", "controller"), NodeToken: s.nodeToken, Now: cfg.Clock})
+	s.ctrl = controller.New(controller.Options{Store: counted, Catalog: cat, Config: cfg, Providers: providers,
+		Hub: s.hub, Changes: s.changes, Log: log.With("component", "controller"), NodeToken: s.nodeToken, Now: cfg.Clock, Metrics: s.stats})
 	if c, ok := st.(store.Cluster); ok {
 		s.repl = newReplication(s, c)
 		s.hub.Relay = s.repl.relay
@@ -124,7 +131,6 @@ func New(ctx context.Context, cfg config.Server, log *slog.Logger) (*Server, err
 			s.repl.changedLocally()
 		}
 	}
-	reg := prometheus.NewRegistry()
 	reg.MustRegister(prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}), newCollector(st),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name:        "tide_leader",
