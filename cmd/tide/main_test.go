@@ -247,6 +247,10 @@ func condition(cond string) (bool, error) {
 	switch cond {
 	case "ml":
 		return os.Getenv("CI") != "" || demo.MLMissing() == "", nil
+	case "jupyter":
+		// CI installs Debian's jupyter-notebook; elsewhere it may be absent.
+		_, err := exec.LookPath("jupyter-notebook")
+		return os.Getenv("CI") != "" || err == nil, nil
 	}
 	return false, fmt.Errorf("unknown condition %q", cond)
 }

@@ -416,6 +416,7 @@ func (j *job) path(what string) string {
 //	AZURE_ML_INPUT_<name>, AZURE_ML_OUTPUT_<name>   input values, output folders
 //	TIDE_WORKSPACE, TIDE_JOB_NAME, TIDE_ATTEMPT, TIDE_NODE_ID, TIDE_NODE_RANK,
 //	TIDE_NODE_COUNT, TIDE_OUTPUTS_DIR, TIDE_LOGS_DIR, TIDE_CHECKPOINT_DIR
+//	TIDE_NODE_DIR                  the node's folder (a compute instance's home, kept across stop and start)
 //
 // A registered environment's tide block (variables, PATH) applies before
 // the user's environment_variables; launcher variables (MASTER_ADDR, RANK,
@@ -458,6 +459,7 @@ func (j *job) environ(inherit bool) (map[string]string, error) {
 		"TIDE_OUTPUTS_DIR":           j.outputsDir,
 		"TIDE_LOGS_DIR":              j.logsDir,
 		"TIDE_CHECKPOINT_DIR":        j.checkpointDir,
+		"TIDE_NODE_DIR":              j.a.cfg.Dir,
 	}
 	if len(as.Nodes) > 0 {
 		set["AZ_BATCH_HOST_LIST"] = strings.Join(as.Nodes, ",")

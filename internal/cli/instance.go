@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -103,6 +102,19 @@ func (p *printer) instanceDetails(c *api.Compute) []kv {
 		}
 		lines = append(lines, kv{"application " + a.DisplayName, v})
 	}
+	for _, r := range in.Setup {
+		v := r.Status
+		if r.ExitCode != nil {
+			v += fmt.Sprintf(" (exit %d)", *r.ExitCode)
+		}
+		if r.Error != "" {
+			v += ": " + r.Error
+		}
+		if r.Status == "Failed" && r.Log != "" {
+			v += "\n" + strings.TrimRight(indent(lastLines(r.Log, 20)), "\n")
+		}
+		lines = append(lines, kv{r.Script, v})
+	}
 	if cn := in.Connection; cn != nil {
 		lines = append(lines, kv{"node", cn.Node}, kv{"address", cn.Address}, kv{"ssh", cn.SSH})
 	}
@@ -148,10 +160,16 @@ func describeSchedule(action string, s api.StartStopSchedule, p *printer) string
 	if s.State == "disabled" {
 		s2 += ", disabled"
 	} else if !s.NextRun.IsZero() {
-		s2 += ", next " + s.NextRun.Format(time.RFC3339)
-		if p != nil {
-			s2 += " (" + p.when(s.NextRun) + ")"
-		}
+		s2 += ", next " + p.when(s.NextRun)
 	}
 	return s2
+}
+
+// lastLines keeps the last n lines of s.
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = append([]string{"..."}, lines[len(lines)-n:]...)
+	}
+	return strings.Join(lines, "\n")
 }

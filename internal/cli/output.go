@@ -150,6 +150,9 @@ func (p *printer) when(t time.Time) string {
 	if t.IsZero() {
 		return ""
 	}
+	if t.After(p.now) {
+		return fmt.Sprintf("%s (in %s)", t.In(p.loc).Format(time.DateTime), age(t.Sub(p.now)))
+	}
 	return fmt.Sprintf("%s (%s ago)", t.In(p.loc).Format(time.DateTime), age(p.now.Sub(t)))
 }
 

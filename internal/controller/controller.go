@@ -979,6 +979,13 @@ func (c *Controller) status(ctx context.Context, s *snapshot, plan autoscaler.Re
 		k := key(cp.Workspace, cp.Name)
 		current, counts := autoscaler.Counts(byCompute[k])
 		target, ok := plan.Targets[k]
+		if cp.IsInstance() {
+			// An instance's one node is wanted while it is to run.
+			target, ok = 0, true
+			if cp.Instance.Desired != api.InstanceStopped && cp.ProvisioningState != api.ProvisioningDeleting {
+				target = 1
+			}
+		}
 		if !ok {
 			target = cp.TargetNodeCount
 			if cp.ProvisioningState == api.ProvisioningDeleting {

@@ -109,6 +109,10 @@ func Run(ctx context.Context, o Options) (err error) {
 	defer cleanup(c, ws, cluster.Name, say)
 	say("created compute %s: %s, min_instances 0, max_instances 2, idle_time_before_scale_down %ds", cluster.Name, cluster.Size, o.IdleSeconds)
 
+	if err := startInstance(ctx, c, ws, say); err != nil {
+		return err
+	}
+
 	watch := newWatcher(c, ws, cluster.Name, say)
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
@@ -203,6 +207,9 @@ func Run(ctx context.Context, o Options) (err error) {
 	}
 	stopWatch()
 	watch.wait()
+	if err := finishInstance(ctx, c, ws, say); err != nil {
+		return err
+	}
 	summary(out, jobs, watch, time.Since(start))
 	if failed > 0 {
 		return fmt.Errorf("%d demo job(s) did not complete", failed)

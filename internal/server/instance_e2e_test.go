@@ -46,7 +46,8 @@ func waitState(t *testing.T, in *instance, name, state string, d time.Duration) 
 	waitFor(t, "instance "+name+" "+state, d, func() bool {
 		var err error
 		c, err = in.client.Compute(context.Background(), "default", name)
-		if err == nil && (c.Instance.State == api.InstanceSetupFailed || c.Instance.State == api.InstanceUnusable) && state != c.Instance.State {
+		up := state == api.InstanceRunning || state == api.InstanceSettingUp
+		if err == nil && up && (c.Instance.State == api.InstanceSetupFailed || c.Instance.State == api.InstanceUnusable) {
 			t.Fatalf("instance is %s: %+v", c.Instance.State, c.Instance.Setup)
 		}
 		return err == nil && c.Instance.State == state
@@ -315,4 +316,90 @@ func jupyterRunsOnePlusOne(t *testing.T, in *instance, c *api.Compute, token str
 		t.Fatalf("deleting the kernel: %v %v", resp, err)
 	}
 	resp.Body.Close()
+}
+
+// A paused cluster (max_instances 0) queues a job with the reason and runs
+// it when its schedule raises max_instances, at a virtual 08:00; an
+// instance whose creation script fails is SetupFailed with the script's
+// log, and a job for it waits saying so.
+func TestPausedClusterScheduleAndFailedSetup(t *testing.T) {
+	dir := t.TempDir()
+	tomorrow := time.Now().UTC().AddDate(0, 0, 1)
+	virtual := time.Date(tomorrow.Year(), tomorrow.Month(), tomorrow.Day(), 7, 59, 55, 0, time.UTC)
+	offset := time.Until(virtual)
+	in := startWith(t, dir, "", "", func(cfg *config.Server) {
+		cfg.Clock = func() time.Time { return time.Now().Add(offset) }
+	})
+	defer func() { cleanup(t, in) }()
+	ctx := context.Background()
+
+	createCompute(t, in, `name: paused
+type: amlcompute
+max_instances: 0
+tide:
+  schedules:
+    - trigger: {type: cron, expression: "0 8 * * *", time_zone: UTC}
+      max_instances: 2
+`)
+	j := submit(t, in, "command: echo ran\ncompute: azureml:paused\n")
+	waitFor(t, "the paused reason", 10*time.Second, func() bool {
+		got, _ := in.client.Job(ctx, "default", j.Name)
+		return got != nil && got.Status == api.JobQueued &&
+			strings.Contains(got.PendingReason, "compute paused: max_instances is 0; a schedule raises it at "+virtual.Add(5*time.Second).Format(time.RFC3339))
+	})
+	if got := waitJob(t, in, j.Name, 90*time.Second); got.Status != api.JobCompleted {
+		t.Fatalf("job on the resumed cluster: %s %s", got.Status, got.Error)
+	}
+	c := instanceState(t, in, "paused")
+	if c.MaxInstances != 2 {
+		t.Fatalf("max_instances after the schedule: %d", c.MaxInstances)
+	}
+	if evs, _ := in.client.ComputeEvents(ctx, "default", "paused"); !hasEvent(evs, "Schedule", "set min_instances 0, max_instances 2 (were 0, 0)") {
+		t.Fatalf("no schedule event: %+v", evs)
+	}
+
+	createCompute(t, in, `name: ci-broken
+type: computeinstance
+setup_scripts:
+  creation_script:
+    command: "echo installing; echo no such package >&2; exit 3"
+`)
+	c = waitState(t, in, "ci-broken", api.InstanceSetupFailed, 60*time.Second)
+	run := c.Instance.Setup[len(c.Instance.Setup)-1]
+	if run.Script != "creation_script" || run.ExitCode == nil || *run.ExitCode != 3 || !strings.Contains(run.Log, "installing\nno such package") {
+		t.Fatalf("failed setup recorded as %+v", run)
+	}
+	broken := submit(t, in, "command: echo never\ncompute: azureml:ci-broken\n")
+	waitFor(t, "the SetupFailed reason", 10*time.Second, func() bool {
+		got, _ := in.client.Job(ctx, "default", broken.Name)
+		return got != nil && strings.Contains(got.PendingReason, "ci-broken is SetupFailed")
+	})
+	// Jupyter on an instance that is not running says how to fix it.
+	if _, err := in.client.InstanceOperation(ctx, "default", "ci-broken", "stop"); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, in, "ci-broken", api.InstanceStopped, 60*time.Second)
+	req, _ := http.NewRequest("GET", in.cfg.AdvertiseURL+"/v1/workspaces/default/instances/ci-broken/jupyter/api/kernels", nil)
+	req.Header.Set("Authorization", "Bearer "+in.srv.AdminToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 409 || !strings.Contains(string(b), "instance is Stopped; start it with tide compute start ci-broken") {
+		t.Fatalf("Jupyter on a stopped instance: %d %s", resp.StatusCode, b)
+	}
+	// Deleting the instance removes its kept disk.
+	nodeDir := filepath.Join(dir, "locations", "local", "nodes", service.InstanceNodeID("default", "ci-broken"))
+	if _, err := os.Stat(filepath.Join(nodeDir, ".tide", "setup", "creation_script.log")); err != nil {
+		t.Fatalf("the stopped instance's disk: %v", err)
+	}
+	if err := in.client.DeleteCompute(ctx, "default", "ci-broken"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the disk removed", 30*time.Second, func() bool {
+		_, err := os.Stat(nodeDir)
+		return os.IsNotExist(err)
+	})
 }
