@@ -137,17 +137,17 @@ func Factory(name string, settings map[string]any, deps provider.Deps) (provider
 			}
 			cfg.DataDir = s
 		case "gpus":
-			ids, auto, err := parseGPUs(v)
+			ids, err := provider.ParseGPUs(v)
 			if err != nil {
 				return nil, err
 			}
-			cfg.GPUs, detect = ids, auto
+			cfg.GPUs, detect = ids, false
 		default:
 			return nil, fmt.Errorf("%s: unknown setting of the local provider; known: agent_command, grace_period, data_dir, gpus", k)
 		}
 	}
 	if detect {
-		cfg.GPUs = detectGPUs()
+		cfg.GPUs = provider.DetectGPUs()
 	}
 	return New(cfg)
 }
