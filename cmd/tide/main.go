@@ -5,7 +5,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -54,9 +53,9 @@ func runAgent(ctx context.Context, args []string, log *slog.Logger) error {
 	if err != nil {
 		return &cli.UsageError{Err: err}
 	}
-	token := os.Getenv(agent.TokenEnv)
-	if token == "" {
-		return &cli.UsageError{Err: fmt.Errorf("%s: not set; providers pass the node's token in it", agent.TokenEnv)}
+	token, err := agent.TakeToken(os.Args)
+	if err != nil {
+		return &cli.UsageError{Err: err}
 	}
 	cfg := f.Config(token)
 	cfg.Logger = log

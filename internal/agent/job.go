@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -434,10 +435,15 @@ func (j *job) environ(inherit bool) (map[string]string, error) {
 		if !inherit {
 			break
 		}
-		k, v, _ := strings.Cut(kv, "=")
-		env[k] = v
+		if k, v, _ := strings.Cut(kv, "="); inheritable(k) {
+			env[k] = v
+		}
 	}
-	delete(env, TokenEnv)
+	if inherit {
+		// The job's own home on the node, not the agent's (whose HOME
+		// holds the CLI's configuration and its token).
+		env["HOME"] = j.a.home()
+	}
 	if err := hostEnvironment(j.as.Environment, env, filepath.Join(j.dir, ".tide", "bin"), inherit); err != nil {
 		return nil, err
 	}
@@ -495,6 +501,32 @@ func (j *job) environ(inherit bool) (map[string]string, error) {
 		env[k] = v
 	}
 	return env, nil
+}
+
+// inheritedEnv are the agent's environment variables a job on the host
+// inherits: what programs need to run (search path, locale, time zone,
+// temporary folder, proxies, certificates, libraries, thread settings),
+// never the server's or the agent's own (TIDE_*, XDG_*, HOME, tokens,
+// credentials a provider or the operator's shell passed).
+var inheritedEnv = []string{"PATH", "LANG", "LANGUAGE", "TZ", "TMPDIR", "TERM", "USER", "LOGNAME", "SHELL",
+	"LD_LIBRARY_PATH", "http_proxy", "https_proxy", "no_proxy", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY",
+	"SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "NODE_EXTRA_CA_CERTS"}
+
+// inheritedPrefixes are families of settings jobs inherit: locale, and the
+// math and GPU libraries' (OPENBLAS_CORETYPE avoids wrong results on some
+// processors).
+var inheritedPrefixes = []string{"LC_", "OPENBLAS_", "OMP_", "MKL_", "CUDA_", "NVIDIA_"}
+
+func inheritable(k string) bool {
+	if slices.Contains(inheritedEnv, k) {
+		return true
+	}
+	for _, p := range inheritedPrefixes {
+		if strings.HasPrefix(k, p) {
+			return true
+		}
+	}
+	return false
 }
 
 // envList is env with extra on top, as sorted KEY=value lines.

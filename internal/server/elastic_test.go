@@ -19,7 +19,6 @@ import (
 	"time"
 
 	"github.com/tideml/tide/api"
-	"github.com/tideml/tide/internal/agent"
 	"github.com/tideml/tide/internal/config"
 	"github.com/tideml/tide/internal/service"
 )
@@ -127,7 +126,7 @@ func TestPreemptionResumesFromCheckpoint(t *testing.T) {
 
 	// A node reads and writes the checkpoints and artifacts of its own
 	// jobs only: dn, with its real token, is refused those of j.
-	token := agentToken(t, dn)
+	token := in.srv.NodeToken(dn.ID)
 	id := url.PathEscape(service.AssignmentID("default", j.Name, 2))
 	for _, method := range []string{"PUT /checkpoint", "GET /checkpoint", "PUT /artifacts"} {
 		verb, what, _ := strings.Cut(method, " ")
@@ -146,25 +145,6 @@ func TestPreemptionResumesFromCheckpoint(t *testing.T) {
 }
 
 // agentToken reads a local node's token from its agent's environment.
-func agentToken(t *testing.T, n api.Node) string {
-	t.Helper()
-	pid, ok := strings.CutPrefix(n.ProviderID, "pid:")
-	if !ok {
-		t.Fatalf("node %s: provider id %q is not a pid", n.ID, n.ProviderID)
-	}
-	env, err := os.ReadFile("/proc/" + pid + "/environ")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, kv := range strings.Split(string(env), "\x00") {
-		if v, ok := strings.CutPrefix(kv, agent.TokenEnv+"="); ok {
-			return v
-		}
-	}
-	t.Fatalf("node %s: no %s in its agent's environment", n.ID, agent.TokenEnv)
-	return ""
-}
-
 func TestRetriesByCause(t *testing.T) {
 	in, _ := newServer(t)
 	createCompute(t, in, cluster)

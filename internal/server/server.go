@@ -220,6 +220,10 @@ func randomHex(n int) string {
 
 // nodeToken signs a node id: "node.<id>.<mac>". Nothing is stored, and a
 // token stops working when its node is deleted.
+// NodeToken is the bearer token node id's agent authenticates with, as
+// its provider passes it (for tests that act as a node).
+func (s *Server) NodeToken(id string) string { return s.nodeToken(id) }
+
 func (s *Server) nodeToken(id string) string {
 	m := hmac.New(sha256.New, s.nodeKey)
 	m.Write([]byte(id))

@@ -1,0 +1,87 @@
+package server_test
+
+import (
+	"context"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tideml/tide/api"
+	"github.com/tideml/tide/internal/config"
+)
+
+// nodeTokenRE matches a node token (node.<id>.<HMAC>).
+var nodeTokenRE = regexp.MustCompile(`node\.[A-Za-z0-9_.-]+\.[0-9a-f]{64}`)
+
+// TestJobCannotReadTokens (issue 21, defect 14): a job looks where a token
+// used to be within its reach (its HOME's CLI configuration, its parent
+// agent's environment, every process's environment) and prints what it
+// finds; its log must hold neither the admin token nor any node token.
+// (Only its own ancestors are searched: other tests' agents may run on the
+// machine meanwhile.)
+// Before the fix the agent kept its token in its environment, readable in
+// /proc/$PPID/environ, and jobs inherited the server's HOME.
+func TestJobCannotReadTokens(t *testing.T) {
+	runtimes := []string{"process"}
+	if _, err := exec.LookPath("bwrap"); err == nil {
+		runtimes = append(runtimes, "sandbox")
+	}
+	for _, rt := range runtimes {
+		t.Run(rt, func(t *testing.T) {
+			dir := t.TempDir()
+			in := startWith(t, dir, "", "", func(c *config.Server) {
+				c.Locations = append(c.Locations, config.Location{Name: "probe", Provider: "local", Runtime: rt,
+					Settings: map[string]any{"agent_command": []any{tideBin, "agent"}, "grace_period": "5s", "data_dir": filepath.Join(dir, "probe")}})
+			})
+			t.Cleanup(func() { cleanup(t, in) })
+			createCompute(t, in, "name: probe\ntype: amlcompute\nsize: Standard_DS3_v2\nlocation: probe\nmax_instances: 1\n")
+			probe := `echo "home=$HOME"
+cat "$HOME/.config/tide/config.json" 2>&1
+echo "--- parent"
+tr '\0' '\n' < /proc/$PPID/environ 2>&1
+echo "--- ancestors"
+p=$PPID
+while [ "$p" -gt 1 ]; do tr '\0' '\n' < "/proc/$p/environ" 2>/dev/null | grep -E 'TOKEN|node[.]'; p=$(awk '{print $4}' "/proc/$p/stat"); done
+echo "--- env"
+env | sort
+echo probe-done`
+			j := submit(t, in, "command: |\n"+indentLines(probe, "  ")+"compute: probe\n")
+			done := waitJob(t, in, j.Name, 90*time.Second)
+			if done.Status != api.JobCompleted {
+				t.Fatalf("probe job: %s (%s)", done.Status, done.Error)
+			}
+			lines, err := in.client.Logs(context.Background(), "default", j.Name, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var out strings.Builder
+			for _, l := range lines {
+				out.WriteString(l.Text + "\n")
+			}
+			log := out.String()
+			if !strings.Contains(log, "probe-done") {
+				t.Fatalf("the probe did not finish:\n%s", log)
+			}
+			if strings.Contains(log, in.srv.AdminToken) {
+				t.Errorf("the job read the admin token:\n%s", log)
+			}
+			if m := nodeTokenRE.FindString(log); m != "" || strings.Contains(log, "TIDE_AGENT_TOKEN=") {
+				t.Errorf("the job read a node token (%s):\n%s", m, log)
+			}
+			if strings.Contains(log, "XDG_CONFIG_HOME=") || strings.Contains(log, "TIDE_TEST") {
+				t.Errorf("the job inherited the server's own settings:\n%s", log)
+			}
+		})
+	}
+}
+
+func indentLines(s, prefix string) string {
+	var b strings.Builder
+	for _, l := range strings.Split(s, "\n") {
+		b.WriteString(prefix + l + "\n")
+	}
+	return b.String()
+}
