@@ -387,3 +387,20 @@ func (c *Client) OpenArtifact(ctx context.Context, ws, job, path string) (body i
 	}
 	return resp.Body, resp.ContentLength, nil
 }
+
+// Cost reports what a workspace cost since a time ("" for all), grouped
+// by one of CostGroups.
+func (c *Client) Cost(ctx context.Context, ws, by, since string) (*CostReport, error) {
+	q := url.Values{}
+	if by != "" {
+		q.Set("by", by)
+	}
+	if since != "" {
+		q.Set("since", since)
+	}
+	var out CostReport
+	if _, err := c.do(ctx, http.MethodGet, v1("workspaces", ws, "cost"), q, nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}

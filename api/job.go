@@ -73,7 +73,10 @@ type Job struct {
 	// environment reference named when it was submitted; the job keeps it
 	// even if that version is deleted later.
 	ResolvedEnvironment *Environment `json:"resolved_environment,omitempty"`
-	Etag                string       `json:"etag,omitempty"`
+	// Cost is what the job's runs cost so far: its nodes' time while it
+	// ran, at its compute's price.
+	Cost *Cost  `json:"cost,omitempty"`
+	Etag string `json:"etag,omitempty"`
 }
 
 // JobRank is one node of a running or finished job attempt.
@@ -261,6 +264,9 @@ type Node struct {
 	// ActiveAt is when it last reported the node busy.
 	Activity *NodeActivity `json:"activity,omitempty"`
 	ActiveAt time.Time     `json:"active_at,omitzero"`
+	// PricePerHour is the node's price (its size's, for the compute's
+	// tier) when it was created; its cost is this times its life.
+	PricePerHour float64 `json:"price_per_hour,omitempty"`
 }
 
 // LogLine is one line of a job's log. The agent numbers the lines of one

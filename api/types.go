@@ -74,6 +74,8 @@ type Compute struct {
 	ModifiedOn        time.Time       `json:"modified_on,omitzero"`
 	Errors            []ErrorDetail   `json:"errors,omitempty"`
 	Etag              string          `json:"etag,omitempty"`
+	// Cost is what the compute's nodes cost so far, idle time included.
+	Cost *Cost `json:"cost,omitempty"`
 	// SchedulesCheckedOn is when the controller last applied the
 	// compute's schedules: a firing between then and a server start was
 	// missed and is applied once.

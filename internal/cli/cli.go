@@ -205,6 +205,7 @@ canceled), 2 usage or validation error, 3 not found.`,
 		r.versionCommand(),
 		r.simulateCommand(),
 		r.adviseCommand(),
+		r.costCommand(),
 	)
 	if r.app.Roles.Agent != nil {
 		root.AddCommand(r.agentCommand())

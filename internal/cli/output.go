@@ -208,6 +208,7 @@ func (p *printer) computeDetails(w io.Writer, c *api.Compute) {
 		{"node_state_counts", fmt.Sprintf("idle=%d running=%d preparing=%d unusable=%d leaving=%d preempted=%d",
 			n.Idle, n.Running, n.Preparing, n.Unusable, n.Leaving, n.Preempted)},
 		{"tags", joinMap(c.Tags)},
+		{"cost", costLine(c.Cost)},
 		{"created_on", p.when(c.CreatedOn)},
 		{"modified_on", p.when(c.ModifiedOn)},
 	}
@@ -366,7 +367,7 @@ func (p *printer) jobDetails(w io.Writer, j *api.Job) {
 	if !j.StartTime.IsZero() {
 		lines = append(lines, kv{"duration", p.jobDuration(j)})
 	}
-	lines = append(lines, kv{"exit_code", exit}, kv{"error", j.Error})
+	lines = append(lines, kv{"cost", costLine(j.Cost)}, kv{"exit_code", exit}, kv{"error", j.Error})
 	if r := j.Retried; r.NodeFailure+r.ExitCode > 0 {
 		onNode, onExit := j.RetryLimits()
 		lines = append(lines, kv{"retried", fmt.Sprintf("%d/%d after node failures, %d/%d after non-zero exits", r.NodeFailure, onNode, r.ExitCode, onExit)})
@@ -421,4 +422,12 @@ func (p *printer) latestEvents(w io.Writer, es []api.Event, more string) {
 	const n = 5
 	fmt.Fprintf(w, "\nlatest events (all: %s):\n", more)
 	p.eventTable(w, es[max(len(es)-n, 0):])
+}
+
+// costLine prints a cost: amount, node-hours and price.
+func costLine(c *api.Cost) string {
+	if c == nil {
+		return ""
+	}
+	return fmt.Sprintf("$%.2f (%.2f node-hours at $%.4f/hour)", c.Amount, c.NodeHours, c.PricePerHour)
 }

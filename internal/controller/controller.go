@@ -661,7 +661,7 @@ func (c *Controller) createNodes(ctx context.Context, cp *api.Compute, count int
 		n := api.Node{
 			ID: cp.Name + "-" + randomID(), Compute: cp.Name, Workspace: cp.Workspace, Location: cp.Location,
 			Provider: p.Name(), State: api.NodePreparing, CreatedOn: now, StateSince: now,
-			VCPUs: size.VCPUs, MemoryGB: size.MemoryGB, GPUs: size.GPUs,
+			VCPUs: size.VCPUs, MemoryGB: size.MemoryGB, GPUs: size.GPUs, PricePerHour: service.PricePerHour(size, cp.Tier),
 		}
 		err := c.store.Update(ctx, func(tx store.Tx) error {
 			if err := tx.PutNode(ctx, &n); err != nil {
@@ -797,14 +797,21 @@ func (c *Controller) removeNode(ctx context.Context, n api.Node, reason string) 
 	}()
 }
 
-// forget removes a node's record.
+// forget removes a node's record, keeping its life and price for cost.
 func (c *Controller) forget(ctx context.Context, id string) {
 	_ = c.store.Update(ctx, func(tx store.Tx) error {
-		err := tx.DeleteNode(ctx, id)
+		n, err := tx.GetNode(ctx, id)
 		if store.IsNotFound(err) {
 			return nil
 		}
-		return err
+		if err != nil {
+			return err
+		}
+		u := store.NodeUsage{Workspace: n.Workspace, Compute: n.Compute, Node: n.ID, Started: n.CreatedOn, Ended: c.now().UTC(), PricePerHour: n.PricePerHour}
+		if err := tx.AddNodeUsage(ctx, u); err != nil {
+			return err
+		}
+		return tx.DeleteNode(ctx, id)
 	})
 }
 

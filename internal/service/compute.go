@@ -215,6 +215,7 @@ func (s *Service) Compute(ctx context.Context, ws, name string) (*api.Compute, e
 	err := s.Store.View(ctx, func(tx store.Tx) (err error) {
 		if out, err = s.compute(ctx, tx, ws, name); err == nil {
 			s.describeInstance(ctx, tx, out)
+			out.Cost = s.computeCost(ctx, tx, out)
 		}
 		return err
 	})

@@ -199,8 +199,12 @@ func (s *Service) job(ctx context.Context, tx store.Tx, ws, name string) (*api.J
 func (s *Service) Job(ctx context.Context, ws, name string) (*api.Job, error) {
 	var out *api.Job
 	err := s.Store.View(ctx, func(tx store.Tx) (err error) {
-		if out, err = s.job(ctx, tx, ws, name); err != nil || out.Status != api.JobQueued {
+		if out, err = s.job(ctx, tx, ws, name); err != nil {
 			return err
+		}
+		out.Cost = s.jobCost(ctx, tx, out)
+		if out.Status != api.JobQueued {
+			return nil
 		}
 		return setQueuePositions(ctx, tx, ws, []api.Job{*out}, func(i, pos int) { out.QueuePosition = pos })
 	})

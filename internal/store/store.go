@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/tideml/tide/api"
 )
@@ -90,6 +91,11 @@ type Tx interface {
 	ListNodes(ctx context.Context, workspace, compute string) ([]api.Node, error)
 	PutNode(ctx context.Context, n *api.Node) error
 	DeleteNode(ctx context.Context, id string) error
+	// AddNodeUsage records the life of a removed node, for cost.
+	AddNodeUsage(ctx context.Context, u NodeUsage) error
+	// ListNodeUsage lists removed nodes of a workspace (of one compute when
+	// compute is not empty) that ended after since, oldest first.
+	ListNodeUsage(ctx context.Context, workspace, compute string, since time.Time) ([]NodeUsage, error)
 
 	// AppendLog stores lines for a job, assigning each a Seq (dense per job,
 	// from 1; the lines' Seq fields are updated). A line whose (Attempt, Node,
@@ -123,6 +129,15 @@ type JobFilter struct {
 	Keys []JobKey
 	// Limit caps the number of jobs returned (0: no cap).
 	Limit int
+}
+
+// NodeUsage is the life of a node that was removed: from its creation to
+// its removal, at its price per hour (dedicated or low-priority, the
+// server's price for its size then).
+type NodeUsage struct {
+	Workspace, Compute, Node string
+	Started, Ended           time.Time
+	PricePerHour             float64
 }
 
 // JobKey names a job.

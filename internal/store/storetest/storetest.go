@@ -53,6 +53,7 @@ func Run(t *testing.T, newDB func(t *testing.T) Opener) {
 		{"Events", testEvents},
 		{"Rollback", testRollback},
 		{"OnCommit", testOnCommit},
+		{"NodeUsage", testNodeUsage},
 		{"ViewIsReadOnly", testViewIsReadOnly},
 		{"CanceledContext", testCanceledContext},
 		{"ConcurrentUpdates", testConcurrentUpdates},
@@ -669,6 +670,49 @@ func testOnCommit(t *testing.T, open Opener) {
 	if !slices.Equal(ran, []string{"committed"}) {
 		t.Errorf("OnCommit ran %q, want only [committed]", ran)
 	}
+}
+
+// testNodeUsage: removed nodes' lives are kept per workspace and
+// compute, listed oldest first, filtered by when they ended.
+func testNodeUsage(t *testing.T, open Opener) {
+	s := openStore(t, open)
+	ctx := t.Context()
+	rows := []store.NodeUsage{
+		{Workspace: "default", Compute: "a", Node: "a-1", Started: when(0), Ended: when(10), PricePerHour: 0.5},
+		{Workspace: "default", Compute: "b", Node: "b-1", Started: when(1), Ended: when(20), PricePerHour: 1.25},
+		{Workspace: "default", Compute: "a", Node: "a-2", Started: when(5), Ended: when(30), PricePerHour: 0.5},
+		{Workspace: "other", Compute: "a", Node: "x-1", Started: when(0), Ended: when(40), PricePerHour: 9},
+	}
+	update(t, s, func(tx store.Tx) error {
+		for _, u := range rows {
+			if err := tx.AddNodeUsage(ctx, u); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	view(t, s, func(tx store.Tx) error {
+		all, err := tx.ListNodeUsage(ctx, "default", "", time.Time{})
+		if err != nil {
+			return err
+		}
+		if len(all) != 3 || all[0].Node != "a-1" || all[1].Node != "b-1" || all[2].Node != "a-2" {
+			t.Errorf("all of default = %+v, want a-1, b-1, a-2", all)
+		}
+		checkUTC(t, "started", all[1].Started, when(1))
+		checkUTC(t, "ended", all[1].Ended, when(20))
+		if all[1].PricePerHour != 1.25 || all[1].Compute != "b" || all[1].Workspace != "default" {
+			t.Errorf("b-1 = %+v", all[1])
+		}
+		a, err := tx.ListNodeUsage(ctx, "default", "a", when(15))
+		if err != nil {
+			return err
+		}
+		if len(a) != 1 || a[0].Node != "a-2" {
+			t.Errorf("compute a ended after :15 = %+v, want a-2", a)
+		}
+		return nil
+	})
 }
 
 func testSettings(t *testing.T, open Opener) {
