@@ -60,6 +60,10 @@ type AgentHeartbeat struct {
 	// Activity is what an instance's agent measured: what keeps the
 	// instance from being idle.
 	Activity *NodeActivity `json:"activity,omitempty"`
+	// Usage is what each running assignment used so far, by assignment ID.
+	Usage map[string]JobUsage `json:"usage,omitempty"`
+	// Utilization is the node's, at this heartbeat.
+	Utilization *NodeUtilization `json:"utilization,omitempty"`
 }
 
 // Assignment tells an agent to run one node's share of a job attempt.
@@ -142,4 +146,6 @@ type AssignmentStatus struct {
 	// Preempted: the attempt ended because its node went away (preempted,
 	// or its agent was stopped), not because of the job.
 	Preempted bool `json:"preempted,omitempty"`
+	// Usage is what the attempt used on this node, with its final status.
+	Usage *JobUsage `json:"usage,omitempty"`
 }

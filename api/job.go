@@ -75,8 +75,11 @@ type Job struct {
 	ResolvedEnvironment *Environment `json:"resolved_environment,omitempty"`
 	// Cost is what the job's runs cost so far: its nodes' time while it
 	// ran, at its compute's price.
-	Cost *Cost  `json:"cost,omitempty"`
-	Etag string `json:"etag,omitempty"`
+	Cost *Cost `json:"cost,omitempty"`
+	// Usage sums what the job's ranks used (CPU time added up, the
+	// largest peak memory, the mean GPU utilisation).
+	Usage *JobUsage `json:"usage,omitempty"`
+	Etag  string    `json:"etag,omitempty"`
 }
 
 // JobRank is one node of a running or finished job attempt.
@@ -90,6 +93,9 @@ type JobRank struct {
 	// NodeFailure: the rank ended because its node was preempted or became
 	// unusable, not because of the job's command.
 	NodeFailure bool `json:"node_failure,omitempty"`
+	// Usage is what the rank used on its node: reported with each
+	// heartbeat while it runs, final once it ended.
+	Usage *JobUsage `json:"usage,omitempty"`
 }
 
 // Artifact is one file a job kept (under outputs/ or logs/).
@@ -267,6 +273,10 @@ type Node struct {
 	// PricePerHour is the node's price (its size's, for the compute's
 	// tier) when it was created; its cost is this times its life.
 	PricePerHour float64 `json:"price_per_hour,omitempty"`
+	// Utilization is what the node used at its last heartbeat, and
+	// JobUsage what the job it runs used so far.
+	Utilization *NodeUtilization `json:"utilization,omitempty"`
+	JobUsage    *JobUsage        `json:"job_usage,omitempty"`
 }
 
 // LogLine is one line of a job's log. The agent numbers the lines of one

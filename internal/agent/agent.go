@@ -133,6 +133,8 @@ type agent struct {
 
 	mu   sync.Mutex
 	jobs map[string]*job
+	// nodeUse measures the node between heartbeats (heartbeat loop only).
+	nodeUse nodeSampler
 	// ended remembers recently finished assignments, so that one pushed
 	// again (a server that missed the final status) is not run twice.
 	ended      map[string]bool
@@ -387,10 +389,13 @@ func (a *agent) heartbeatLoop(ctx context.Context) {
 		}
 		a.mu.Lock()
 		hb := api.AgentHeartbeat{NodeID: a.cfg.NodeID}
-		for id := range a.jobs {
+		jobs := make([]*job, 0, len(a.jobs))
+		for id, j := range a.jobs {
 			hb.Running = append(hb.Running, id)
+			jobs = append(jobs, j)
 		}
 		a.mu.Unlock()
+		hb.Usage, hb.Utilization = a.measure(ctx, jobs)
 		if ia := a.inst.Load(); ia != nil {
 			hb.Activity = ia.activity(ctx)
 		}
@@ -400,6 +405,27 @@ func (a *agent) heartbeatLoop(ctx context.Context) {
 		}
 		cancel()
 	}
+}
+
+// measure samples what each running job and the whole node use, from one
+// read of /proc and one of nvidia-smi.
+func (a *agent) measure(ctx context.Context, jobs []*job) (map[string]api.JobUsage, *api.NodeUtilization) {
+	procs := readProcs()
+	gpu := readGPUs(ctx)
+	var out map[string]api.JobUsage
+	for _, j := range jobs {
+		j.mu.Lock()
+		pids := handlePids(j.handle)
+		j.mu.Unlock()
+		if len(pids) == 0 {
+			continue // still preparing
+		}
+		if out == nil {
+			out = map[string]api.JobUsage{}
+		}
+		out[j.as.ID] = j.use.add(procs, pids, gpu, j.dir)
+	}
+	return out, a.nodeUse.sample(procs, gpu, time.Now())
 }
 
 // backoff returns a jittered exponential delay for the n-th consecutive failure.

@@ -60,6 +60,9 @@ type job struct {
 	// running is closed once the Running status was reported (or given
 	// up); nil when the process never started.
 	running chan struct{}
+
+	// use is what the job's processes used, sampled at each heartbeat.
+	use usage
 }
 
 func newJob(a *agent, as api.Assignment) *job {
@@ -368,6 +371,9 @@ func (j *job) finish(st api.AssignmentStatus) {
 	j.logs.close()
 	st.LastNodeSeq = j.logs.last()
 	st.Time = time.Now().UTC()
+	if u := j.use.get(); u.Samples > 0 {
+		st.Usage = &u
+	}
 	j.mu.Lock()
 	j.final = &st
 	j.mu.Unlock()

@@ -283,9 +283,16 @@ func usageTable(w io.Writer, us []api.Usage) {
 func (p *printer) nodeTable(w io.Writer, ns []api.Node) {
 	rows := make([][]string, 0, len(ns))
 	for _, n := range ns {
-		rows = append(rows, []string{n.ID, n.State, dash(n.Job), p.ago(n.CreatedOn), p.ago(n.StateSince), dash(n.Error)})
+		cpu, mem := "-", "-"
+		if u := n.Utilization; u != nil {
+			cpu, mem = fmt.Sprintf("%.0f%%", u.CPUPercent), bytesize(u.MemoryBytes)
+			if u.GPUPercent != nil {
+				cpu += fmt.Sprintf(" gpu %.0f%%", *u.GPUPercent)
+			}
+		}
+		rows = append(rows, []string{n.ID, n.State, dash(n.Job), p.ago(n.CreatedOn), p.ago(n.StateSince), cpu, mem, dash(n.Error)})
 	}
-	table(w, []string{"NODE", "STATE", "JOB", "AGE", "IN_STATE", "ERROR"}, rows)
+	table(w, []string{"NODE", "STATE", "JOB", "AGE", "IN_STATE", "CPU", "MEMORY", "ERROR"}, rows)
 }
 
 func (p *printer) eventTable(w io.Writer, es []api.Event) {
@@ -367,7 +374,7 @@ func (p *printer) jobDetails(w io.Writer, j *api.Job) {
 	if !j.StartTime.IsZero() {
 		lines = append(lines, kv{"duration", p.jobDuration(j)})
 	}
-	lines = append(lines, kv{"cost", costLine(j.Cost)}, kv{"exit_code", exit}, kv{"error", j.Error})
+	lines = append(lines, kv{"cost", costLine(j.Cost)}, kv{"usage", usageLine(j.Usage)}, kv{"exit_code", exit}, kv{"error", j.Error})
 	if r := j.Retried; r.NodeFailure+r.ExitCode > 0 {
 		onNode, onExit := j.RetryLimits()
 		lines = append(lines, kv{"retried", fmt.Sprintf("%d/%d after node failures, %d/%d after non-zero exits", r.NodeFailure, onNode, r.ExitCode, onExit)})
@@ -430,4 +437,16 @@ func costLine(c *api.Cost) string {
 		return ""
 	}
 	return fmt.Sprintf("$%.2f (%.2f node-hours at $%.4f/hour)", c.Amount, c.NodeHours, c.PricePerHour)
+}
+
+// usageLine prints what a job used: CPU time, peak memory, GPU.
+func usageLine(u *api.JobUsage) string {
+	if u == nil {
+		return ""
+	}
+	s := fmt.Sprintf("cpu %.1f s, peak memory %s, disk %s", u.CPUSeconds, bytesize(u.PeakMemoryBytes), bytesize(u.DiskBytes))
+	if u.GPUPercent != nil {
+		s += fmt.Sprintf(", gpu %.0f%% (peak memory %s)", *u.GPUPercent, bytesize(u.GPUMemoryBytes))
+	}
+	return s
 }

@@ -212,6 +212,12 @@ func (s *Service) Heartbeat(ctx context.Context, nodeID string, hb api.AgentHear
 			return err
 		}
 		n.LastHeartbeat = s.now()
+		n.Utilization = hb.Utilization
+		if u, ok := hb.Usage[n.Job]; ok {
+			n.JobUsage = &u
+		} else {
+			n.JobUsage = nil
+		}
 		if hb.Activity != nil {
 			n.Activity = hb.Activity
 			if busy, _ := instance.Active(hb.Activity, n.Job); busy {
@@ -320,6 +326,9 @@ func (s *Service) ReportStatus(ctx context.Context, nodeID string, st api.Assign
 			return nil
 		}
 		r.Status, r.ExitCode, r.Error, r.LastNodeSeq, r.NodeFailure = st.Status, st.ExitCode, st.Error, st.LastNodeSeq, st.Preempted
+		if st.Usage != nil {
+			r.Usage = st.Usage
+		}
 		switch {
 		case st.Status == api.JobRunning && j.Status == api.JobPreparing:
 			j.Status, j.StartTime, j.PendingReason = api.JobRunning, now, ""

@@ -238,3 +238,42 @@ func cmpOr(a, b string) string {
 	}
 	return b
 }
+
+// jobUsage fills in what a job's running ranks used from their nodes'
+// last heartbeats, and the job's total.
+func jobUsage(ctx context.Context, tx store.Tx, j *api.Job) {
+	id := AssignmentID(j.Workspace, j.Name, j.Attempt)
+	var total api.JobUsage
+	var gpuSum float64
+	gpuN := 0
+	for i := range j.Ranks {
+		r := &j.Ranks[i]
+		if !api.JobTerminal(r.Status) && r.Node != "" {
+			if n, err := tx.GetNode(ctx, r.Node); err == nil && n.Job == id && n.JobUsage != nil {
+				u := *n.JobUsage
+				r.Usage = &u
+			}
+		}
+		if r.Usage == nil {
+			continue
+		}
+		total.CPUSeconds += r.Usage.CPUSeconds
+		total.MemoryBytes += r.Usage.MemoryBytes
+		total.PeakMemoryBytes = max(total.PeakMemoryBytes, r.Usage.PeakMemoryBytes)
+		total.GPUMemoryBytes = max(total.GPUMemoryBytes, r.Usage.GPUMemoryBytes)
+		total.DiskBytes += r.Usage.DiskBytes
+		total.Samples += r.Usage.Samples
+		if r.Usage.GPUPercent != nil {
+			gpuSum += *r.Usage.GPUPercent
+			gpuN++
+		}
+	}
+	if total.Samples == 0 {
+		return
+	}
+	if gpuN > 0 {
+		mean := gpuSum / float64(gpuN)
+		total.GPUPercent = &mean
+	}
+	j.Usage = &total
+}

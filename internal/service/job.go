@@ -203,6 +203,7 @@ func (s *Service) Job(ctx context.Context, ws, name string) (*api.Job, error) {
 			return err
 		}
 		out.Cost = s.jobCost(ctx, tx, out)
+		jobUsage(ctx, tx, out)
 		if out.Status != api.JobQueued {
 			return nil
 		}
