@@ -28,7 +28,6 @@ import (
 type instanceAgent struct {
 	a     *agent
 	setup *api.InstanceSetup
-	cpu   cpuSampler
 
 	mu      sync.Mutex
 	jupyter api.JupyterServer
@@ -38,7 +37,7 @@ type instanceAgent struct {
 // re-registration after a reconnect does not run the scripts again.
 func (a *agent) startInstance(ctx context.Context, su *api.InstanceSetup) {
 	a.instanceOnce.Do(func() {
-		ia := &instanceAgent{a: a, setup: su, cpu: cpuSampler{root: os.Getpid()}}
+		ia := &instanceAgent{a: a, setup: su}
 		a.inst.Store(ia)
 		a.wg.Go(func() { ia.run(ctx) })
 	})
@@ -185,9 +184,14 @@ func freePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
-// activity measures what keeps the instance busy, for the heartbeat.
-func (ia *instanceAgent) activity(ctx context.Context) *api.NodeActivity {
-	act := &api.NodeActivity{CPUPercent: ia.cpu.sample(time.Now())}
+// activity measures what keeps the instance busy, for the heartbeat: the
+// CPU the node's processes used (the heartbeat's node utilization: the
+// agent, Jupyter, kernels, shells and jobs) and Jupyter's kernels.
+func (ia *instanceAgent) activity(ctx context.Context, node *api.NodeUtilization) *api.NodeActivity {
+	act := &api.NodeActivity{}
+	if node != nil {
+		act.CPUPercent = node.CPUPercent
+	}
 	ia.mu.Lock()
 	j := ia.jupyter
 	ia.mu.Unlock()
