@@ -159,8 +159,28 @@ func (ia *instanceAgent) runJupyter(ctx context.Context) {
 		ia.setJupyter(api.JupyterServer{Reason: "starting jupyter-notebook: " + err.Error()})
 		return
 	}
+	ia.setJupyter(api.JupyterServer{Reason: "Jupyter is starting"})
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	// Listed as available only once it answers.
+	addr := net.JoinHostPort(cmp.Or(ia.a.cfg.Address, "127.0.0.1"), strconv.Itoa(port))
+	for up := false; !up; {
+		select {
+		case err = <-exited:
+			ia.jupyterExited(ctx, err)
+			return
+		case <-time.After(200 * time.Millisecond):
+		}
+		if c, derr := net.DialTimeout("tcp", addr, time.Second); derr == nil {
+			c.Close()
+			up = true
+		}
+	}
 	ia.setJupyter(api.JupyterServer{Port: port, Token: token})
-	err = cmd.Wait()
+	ia.jupyterExited(ctx, <-exited)
+}
+
+func (ia *instanceAgent) jupyterExited(ctx context.Context, err error) {
 	if ctx.Err() == nil {
 		ia.setJupyter(api.JupyterServer{Reason: fmt.Sprintf("jupyter-notebook exited (%v); see %s", err, filepath.Join(ia.a.cfg.Dir, "jupyter.log"))})
 	}

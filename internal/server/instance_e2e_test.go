@@ -243,7 +243,7 @@ func jupyterRunsOnePlusOne(t *testing.T, in *instance, c *api.Compute, token str
 		defer resp.Body.Close()
 		if resp.StatusCode != 201 {
 			b, _ := io.ReadAll(resp.Body)
-			if strings.Contains(string(b), "exited") {
+			if strings.Contains(string(b), "jupyter-notebook exited") {
 				t.Fatalf("POST api/kernels: %d %s", resp.StatusCode, b)
 			}
 			return false
