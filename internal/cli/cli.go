@@ -206,6 +206,7 @@ canceled), 2 usage or validation error, 3 not found.`,
 		r.simulateCommand(),
 		r.adviseCommand(),
 		r.costCommand(),
+		r.budgetCommand(),
 	)
 	if r.app.Roles.Agent != nil {
 		root.AddCommand(r.agentCommand())

@@ -91,7 +91,7 @@ created_on:                  2025-01-02 03:02:35 (1m30s ago)
 			table: func(p *printer, w *bytes.Buffer) {
 				p.nodeTable(w, []api.Node{{ID: "cpu-cluster-1", State: "running", Job: "j1", CreatedOn: now.Add(-3 * time.Hour), StateSince: now.Add(-5 * time.Second)}})
 			},
-			want: "NODE           STATE    JOB  AGE  IN_STATE  ERROR\ncpu-cluster-1  running  j1   3h   5s        -\n",
+			want: "NODE           STATE    JOB  AGE  IN_STATE  CPU  MEMORY  ERROR\ncpu-cluster-1  running  j1   3h   5s        -    -       -\n",
 		},
 		{
 			name: "usage", format: "table", v: nil,

@@ -63,6 +63,9 @@ type Server struct {
 	// UnusableAfter worth of heartbeats becomes unusable.
 	HeartbeatInterval time.Duration `yaml:"heartbeat_interval"`
 	UnusableAfter     time.Duration `yaml:"unusable_after"`
+	// BudgetInterval is how often budgets are checked against what their
+	// scope spent (default one minute).
+	BudgetInterval time.Duration `yaml:"budget_interval"`
 	// ProvisionTimeout is how long a node may take to register.
 	ProvisionTimeout time.Duration `yaml:"provision_timeout"`
 	// CancelGrace is how long a canceled job gets between SIGTERM and SIGKILL.
@@ -144,6 +147,9 @@ func (c *Server) fill() {
 	}
 	if c.HeartbeatInterval == 0 {
 		c.HeartbeatInterval = 2 * time.Second
+	}
+	if c.BudgetInterval <= 0 {
+		c.BudgetInterval = time.Minute
 	}
 	if c.UnusableAfter == 0 {
 		c.UnusableAfter = 5 * c.HeartbeatInterval

@@ -140,6 +140,7 @@ func (c *Controller) Run(ctx context.Context) error {
 	if err := c.reconcile(ctx); err != nil {
 		c.log.Error("reconciling providers", "err", err)
 	}
+	go c.budgetLoop(ctx)
 	resync := time.NewTicker(c.cfg.Resync)
 	defer resync.Stop()
 	liveness := time.NewTicker(c.cfg.HeartbeatInterval)

@@ -56,7 +56,7 @@ func (s *Server) routes() []route {
 		{method: "GET", pattern: "/v1/agent/assignments/{id}/checkpoint", auth: authNode, summary: "Agent: download the job's latest checkpoint (404: none)", handler: s.agentGetCheckpoint},
 		{method: "PUT", pattern: "/v1/agent/assignments/{id}/artifacts", auth: authNode, summary: "Agent: upload outputs/ and logs/ as tar.gz", status: 204, handler: s.agentArtifacts},
 		{method: "POST", pattern: "/v1/agent/assignments/{id}/status", auth: authNode, summary: "Agent: report an assignment's status", request: api.AssignmentStatus{}, status: 204, handler: s.agentStatus},
-	}, s.dataRoutes(), s.environmentRoutes(ws), s.parseRoutes(), s.instanceRoutes(ws), s.costRoutes(ws))
+	}, s.dataRoutes(), s.environmentRoutes(ws), s.parseRoutes(), s.instanceRoutes(ws), s.costRoutes(ws), s.budgetRoutes(ws))
 }
 
 func (s *Server) livez(w http.ResponseWriter, r *http.Request) {
@@ -164,7 +164,7 @@ func (s *Server) listComputes(w http.ResponseWriter, r *http.Request) {
 // dropped from request bodies rather than rejected.
 var readOnly = []string{"id", "workspace", "provisioning_state", "allocation_state", "current_node_count",
 	"target_node_count", "node_state_counts", "created_on", "modified_on", "errors", "etag",
-	"status", "start_time", "end_time", "exit_code", "error", "log_tail", "ranks", "attempt", "pending_reason", "cost", "usage"}
+	"status", "start_time", "end_time", "exit_code", "error", "log_tail", "ranks", "attempt", "pending_reason", "cost", "usage", "period_start", "spent", "checked_on", "alerts"}
 
 // stripReadOnly removes server-set fields from a JSON or YAML body. A body
 // that does not parse is returned as it is, for the spec parser to explain.

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/tideml/tide/api"
+	"github.com/tideml/tide/internal/catalog"
 	"github.com/tideml/tide/internal/store"
 )
 
@@ -91,16 +92,16 @@ func (s *Service) Cost(ctx context.Context, ws, by string, since time.Time) (*ap
 		if _, err := s.workspace(ctx, tx, ws); err != nil {
 			return err
 		}
-		prices := s.priceList(ctx, tx, ws)
+		prices := priceList(ctx, tx, s.Catalog, ws)
 		var err error
 		switch by {
 		case "compute", "node", "workspace":
-			spans, err = s.nodeSpans(ctx, tx, ws, "", since, now, prices)
+			spans, err = nodeSpans(ctx, tx, ws, "", since, now, prices)
 			for i := range spans {
 				spans[i].key = map[string]string{"compute": spans[i].key, "node": spans[i].node, "workspace": ws}[by]
 			}
 		default:
-			spans, err = s.jobSpans(ctx, tx, ws, by, now, prices)
+			spans, err = jobSpans(ctx, tx, ws, by, now, prices)
 		}
 		return err
 	})
@@ -111,14 +112,14 @@ func (s *Service) Cost(ctx context.Context, ws, by string, since time.Time) (*ap
 }
 
 // priceList returns the price per node-hour of each compute of ws.
-func (s *Service) priceList(ctx context.Context, tx store.Tx, ws string) map[string]float64 {
+func priceList(ctx context.Context, tx store.Tx, cat *catalog.Catalog, ws string) map[string]float64 {
 	out := map[string]float64{}
 	cs, err := tx.ListComputes(ctx, ws)
 	if err != nil {
 		return out
 	}
 	for _, c := range cs {
-		if size, ok := s.Catalog.Lookup(c.Size); ok {
+		if size, ok := cat.Lookup(c.Size); ok {
 			out[c.Name] = PricePerHour(size, c.Tier)
 		}
 	}
@@ -127,7 +128,7 @@ func (s *Service) priceList(ctx context.Context, tx store.Tx, ws string) map[str
 
 // nodeSpans returns the node time of ws's removed and live nodes (of one
 // compute when compute is not empty), keyed by compute.
-func (s *Service) nodeSpans(ctx context.Context, tx store.Tx, ws, compute string, since, now time.Time, prices map[string]float64) ([]span, error) {
+func nodeSpans(ctx context.Context, tx store.Tx, ws, compute string, since, now time.Time, prices map[string]float64) ([]span, error) {
 	usage, err := tx.ListNodeUsage(ctx, ws, compute, since)
 	if err != nil {
 		return nil, err
@@ -152,7 +153,7 @@ func (s *Service) nodeSpans(ctx context.Context, tx store.Tx, ws, compute string
 
 // jobSpans returns the node time of ws's jobs while they ran, keyed by
 // job, by each tag (key=value) or by the user who submitted it.
-func (s *Service) jobSpans(ctx context.Context, tx store.Tx, ws, by string, now time.Time, prices map[string]float64) ([]span, error) {
+func jobSpans(ctx context.Context, tx store.Tx, ws, by string, now time.Time, prices map[string]float64) ([]span, error) {
 	jobs, err := tx.ListJobs(ctx, store.JobFilter{Workspace: ws})
 	if err != nil {
 		return nil, err
@@ -205,7 +206,7 @@ func (s *Service) computeCost(ctx context.Context, tx store.Tx, c *api.Compute) 
 	if size, ok := s.Catalog.Lookup(c.Size); ok {
 		price = PricePerHour(size, c.Tier)
 	}
-	spans, err := s.nodeSpans(ctx, tx, c.Workspace, c.Name, time.Time{}, now, map[string]float64{c.Name: price})
+	spans, err := nodeSpans(ctx, tx, c.Workspace, c.Name, time.Time{}, now, map[string]float64{c.Name: price})
 	if err != nil {
 		return nil
 	}
@@ -276,4 +277,22 @@ func jobUsage(ctx context.Context, tx store.Tx, j *api.Job) {
 		total.GPUPercent = &mean
 	}
 	j.Usage = &total
+}
+
+// Spent is what a budget's scope cost from since to now: its compute's
+// nodes, the jobs carrying its tag, or every node of its workspace.
+func Spent(ctx context.Context, tx store.Tx, cat *catalog.Catalog, b *api.Budget, since, now time.Time) (float64, error) {
+	prices := priceList(ctx, tx, cat, b.Workspace)
+	var spans []span
+	var err error
+	if tag := b.Scope.Tag; tag != "" {
+		spans, err = jobSpans(ctx, tx, b.Workspace, "tag", now, prices)
+		spans = slices.DeleteFunc(spans, func(sp span) bool { return sp.key != tag })
+	} else {
+		spans, err = nodeSpans(ctx, tx, b.Workspace, b.Scope.Compute, since, now, prices)
+	}
+	if err != nil {
+		return 0, err
+	}
+	return report(b.Workspace, "budget", spans, since, now).Total, nil
 }

@@ -91,6 +91,11 @@ type Tx interface {
 	ListNodes(ctx context.Context, workspace, compute string) ([]api.Node, error)
 	PutNode(ctx context.Context, n *api.Node) error
 	DeleteNode(ctx context.Context, id string) error
+	GetBudget(ctx context.Context, workspace, name string) (*api.Budget, error)
+	ListBudgets(ctx context.Context, workspace string) ([]api.Budget, error)
+	PutBudget(ctx context.Context, b *api.Budget, ifMatch string) error
+	DeleteBudget(ctx context.Context, workspace, name string) error
+
 	// AddNodeUsage records the life of a removed node, for cost.
 	AddNodeUsage(ctx context.Context, u NodeUsage) error
 	// ListNodeUsage lists removed nodes of a workspace (of one compute when
