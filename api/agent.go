@@ -36,7 +36,11 @@ type Capacity struct {
 	VCPUs    int     `json:"vcpus"`
 	MemoryGB float64 `json:"memory_gb"`
 	GPUs     int     `json:"gpus"`
-	Note     string  `json:"note,omitempty"`
+	// GPUDevices are the host's GPUs this node may use (their indices),
+	// when its provider gives nodes on one host disjoint devices; jobs
+	// see only these (CUDA_VISIBLE_DEVICES, /dev/nvidiaN, Docker DeviceIDs).
+	GPUDevices []string `json:"gpu_devices,omitempty"`
+	Note       string   `json:"note,omitempty"`
 }
 
 // AgentWelcome answers a registration.

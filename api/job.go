@@ -246,17 +246,20 @@ const (
 
 // Node is one agent of a compute.
 type Node struct {
-	ID         string    `json:"id"`
-	Compute    string    `json:"compute"`
-	Workspace  string    `json:"workspace"`
-	Location   string    `json:"location"`
-	Provider   string    `json:"provider"`
-	ProviderID string    `json:"provider_id,omitempty"`
-	State      string    `json:"state"`
-	Job        string    `json:"job,omitempty"`
-	VCPUs      int       `json:"vcpus"`
-	MemoryGB   float64   `json:"memory_gb"`
-	GPUs       int       `json:"gpus"`
+	ID         string  `json:"id"`
+	Compute    string  `json:"compute"`
+	Workspace  string  `json:"workspace"`
+	Location   string  `json:"location"`
+	Provider   string  `json:"provider"`
+	ProviderID string  `json:"provider_id,omitempty"`
+	State      string  `json:"state"`
+	Job        string  `json:"job,omitempty"`
+	VCPUs      int     `json:"vcpus"`
+	MemoryGB   float64 `json:"memory_gb"`
+	GPUs       int     `json:"gpus"`
+	// GPUDevices are the host GPUs the node's jobs see (indices), when
+	// its provider assigns them.
+	GPUDevices []string  `json:"gpu_devices,omitempty"`
 	Address    string    `json:"address,omitempty"`
 	CreatedOn  time.Time `json:"created_on,omitzero"`
 	StateSince time.Time `json:"state_since,omitzero"`

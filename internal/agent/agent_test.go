@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -414,12 +415,12 @@ func TestReadSSE(t *testing.T) {
 
 func TestFlagsRoundTrip(t *testing.T) {
 	in := Flags{ServerURLs: []string{"http://a:1", "http://b:2"}, NodeID: "n1", Dir: "/tmp/n1",
-		Capacity: api.Capacity{VCPUs: 4, MemoryGB: 14.5, GPUs: 1, Note: "logical: host has 2 cores"}}
+		Capacity: api.Capacity{VCPUs: 4, MemoryGB: 14.5, GPUs: 2, GPUDevices: []string{"2", "3"}, Note: "logical: host has 2 cores"}}
 	out, err := ParseFlags(in.Args())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if strings.Join(out.ServerURLs, ",") != "http://a:1,http://b:2" || out.NodeID != in.NodeID || out.Dir != in.Dir || out.Capacity != in.Capacity {
+	if strings.Join(out.ServerURLs, ",") != "http://a:1,http://b:2" || out.NodeID != in.NodeID || out.Dir != in.Dir || !reflect.DeepEqual(out.Capacity, in.Capacity) {
 		t.Fatalf("round trip: %+v != %+v", out, in)
 	}
 }

@@ -45,6 +45,7 @@ func (f Flags) Args() []string {
 		"--vcpus", strconv.Itoa(f.Capacity.VCPUs),
 		"--memory-gb", strconv.FormatFloat(f.Capacity.MemoryGB, 'f', -1, 64),
 		"--gpus", strconv.Itoa(f.Capacity.GPUs),
+		"--gpu-devices", strings.Join(f.Capacity.GPUDevices, ","),
 		"--capacity-note", f.Capacity.Note,
 		"--address", f.Address,
 		"--runtime", cmp.Or(f.Runtime, "process"),
@@ -64,6 +65,8 @@ func ParseFlags(args []string) (Flags, error) {
 	fs.IntVar(&f.Capacity.VCPUs, "vcpus", 0, "logical vCPUs offered")
 	fs.Float64Var(&f.Capacity.MemoryGB, "memory-gb", 0, "logical memory offered, in GB")
 	fs.IntVar(&f.Capacity.GPUs, "gpus", 0, "GPUs offered")
+	var devices string
+	fs.StringVar(&devices, "gpu-devices", "", "the host GPUs (indices, comma-separated) this node's jobs may use")
 	fs.StringVar(&f.Capacity.Note, "capacity-note", "", "note on the capacity, e.g. that it is logical")
 	fs.StringVar(&f.Address, "address", "", "address other nodes of a distributed job reach this node at")
 	fs.StringVar(&f.Runtime, "runtime", "process", "how jobs run: process, docker or sandbox")
@@ -77,6 +80,11 @@ func ParseFlags(args []string) (Flags, error) {
 	for _, s := range strings.Split(servers, ",") {
 		if s = strings.TrimSpace(s); s != "" {
 			f.ServerURLs = append(f.ServerURLs, s)
+		}
+	}
+	for _, d := range strings.Split(devices, ",") {
+		if d = strings.TrimSpace(d); d != "" {
+			f.Capacity.GPUDevices = append(f.Capacity.GPUDevices, d)
 		}
 	}
 	return f, nil

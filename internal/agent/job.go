@@ -467,6 +467,13 @@ func (j *job) environ(inherit bool) (map[string]string, error) {
 		"TIDE_CHECKPOINT_DIR":        j.checkpointDir,
 		"TIDE_NODE_DIR":              j.a.cfg.Dir,
 	}
+	if devs := j.a.cfg.Capacity.GPUDevices; len(devs) > 0 && j.a.cfg.RuntimeName != "docker" {
+		// The node's own GPUs: nodes sharing a host never share one. (A
+		// container sees only its devices, numbered from 0: the docker
+		// runtime asks for them by DeviceIDs instead.)
+		set["CUDA_VISIBLE_DEVICES"] = strings.Join(devs, ",")
+		set["NVIDIA_VISIBLE_DEVICES"] = strings.Join(devs, ",")
+	}
 	if len(as.Nodes) > 0 {
 		set["AZ_BATCH_HOST_LIST"] = strings.Join(as.Nodes, ",")
 		set["AZ_BATCH_MASTER_NODE"] = as.Nodes[0]

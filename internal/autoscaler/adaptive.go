@@ -2,6 +2,8 @@ package autoscaler
 
 import (
 	"cmp"
+	"encoding/json"
+	"fmt"
 	"math"
 	"slices"
 	"time"
@@ -274,4 +276,70 @@ func (a Adaptive) Decide(c *Compute, now time.Time) Decision {
 		Warm:        min(keep, idle+create),
 		Setting:     "adaptive idle timeout (learned from idle gaps)",
 	}
+}
+
+// gapState is a GapHistory as JSON: what it learned, so a server restart
+// does not start the adaptive policy over.
+type gapState struct {
+	BootTime   time.Duration   `json:"boot_time"`
+	WaitWeight float64         `json:"wait_weight,omitempty"`
+	Bins       map[int]float64 `json:"bins,omitempty"` // sparse: most bins are empty
+	Over       float64         `json:"over"`
+	Weight     float64         `json:"weight"`
+	Pending    []time.Time     `json:"pending,omitempty"`
+	Demand     []arrivalState  `json:"demand,omitempty"`
+	DHead      int             `json:"demand_head,omitempty"`
+	Seen       int             `json:"seen"`
+	Keep       time.Duration   `json:"keep"`
+}
+
+type arrivalState struct {
+	At   int64 `json:"at"`
+	Cum  int   `json:"cum"`
+	Jobs int   `json:"jobs"`
+}
+
+// MarshalJSON saves the history: its histogram, the idle gaps still open,
+// the recent demand and the learned keep-alive.
+func (h *GapHistory) MarshalJSON() ([]byte, error) {
+	st := gapState{BootTime: h.BootTime, WaitWeight: h.WaitWeight, Over: h.over, Weight: h.weight, Seen: h.seen, Keep: h.keep,
+		Pending: h.pending[h.head:]}
+	for i, v := range h.bins {
+		if v != 0 {
+			if st.Bins == nil {
+				st.Bins = map[int]float64{}
+			}
+			st.Bins[i] = v
+		}
+	}
+	from := max(h.dhead-1, 0) // the entry before the window: DemandSince subtracts its sum
+	for _, a := range h.demand[from:] {
+		st.Demand = append(st.Demand, arrivalState{At: a.at, Cum: a.cum, Jobs: a.jobs})
+	}
+	st.DHead = h.dhead - from
+	return json.Marshal(st)
+}
+
+// UnmarshalJSON restores a history saved by MarshalJSON.
+func (h *GapHistory) UnmarshalJSON(b []byte) error {
+	var st gapState
+	if err := json.Unmarshal(b, &st); err != nil {
+		return err
+	}
+	*h = GapHistory{BootTime: st.BootTime, WaitWeight: st.WaitWeight, over: st.Over, weight: st.Weight, seen: st.Seen, keep: st.Keep,
+		pending: st.Pending}
+	for i, v := range st.Bins {
+		if i < 0 || i >= gapBins {
+			return fmt.Errorf("gap history: bin %d out of range", i)
+		}
+		h.bins[i] = v
+	}
+	for _, a := range st.Demand {
+		h.demand = append(h.demand, arrival{at: a.At, cum: a.Cum, jobs: a.Jobs})
+	}
+	if st.DHead < 0 || st.DHead > len(h.demand) {
+		return fmt.Errorf("gap history: demand head %d out of range", st.DHead)
+	}
+	h.dhead = st.DHead
+	return nil
 }

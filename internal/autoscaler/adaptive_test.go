@@ -1,7 +1,9 @@
 package autoscaler
 
 import (
+	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -119,5 +121,53 @@ func TestReasonsUnchanged(t *testing.T) {
 		if got := seconds(tc.d, tc.unit); got != tc.want {
 			t.Errorf("seconds(%v, %v) = %q, want %q", tc.d, tc.unit, got, tc.want)
 		}
+	}
+}
+
+// TestGapHistorySurvivesJSON: a history saved and restored decides as the
+// original does, and keeps learning the same way.
+func TestGapHistorySurvivesJSON(t *testing.T) {
+	h := NewGapHistory()
+	base := time.Date(2026, 11, 24, 9, 0, 0, 0, time.UTC)
+	r := rand.New(rand.NewPCG(5, 5))
+	at := base
+	for range 500 {
+		at = at.Add(time.Duration(r.IntN(600)) * time.Second)
+		h.NodeIdle(at)
+		at = at.Add(time.Duration(r.IntN(900)) * time.Second)
+		h.Demand(at, 1+r.IntN(2))
+	}
+	b, err := json.Marshal(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var g GapHistory
+	if err := json.Unmarshal(b, &g); err != nil {
+		t.Fatal(err)
+	}
+	hk, hok := h.KeepAlive()
+	gk, gok := g.KeepAlive()
+	if hk != gk || hok != gok || h.Closed() != g.Closed() {
+		t.Fatalf("keep-alive %v/%v and %d closed, restored %v/%v and %d", hk, hok, h.Closed(), gk, gok, g.Closed())
+	}
+	for _, since := range []time.Duration{time.Minute, 10 * time.Minute, time.Hour} {
+		if a, b := h.DemandSince(at.Add(-since)), g.DemandSince(at.Add(-since)); a != b {
+			t.Errorf("demand in the last %s: %d, restored %d", since, a, b)
+		}
+	}
+	// Both keep learning alike.
+	for range 200 {
+		at = at.Add(time.Duration(r.IntN(300)) * time.Second)
+		h.NodeIdle(at)
+		g.NodeIdle(at)
+		at = at.Add(time.Duration(r.IntN(300)) * time.Second)
+		h.Demand(at, 1)
+		g.Demand(at, 1)
+	}
+	if hk, _ := h.KeepAlive(); hk != func() time.Duration { k, _ := g.KeepAlive(); return k }() {
+		t.Errorf("after more gaps: keep-alive %v, restored one %v", hk, func() time.Duration { k, _ := g.KeepAlive(); return k }())
+	}
+	if err := json.Unmarshal([]byte(`{"bins":{"99999":1}}`), &g); err == nil {
+		t.Error("a bin out of range was accepted")
 	}
 }

@@ -118,6 +118,7 @@ func New(o Options) *Controller {
 	for _, l := range o.Config.Locations {
 		c.runtimes[l.Name] = l.Runtime
 	}
+	c.gaps.load = c.loadGaps
 	return c
 }
 
@@ -509,7 +510,8 @@ func (c *Controller) decide(ctx context.Context, s *snapshot, now time.Time) (ti
 
 	snap := autoscaler.Snapshot{}
 	index := map[string]int{}
-	gaps := c.gaps.observe(s, computes)
+	gaps := c.gaps.observe(s, computes, c.startTimes)
+	c.saveGaps(ctx, now)
 	for k, cp := range computes {
 		if cp.IsInstance() {
 			continue

@@ -2,31 +2,43 @@ package controller
 
 import (
 	"cmp"
+	"context"
+	"encoding/json"
 	"slices"
 	"time"
 
 	"github.com/tideml/tide/api"
 	"github.com/tideml/tide/internal/autoscaler"
+	"github.com/tideml/tide/internal/store"
 )
 
 // gapTracker feeds each adaptive compute's autoscaler.GapHistory from the
 // snapshots the loop loads: nodes that turned idle and jobs that were
-// submitted since the last turn, in time order. The history lives in
-// memory: after a restart the policy relearns, using the compute's
-// idle_time_before_scale_down until it has seen enough.
+// submitted since the last turn, in time order. The boot time it prices a
+// scale-down with is the compute's own, measured (the median time its
+// nodes took to register), once known. The controller saves each history
+// in the store (saveGaps) and a tracker starts from what was saved, so a
+// server restart does not make the policy relearn.
 type gapTracker struct {
 	boot    time.Duration
 	byKey   map[string]*autoscaler.GapHistory
 	watermk map[string]time.Time // latest observation fed per compute
+	// load returns a compute's saved history and watermark (nil: none).
+	load func(key string) (*autoscaler.GapHistory, time.Time)
+	// saved is, per compute, how many gaps the saved history had closed.
+	saved   map[string]int
+	savedAt map[string]time.Time
 }
 
 func newGapTracker(boot time.Duration) *gapTracker {
-	return &gapTracker{boot: boot, byKey: map[string]*autoscaler.GapHistory{}, watermk: map[string]time.Time{}}
+	return &gapTracker{boot: boot, byKey: map[string]*autoscaler.GapHistory{}, watermk: map[string]time.Time{},
+		saved: map[string]int{}, savedAt: map[string]time.Time{}}
 }
 
 // observe feeds what changed since the last call for the computes that use
-// the adaptive policy and returns their histories by compute key.
-func (g *gapTracker) observe(s *snapshot, computes map[string]*api.Compute) map[string]*autoscaler.GapHistory {
+// the adaptive policy and returns their histories by compute key. boot
+// holds the computes' measured start times.
+func (g *gapTracker) observe(s *snapshot, computes map[string]*api.Compute, boot map[string]time.Duration) map[string]*autoscaler.GapHistory {
 	type obs struct {
 		at    time.Time
 		nodes int // 0: a node turned idle; else a job's instance count
@@ -60,12 +72,21 @@ func (g *gapTracker) observe(s *snapshot, computes map[string]*api.Compute) map[
 	}
 	for k, list := range per {
 		h := g.byKey[k]
+		if h == nil && g.load != nil {
+			if saved, mark := g.load(k); saved != nil {
+				h, g.watermk[k] = saved, mark
+				g.saved[k] = saved.Closed()
+			}
+		}
 		if h == nil {
 			h = autoscaler.NewGapHistory()
 			if g.boot > 0 {
 				h.BootTime = g.boot
 			}
-			g.byKey[k] = h
+		}
+		g.byKey[k] = h
+		if d := boot[k]; d > 0 && g.boot == 0 {
+			h.BootTime = d
 		}
 		slices.SortStableFunc(list, func(a, b obs) int { return cmp.Compare(a.at.UnixNano(), b.at.UnixNano()) })
 		for _, o := range list {
@@ -78,4 +99,82 @@ func (g *gapTracker) observe(s *snapshot, computes map[string]*api.Compute) map[
 		}
 	}
 	return g.byKey
+}
+
+// gapsSaveEvery bounds how often a compute's history is written.
+const gapsSaveEvery = time.Minute
+
+// savedGaps is what the store keeps of a compute's history.
+type savedGaps struct {
+	History   *autoscaler.GapHistory `json:"history"`
+	Watermark time.Time              `json:"watermark"`
+}
+
+// gapsSetting is the store setting that holds a compute's history.
+func gapsSetting(key string) string { return "adaptive_gaps/" + key }
+
+// dirty returns the computes whose history learned something since it was
+// last saved, at most once per gapsSaveEvery.
+func (g *gapTracker) dirty(now time.Time) map[string]savedGaps {
+	out := map[string]savedGaps{}
+	for k, h := range g.byKey {
+		if h.Closed() != g.saved[k] && now.Sub(g.savedAt[k]) >= gapsSaveEvery {
+			out[k] = savedGaps{History: h, Watermark: g.watermk[k]}
+		}
+	}
+	return out
+}
+
+// markSaved records that the computes' histories were saved at now.
+func (g *gapTracker) markSaved(saved map[string]savedGaps, now time.Time) {
+	for k, s := range saved {
+		g.saved[k], g.savedAt[k] = s.History.Closed(), now
+	}
+}
+
+// loadGaps reads a compute's saved history; nil when there is none or it
+// cannot be read (the policy then learns again).
+func (c *Controller) loadGaps(key string) (*autoscaler.GapHistory, time.Time) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var raw string
+	err := c.store.View(ctx, func(tx store.Tx) (err error) {
+		raw, err = tx.GetSetting(ctx, gapsSetting(key))
+		return err
+	})
+	if err != nil {
+		return nil, time.Time{}
+	}
+	var sg savedGaps
+	if err := json.Unmarshal([]byte(raw), &sg); err != nil || sg.History == nil {
+		c.log.Warn("adaptive policy: the saved history cannot be read; learning again", "compute", key, "err", err)
+		return nil, time.Time{}
+	}
+	return sg.History, sg.Watermark
+}
+
+// saveGaps writes the adaptive histories that learned something, so a
+// restart resumes from them.
+func (c *Controller) saveGaps(ctx context.Context, now time.Time) {
+	dirty := c.gaps.dirty(now)
+	if len(dirty) == 0 {
+		return
+	}
+	err := c.store.Update(ctx, func(tx store.Tx) error {
+		for k, sg := range dirty {
+			b, err := json.Marshal(sg)
+			if err != nil {
+				return err
+			}
+			if err := tx.PutSetting(ctx, gapsSetting(k), string(b)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		c.log.Warn("saving adaptive histories", "err", err)
+		return
+	}
+	c.gaps.markSaved(dirty, now)
 }

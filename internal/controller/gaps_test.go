@@ -1,6 +1,11 @@
 package controller
 
 import (
+	"context"
+	"github.com/tideml/tide/internal/autoscaler"
+	"github.com/tideml/tide/internal/store/sqlite"
+	"log/slog"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -23,7 +28,7 @@ func TestGapTrackerFeedsAdaptiveComputes(t *testing.T) {
 	}
 	g := newGapTracker(0)
 	for range 2 { // the second turn sees the same state: nothing new
-		h := g.observe(s, computes)
+		h := g.observe(s, computes, nil)
 		if len(h) != 1 || h["ws/gpu"] == nil {
 			t.Fatalf("histories for %v, want ws/gpu only", h)
 		}
@@ -35,7 +40,50 @@ func TestGapTrackerFeedsAdaptiveComputes(t *testing.T) {
 		}
 	}
 	adaptive.Tide = nil
-	if h := g.observe(s, computes); len(h) != 0 {
+	if h := g.observe(s, computes, nil); len(h) != 0 {
 		t.Errorf("histories %v after the compute left adaptive, want none", h)
+	}
+}
+
+// TestGapsSurviveRestart: an adaptive compute's history is saved in the
+// store, and a new controller (a restarted server) starts from it instead
+// of learning again.
+func TestGapsSurviveRestart(t *testing.T) {
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "tide.db"), slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	newCtrl := func() *Controller {
+		c := &Controller{store: st, log: slog.New(slog.DiscardHandler), gaps: newGapTracker(0)}
+		c.gaps.load = c.loadGaps
+		return c
+	}
+	c1 := newCtrl()
+	h := autoscaler.NewGapHistory()
+	at := time.Date(2026, 11, 24, 9, 0, 0, 0, time.UTC)
+	for i := range 300 {
+		h.NodeIdle(at)
+		at = at.Add(time.Duration(30+i%200) * time.Second)
+		h.Demand(at, 1)
+	}
+	c1.gaps.byKey["default/gpu"], c1.gaps.watermk["default/gpu"] = h, at
+	c1.saveGaps(ctx, at)
+	if len(c1.gaps.dirty(at.Add(2*time.Minute))) != 0 {
+		t.Error("a saved history that learned nothing new is written again")
+	}
+	c2 := newCtrl()
+	got, mark := c2.gaps.load("default/gpu")
+	if got == nil || !mark.Equal(at) {
+		t.Fatalf("restored %v at %v, want the saved history at %v", got, mark, at)
+	}
+	wk, _ := h.KeepAlive()
+	gk, learned := got.KeepAlive()
+	if got.Closed() != h.Closed() || gk != wk || !learned {
+		t.Errorf("restored history: %d gaps, keep-alive %v; saved: %d gaps, keep-alive %v", got.Closed(), gk, h.Closed(), wk)
+	}
+	if none, _ := c2.gaps.load("default/other"); none != nil {
+		t.Error("a compute with no saved history got one")
 	}
 }

@@ -313,8 +313,11 @@ type HostConfig struct {
 
 // DeviceRequest asks for devices such as GPUs (driver "nvidia", Count -1 for all).
 type DeviceRequest struct {
-	Driver       string     `json:"Driver,omitempty"`
-	Count        int        `json:"Count"`
+	Driver string `json:"Driver,omitempty"`
+	// Count asks for that many devices; DeviceIDs for these ones (then
+	// Count is 0).
+	Count        int        `json:"Count,omitempty"`
+	DeviceIDs    []string   `json:"DeviceIDs,omitempty"`
 	Capabilities [][]string `json:"Capabilities"`
 }
 

@@ -25,6 +25,9 @@ type Limits struct {
 	MemoryBytes int64
 	// GPUs is how many GPUs the node's size has.
 	GPUs int
+	// GPUDevices are the host GPUs the node may use (indices); empty: the
+	// provider assigns none, and the runtime asks for GPUs by count.
+	GPUDevices []string
 }
 
 // Docker is the docker runtime: each job runs in a container of its
@@ -155,8 +158,8 @@ func (d *Docker) Start(ctx context.Context, spec Spec) (Handle, error) {
 		if has == nil {
 			has = hostHasNvidia
 		}
-		if has() {
-			cfg.HostConfig.DeviceRequests = []dockerengine.DeviceRequest{{Driver: "nvidia", Count: g, Capabilities: [][]string{{"gpu"}}}}
+		if reqs := gpuRequests(d.Limits, has()); reqs != nil {
+			cfg.HostConfig.DeviceRequests = reqs
 		} else {
 			spec.note("tide: the node's size has %d GPUs but this host has none (no /dev/nvidiactl); the container gets no GPU", g)
 		}
@@ -291,4 +294,17 @@ func formatBytes(n int64) string {
 	default:
 		return fmt.Sprintf("%d MiB", n>>20)
 	}
+}
+
+// gpuRequests asks Docker for the node's GPUs: its own devices by ID when
+// the provider assigned some (nodes sharing the host must not share GPUs),
+// else as many as the size has; nil when the host has none.
+func gpuRequests(l Limits, hostHasGPUs bool) []dockerengine.DeviceRequest {
+	switch {
+	case l.GPUs <= 0 || !hostHasGPUs:
+		return nil
+	case len(l.GPUDevices) > 0:
+		return []dockerengine.DeviceRequest{{Driver: "nvidia", DeviceIDs: l.GPUDevices, Capabilities: [][]string{{"gpu"}}}}
+	}
+	return []dockerengine.DeviceRequest{{Driver: "nvidia", Count: l.GPUs, Capabilities: [][]string{{"gpu"}}}}
 }

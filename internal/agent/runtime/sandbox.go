@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -53,8 +54,10 @@ func (s *Sandbox) Start(ctx context.Context, spec Spec) (Handle, error) {
 		args = append(args, "--unshare-net")
 	}
 	if s.Limits.GPUs > 0 {
-		// --dev makes a minimal /dev: the GPUs must be bound in.
-		gpus, _ := filepath.Glob("/dev/nvidia*")
+		// --dev makes a minimal /dev: the GPUs must be bound in; with
+		// devices assigned, only the node's (and the shared control
+		// devices), so nodes on one host do not share GPUs.
+		gpus := sandboxGPUDevices(s.Limits.GPUDevices)
 		for _, g := range gpus {
 			args = append(args, "--dev-bind", g, g)
 		}
@@ -253,4 +256,26 @@ func (cg *cgroup) remove() {
 			<-time.After(20 * time.Millisecond)
 		}
 	}
+}
+
+// sandboxGPUDevices returns the /dev/nvidia* files a sandbox binds: every
+// one when devices is empty, else /dev/nvidiaN for the given indices plus
+// the devices that are not a GPU (nvidiactl, nvidia-uvm, nvidia-modeset).
+func sandboxGPUDevices(devices []string) []string {
+	all, _ := filepath.Glob("/dev/nvidia*")
+	if len(devices) == 0 {
+		return all
+	}
+	var out []string
+	for _, g := range all {
+		idx, isGPU := strings.CutPrefix(filepath.Base(g), "nvidia")
+		if _, err := strconv.Atoi(idx); err != nil || !isGPU {
+			out = append(out, g) // nvidiactl, nvidia-uvm, ...
+			continue
+		}
+		if slices.Contains(devices, idx) {
+			out = append(out, g)
+		}
+	}
+	return out
 }

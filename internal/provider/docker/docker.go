@@ -32,6 +32,7 @@ import (
 	goruntime "runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/tideml/tide/api"
@@ -55,6 +56,8 @@ const (
 	labelCompute   = "tide.compute"
 	labelCreated   = "tide.created"
 	labelCapacity  = "tide.capacity"
+	// labelGPUs lists the host GPUs a node container was given.
+	labelGPUs = "tide.gpu-devices"
 )
 
 // Config configures the docker provider.
@@ -79,6 +82,10 @@ type Config struct {
 	GracePeriod time.Duration
 	// Logger receives the provider's logs. Default: discard.
 	Logger *slog.Logger
+	// GPUs are the host's GPU indices the node containers get, disjoint
+	// between containers (provider.PickGPUs). Factory detects them unless
+	// the location lists them ("gpus").
+	GPUs []string
 }
 
 // Provider is the docker provider.
@@ -87,6 +94,8 @@ type Provider struct {
 	log *slog.Logger
 	// instance tells this data folder's containers from others'.
 	instance string
+	// gpuMu makes choosing a container's GPUs and creating it one step.
+	gpuMu sync.Mutex
 }
 
 var _ provider.Provider = (*Provider)(nil)
@@ -138,7 +147,16 @@ func New(cfg Config) (*Provider, error) {
 // and "data_dir" (default: deps.DataDir/docker).
 func Factory(name string, settings map[string]any, deps provider.Deps) (provider.Provider, error) {
 	cfg := Config{DataDir: filepath.Join(deps.DataDir, Name), Logger: deps.Logger}
+	detect := true
 	for k, v := range settings {
+		if k == "gpus" {
+			ids, err := provider.ParseGPUs(v)
+			if err != nil {
+				return nil, err
+			}
+			cfg.GPUs, detect = ids, false
+			continue
+		}
 		s, ok := v.(string)
 		if !ok || s == "" {
 			return nil, fmt.Errorf("%s: must be a non-empty string (got %v)", k, v)
@@ -159,8 +177,11 @@ func Factory(name string, settings map[string]any, deps provider.Deps) (provider
 			}
 			cfg.GracePeriod = d
 		default:
-			return nil, fmt.Errorf("%s: unknown setting of the docker provider; known: image, agent_binary, network, grace_period, data_dir", k)
+			return nil, fmt.Errorf("%s: unknown setting of the docker provider; known: image, agent_binary, network, grace_period, data_dir, gpus", k)
 		}
+	}
+	if detect {
+		cfg.GPUs = provider.DetectGPUs()
 	}
 	return New(cfg)
 }
@@ -253,8 +274,26 @@ func (p *Provider) start(ctx context.Context, req provider.NodeRequest, dir, net
 		cfg.HostConfig.Memory, cfg.HostConfig.MemorySwap = m, m
 	}
 	if req.Size.GPUs > 0 {
+		// Choosing the GPUs and creating the container are one step, so
+		// two nodes created at once never get the same devices.
+		p.gpuMu.Lock()
+		defer p.gpuMu.Unlock()
+		devs, err := p.pickGPUs(ctx, req)
+		if err != nil {
+			return nil, err
+		}
+		if len(devs) > 0 {
+			cfg.Labels[labelGPUs] = strings.Join(devs, ",")
+		}
 		if _, err := os.Stat("/dev/nvidiactl"); err == nil {
-			cfg.HostConfig.DeviceRequests = []dockerengine.DeviceRequest{{Driver: "nvidia", Count: req.Size.GPUs, Capabilities: [][]string{{"gpu"}}}}
+			// The node's own devices by ID (a count would let the driver
+			// give every container the first GPUs). Inside, the
+			// container sees them numbered from 0.
+			req := dockerengine.DeviceRequest{Driver: "nvidia", Count: req.Size.GPUs, Capabilities: [][]string{{"gpu"}}}
+			if len(devs) > 0 {
+				req.Count, req.DeviceIDs = 0, devs
+			}
+			cfg.HostConfig.DeviceRequests = []dockerengine.DeviceRequest{req}
 		}
 	}
 	if uid := os.Getuid(); uid != 0 {
@@ -368,4 +407,25 @@ func (p *Provider) Delete(ctx context.Context, id string) error {
 		return fmt.Errorf("deleting node %s: removing its folder: %w", id, err)
 	}
 	return nil
+}
+
+// pickGPUs chooses the GPUs of a new node container: the host's that no
+// other node container of this provider holds.
+func (p *Provider) pickGPUs(ctx context.Context, req provider.NodeRequest) ([]string, error) {
+	if len(p.cfg.GPUs) == 0 {
+		return nil, nil
+	}
+	cs, err := p.cfg.Engine.ListContainers(ctx, map[string]string{labelProvider: Name, labelDataDir: p.cfg.DataDir})
+	if err != nil {
+		return nil, fmt.Errorf("listing node containers for their GPUs: %w", err)
+	}
+	used := map[string]bool{}
+	for _, c := range cs {
+		for _, d := range strings.Split(c.Labels[labelGPUs], ",") {
+			if d != "" {
+				used[d] = true
+			}
+		}
+	}
+	return provider.PickGPUs(p.cfg.GPUs, used, req.Size.GPUs, req.Size.Name, req.Location)
 }

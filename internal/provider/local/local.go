@@ -50,6 +50,11 @@ type Config struct {
 	// Env is added to the agents' environment (the server's environment
 	// is inherited).
 	Env []string
+	// GPUs are the host's GPU device indices that nodes get, disjoint
+	// between nodes (see gpus.go). Factory detects them unless the
+	// location lists them ("gpus": [0, 1, ...]; for hosts whose drivers the
+	// server cannot see, and for tests).
+	GPUs []string
 	// Logger receives the provider's logs. Default: discard.
 	Logger *slog.Logger
 }
@@ -63,6 +68,9 @@ type Provider struct {
 	// exited holds, for the agents this instance started, a channel
 	// closed once the child was reaped.
 	exited map[string]chan struct{}
+	// reserved holds the GPUs of nodes being created, until their
+	// node.json records them.
+	reserved map[string][]string
 }
 
 var _ provider.Provider = (*Provider)(nil)
@@ -88,14 +96,16 @@ func New(cfg Config) (*Provider, error) {
 	if err := os.MkdirAll(filepath.Join(cfg.DataDir, "nodes"), 0o755); err != nil {
 		return nil, fmt.Errorf("data_dir: %w", err)
 	}
-	return &Provider{cfg: cfg, log: cfg.Logger.With(slog.String("provider", Name)), exited: map[string]chan struct{}{}}, nil
+	return &Provider{cfg: cfg, log: cfg.Logger.With(slog.String("provider", Name)), exited: map[string]chan struct{}{}, reserved: map[string][]string{}}, nil
 }
 
 // Factory builds a local provider from a location's settings:
 // "agent_command" (a string or a list of strings), "grace_period" (a Go
-// duration such as "30s") and "data_dir" (default: deps.DataDir).
+// duration such as "30s"), "data_dir" (default: deps.DataDir) and "gpus"
+// ("auto", the default: the host's NVIDIA GPUs; or a list of indices).
 func Factory(name string, settings map[string]any, deps provider.Deps) (provider.Provider, error) {
 	cfg := Config{DataDir: deps.DataDir, Logger: deps.Logger}
+	detect := true
 	for k, v := range settings {
 		switch k {
 		case "agent_command":
@@ -126,9 +136,18 @@ func Factory(name string, settings map[string]any, deps provider.Deps) (provider
 				return nil, fmt.Errorf("data_dir: must be a folder path (got %v)", v)
 			}
 			cfg.DataDir = s
+		case "gpus":
+			ids, err := provider.ParseGPUs(v)
+			if err != nil {
+				return nil, err
+			}
+			cfg.GPUs, detect = ids, false
 		default:
-			return nil, fmt.Errorf("%s: unknown setting of the local provider; known: agent_command, grace_period, data_dir", k)
+			return nil, fmt.Errorf("%s: unknown setting of the local provider; known: agent_command, grace_period, data_dir, gpus", k)
 		}
+	}
+	if detect {
+		cfg.GPUs = provider.DetectGPUs()
 	}
 	return New(cfg)
 }
@@ -157,8 +176,13 @@ func (p *Provider) Create(ctx context.Context, req provider.NodeRequest) (*provi
 		return nil, fmt.Errorf("node id %q: must be letters, digits, '-', '_' or '.'", req.ID)
 	}
 	dir := p.nodeDir(req.ID)
+	devs, err := p.allocateGPUs(req.ID, req.Size.Name, req.Location, req.Size.GPUs)
+	if err != nil {
+		return nil, err
+	}
+	defer p.releaseReservation(req.ID)
 	if req.Keep && p.resume(dir) {
-		nf := nodeFile{ID: req.ID, Workspace: req.Workspace, Compute: req.Compute, Created: time.Now().UTC(), Capacity: capacity(req)}
+		nf := nodeFile{ID: req.ID, Workspace: req.Workspace, Compute: req.Compute, Created: time.Now().UTC(), Capacity: capacity(req, devs)}
 		n, err := p.start(req, dir, nf)
 		if err != nil {
 			return nil, fmt.Errorf("starting node %s again: %w", req.ID, err)
@@ -173,7 +197,7 @@ func (p *Provider) Create(ctx context.Context, req provider.NodeRequest) (*provi
 		}
 		return nil, fmt.Errorf("creating node %s: %w", req.ID, err)
 	}
-	nf := nodeFile{ID: req.ID, Workspace: req.Workspace, Compute: req.Compute, Created: time.Now().UTC(), Capacity: capacity(req)}
+	nf := nodeFile{ID: req.ID, Workspace: req.Workspace, Compute: req.Compute, Created: time.Now().UTC(), Capacity: capacity(req, devs)}
 	n, err := p.start(req, dir, nf)
 	if err != nil {
 		_ = os.RemoveAll(dir)
@@ -182,9 +206,9 @@ func (p *Provider) Create(ctx context.Context, req provider.NodeRequest) (*provi
 	return n, nil
 }
 
-func capacity(req provider.NodeRequest) api.Capacity {
+func capacity(req provider.NodeRequest, gpuDevices []string) api.Capacity {
 	return api.Capacity{
-		VCPUs: req.Size.VCPUs, MemoryGB: req.Size.MemoryGB, GPUs: req.Size.GPUs,
+		VCPUs: req.Size.VCPUs, MemoryGB: req.Size.MemoryGB, GPUs: req.Size.GPUs, GPUDevices: gpuDevices,
 		// Nodes share this machine and nothing is reserved: the size's
 		// figures are what the scheduler counts, not what the node has.
 		Note: fmt.Sprintf("logical: host has %d cores", goruntime.NumCPU()),

@@ -22,7 +22,7 @@ from tide.core.exceptions import (ClientAuthenticationError, HttpResponseError, 
                                   ResourceNotFoundError, ServiceRequestError)
 from tide.ml import Input, MLClient, Output, command, load_compute, load_job  # noqa: E402
 from tide.ml._http import Transport  # noqa: E402
-from tide.ml.entities import AmlCompute, AmlComputeSshSettings, Environment  # noqa: E402
+from tide.ml.entities import AmlCompute, AmlComputeSshSettings, ComputeInstance, Environment  # noqa: E402
 from tide.ml.exceptions import JobException, ValidationException  # noqa: E402
 
 AZURE = os.path.join(REPO, "..", "shared", "data", "azureml-examples", "cli")
@@ -76,6 +76,19 @@ class SDKTest(unittest.TestCase):
         self.assertTrue(any(s["name"] == "Standard_DS3_v2" for s in self.client.compute.list_sizes()))
         self.assertTrue(any(u["family"] == "standardDSv2Family" for u in self.client.compute.list_usage()))
         self.client.compute.begin_delete("sdk-lp").result(timeout=60)
+
+    def test_compute_instance(self) -> None:
+        """A ComputeInstance is created Running, stopped and started with
+        the begin_* pollers, as azure-ai-ml does."""
+        ci = ComputeInstance(name="sdk-ci", size="Standard_DS3_v2", idle_time_before_shutdown_minutes=60)
+        got = self.client.compute.begin_create_or_update(ci).result(timeout=120)
+        self.assertEqual(got.type, "computeinstance")
+        self.assertEqual(self.client.compute.begin_stop("sdk-ci").result(timeout=120).state, "Stopped")
+        self.assertEqual(self.client.compute.begin_start("sdk-ci").result(timeout=120).state, "Running")
+        with self.assertRaises(HttpResponseError) as cm:
+            self.client.compute.begin_start("sdk-ci")  # already running
+        self.assertEqual(cm.exception.status_code, 409)
+        self.client.compute.begin_delete("sdk-ci").result(timeout=120)
 
     def test_load_azure_files(self) -> None:
         c = load_compute(os.path.join(AZURE, "resources", "compute", "cluster-basic.yml"), client=self.client,
