@@ -63,6 +63,9 @@ type Server struct {
 	// UnusableAfter worth of heartbeats becomes unusable.
 	HeartbeatInterval time.Duration `yaml:"heartbeat_interval"`
 	UnusableAfter     time.Duration `yaml:"unusable_after"`
+	// MetricsOpen serves /metrics without a token (for a Prometheus that
+	// cannot send one); by default it needs one, like the API.
+	MetricsOpen bool `yaml:"metrics_open"`
 	// BudgetInterval is how often budgets are checked against what their
 	// scope spent (default one minute).
 	BudgetInterval time.Duration `yaml:"budget_interval"`

@@ -78,6 +78,15 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
+// metricsAuth is how /metrics is guarded: like the API, unless the
+// operator opened it (metrics_open) for a scraper that sends no token.
+func (s *Server) metricsAuth() auth {
+	if s.cfg.MetricsOpen {
+		return authNone
+	}
+	return authAdmin
+}
+
 // measure times a route's requests for tide_http_request_duration_seconds,
 // labelled with the route's pattern (not the path, which would make a
 // series per job).

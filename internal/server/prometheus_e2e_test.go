@@ -60,6 +60,15 @@ scrape_configs:
 	}
 	t.Cleanup(func() { cancel(); _ = prom.Wait() })
 	q := promQuery(fmt.Sprintf("http://127.0.0.1:%d", promPort))
+	// Without a token, /metrics answers 401 (metrics_open is off).
+	resp, err := http.Get("http://" + in.cfg.Listen + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 401 {
+		t.Errorf("/metrics without a token: %d, want 401", resp.StatusCode)
+	}
 	waitFor(t, "prometheus to scrape tide", 60*time.Second, func() bool {
 		v, ok := q(`up{job="tide"}`)
 		return ok && v == 1

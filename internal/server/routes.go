@@ -19,7 +19,7 @@ func (s *Server) routes() []route {
 	return slices.Concat([]route{
 		{method: "GET", pattern: "/livez", auth: authNone, summary: "Liveness: the process serves HTTP", handler: s.livez},
 		{method: "GET", pattern: "/readyz", auth: authNone, summary: "Readiness: the store answers", handler: s.readyz},
-		{method: "GET", pattern: "/metrics", auth: authNone, summary: "Prometheus metrics", handler: s.metrics.ServeHTTP},
+		{method: "GET", pattern: "/metrics", auth: s.metricsAuth(), summary: "Prometheus metrics (a token is needed unless the server's metrics_open is set)", handler: s.metrics.ServeHTTP},
 		{method: "GET", pattern: "/v1/openapi.json", auth: authNone, summary: "This API's OpenAPI 3 document", handler: s.openapi},
 
 		{method: "GET", pattern: "/v1/sizes", auth: authAdmin, summary: "List VM sizes", response: api.List[api.Size]{}, handler: s.listSizes},
