@@ -404,3 +404,20 @@ func (c *Client) Cost(ctx context.Context, ws, by, since string) (*CostReport, e
 	}
 	return &out, nil
 }
+
+// ComputeHistory returns a compute's samples since a time ("" for the
+// server's default, a day) in at most points buckets (0: the default).
+func (c *Client) ComputeHistory(ctx context.Context, ws, name, since string, points int) ([]ComputeSample, error) {
+	q := url.Values{}
+	if since != "" {
+		q.Set("since", since)
+	}
+	if points > 0 {
+		q.Set("points", strconv.Itoa(points))
+	}
+	var out []ComputeSample
+	if _, err := c.do(ctx, http.MethodGet, v1("workspaces", ws, "computes", name, "history"), q, nil, &out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}

@@ -1,5 +1,7 @@
 package api
 
+import "time"
+
 // JobUsage is what a job's processes on one node used, as its agent
 // measured it: CPU time, memory (resident), GPU and the job folder's disk.
 type JobUsage struct {
@@ -34,4 +36,18 @@ type NodeUtilization struct {
 	// memory in use (nvidia-smi); nil where none was measured.
 	GPUPercent     *float64 `json:"gpu_percent,omitempty"`
 	GPUMemoryBytes int64    `json:"gpu_memory_bytes,omitempty"`
+}
+
+// ComputeSample is a compute at one moment, kept for charts: its nodes by
+// state, its queued and running jobs, and what its nodes used.
+type ComputeSample struct {
+	Time    time.Time       `json:"time"`
+	Nodes   NodeStateCounts `json:"nodes"`
+	Queued  int             `json:"queued"`
+	Running int             `json:"running"`
+	// CPUPercent adds up the nodes' CPU (percent of one core);
+	// MemoryBytes their memory; GPUPercent is their GPUs' mean.
+	CPUPercent  float64  `json:"cpu_percent"`
+	MemoryBytes int64    `json:"memory_bytes"`
+	GPUPercent  *float64 `json:"gpu_percent,omitempty"`
 }

@@ -19,7 +19,7 @@ const requestTimeout = time.Minute
 func (r *run) computeCommand() *cobra.Command {
 	return group("compute", "Manage compute clusters and instances (like az ml compute)", append([]*cobra.Command{
 		r.computeCreate(), r.computeShow(), r.computeList(), r.computeUpdate(), r.computeDelete(),
-		r.computeListSizes(), r.computeListUsage(), r.computeListNodes(), r.computeEvents(), r.computePreemptNode(),
+		r.computeListSizes(), r.computeListUsage(), r.computeListNodes(), r.computeHistory(), r.computeEvents(), r.computePreemptNode(),
 	}, r.instanceVerbs()...)...)
 }
 

@@ -66,6 +66,9 @@ type Server struct {
 	// MetricsOpen serves /metrics without a token (for a Prometheus that
 	// cannot send one); by default it needs one, like the API.
 	MetricsOpen bool `yaml:"metrics_open"`
+	// SampleInterval is how often the controller records each compute's
+	// state for charts (default one minute); a week of samples is kept.
+	SampleInterval time.Duration `yaml:"sample_interval"`
 	// BudgetInterval is how often budgets are checked against what their
 	// scope spent (default one minute).
 	BudgetInterval time.Duration `yaml:"budget_interval"`
@@ -153,6 +156,9 @@ func (c *Server) fill() {
 	}
 	if c.BudgetInterval <= 0 {
 		c.BudgetInterval = time.Minute
+	}
+	if c.SampleInterval <= 0 {
+		c.SampleInterval = time.Minute
 	}
 	if c.UnusableAfter == 0 {
 		c.UnusableAfter = 5 * c.HeartbeatInterval

@@ -60,6 +60,9 @@ type Controller struct {
 	// rand draws simulated evictions; lastEvictionCheck is when it last did.
 	rand              func() float64
 	lastEvictionCheck time.Time
+	// lastSample and lastPrune are when compute samples were last
+	// recorded and pruned (only Step uses them).
+	lastSample, lastPrune time.Time
 
 	mu       sync.Mutex
 	inflight map[string]bool      // node ids with a provider call under way
@@ -267,7 +270,7 @@ func (c *Controller) Step(ctx context.Context) (time.Time, error) {
 	c.recovered(s)
 	c.learnStartTimes(s.nodes)
 	wake, err := c.decide(ctx, s, now)
-	errs = append(errs, err)
+	errs = append(errs, err, c.sample(ctx, s, now))
 	if !instWake.IsZero() && (wake.IsZero() || instWake.Before(wake)) {
 		wake = instWake
 	}

@@ -96,6 +96,13 @@ type Tx interface {
 	PutBudget(ctx context.Context, b *api.Budget, ifMatch string) error
 	DeleteBudget(ctx context.Context, workspace, name string) error
 
+	// AddComputeSample records a compute's state at s.Time (once per time).
+	AddComputeSample(ctx context.Context, workspace, compute string, s api.ComputeSample) error
+	// ListComputeSamples returns a compute's samples since a time, oldest first.
+	ListComputeSamples(ctx context.Context, workspace, compute string, since time.Time) ([]api.ComputeSample, error)
+	// PruneComputeSamples deletes the samples older than before.
+	PruneComputeSamples(ctx context.Context, before time.Time) error
+
 	// AddNodeUsage records the life of a removed node, for cost.
 	AddNodeUsage(ctx context.Context, u NodeUsage) error
 	// ListNodeUsage lists removed nodes of a workspace (of one compute when

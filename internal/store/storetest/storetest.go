@@ -55,6 +55,7 @@ func Run(t *testing.T, newDB func(t *testing.T) Opener) {
 		{"OnCommit", testOnCommit},
 		{"NodeUsage", testNodeUsage},
 		{"Budgets", testBudgets},
+		{"ComputeSamples", testComputeSamples},
 		{"ViewIsReadOnly", testViewIsReadOnly},
 		{"CanceledContext", testCanceledContext},
 		{"ConcurrentUpdates", testConcurrentUpdates},
@@ -750,6 +751,48 @@ func testBudgets(t *testing.T, open Opener) {
 		bs, err := tx.ListBudgets(ctx, "default")
 		if err != nil || len(bs) != 0 {
 			t.Errorf("after delete: %+v, %v", bs, err)
+		}
+		return nil
+	})
+}
+
+// testComputeSamples: samples are kept per compute and time (a second
+// write at a time replaces the first), listed oldest first since a time,
+// and pruned by age.
+func testComputeSamples(t *testing.T, open Opener) {
+	s := openStore(t, open)
+	ctx := t.Context()
+	update(t, s, func(tx store.Tx) error {
+		for i, m := range []int{0, 1, 2, 2} {
+			smp := api.ComputeSample{Time: when(m).UTC(), Nodes: api.NodeStateCounts{Idle: i}, Queued: i}
+			if err := tx.AddComputeSample(ctx, "default", "gpu", smp); err != nil {
+				return err
+			}
+		}
+		return tx.AddComputeSample(ctx, "default", "cpu", api.ComputeSample{Time: when(1).UTC(), Running: 7})
+	})
+	view(t, s, func(tx store.Tx) error {
+		got, err := tx.ListComputeSamples(ctx, "default", "gpu", when(1))
+		if err != nil {
+			return err
+		}
+		if len(got) != 2 || got[0].Queued != 1 || got[1].Queued != 3 || !got[1].Time.Equal(when(2)) {
+			t.Errorf("gpu samples since :01 = %+v, want :01 (1) and :02 (replaced: 3)", got)
+		}
+		return nil
+	})
+	update(t, s, func(tx store.Tx) error { return tx.PruneComputeSamples(ctx, when(2)) })
+	view(t, s, func(tx store.Tx) error {
+		gpu, err := tx.ListComputeSamples(ctx, "default", "gpu", time.Time{})
+		if err != nil {
+			return err
+		}
+		cpu, err := tx.ListComputeSamples(ctx, "default", "cpu", time.Time{})
+		if err != nil {
+			return err
+		}
+		if len(gpu) != 1 || len(cpu) != 0 {
+			t.Errorf("after pruning before :02: gpu %+v, cpu %+v", gpu, cpu)
 		}
 		return nil
 	})
