@@ -397,7 +397,7 @@ func (a *agent) heartbeatLoop(ctx context.Context) {
 		a.mu.Unlock()
 		hb.Usage, hb.Utilization = a.measure(ctx, jobs)
 		if ia := a.inst.Load(); ia != nil {
-			hb.Activity = ia.activity(ctx)
+			hb.Activity = ia.activity(ctx, hb.Utilization)
 		}
 		hctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		if err := a.client.postJSON(hctx, "/v1/agent/heartbeat", hb, nil); err != nil && ctx.Err() == nil {

@@ -28,7 +28,6 @@ import (
 type instanceAgent struct {
 	a     *agent
 	setup *api.InstanceSetup
-	cpu   cpuSampler
 
 	mu      sync.Mutex
 	jupyter api.JupyterServer
@@ -38,7 +37,7 @@ type instanceAgent struct {
 // re-registration after a reconnect does not run the scripts again.
 func (a *agent) startInstance(ctx context.Context, su *api.InstanceSetup) {
 	a.instanceOnce.Do(func() {
-		ia := &instanceAgent{a: a, setup: su, cpu: cpuSampler{root: os.Getpid()}}
+		ia := &instanceAgent{a: a, setup: su}
 		a.inst.Store(ia)
 		a.wg.Go(func() { ia.run(ctx) })
 	})
@@ -160,8 +159,28 @@ func (ia *instanceAgent) runJupyter(ctx context.Context) {
 		ia.setJupyter(api.JupyterServer{Reason: "starting jupyter-notebook: " + err.Error()})
 		return
 	}
+	ia.setJupyter(api.JupyterServer{Reason: "Jupyter is starting"})
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	// Listed as available only once it answers.
+	addr := net.JoinHostPort(cmp.Or(ia.a.cfg.Address, "127.0.0.1"), strconv.Itoa(port))
+	for up := false; !up; {
+		select {
+		case err = <-exited:
+			ia.jupyterExited(ctx, err)
+			return
+		case <-time.After(200 * time.Millisecond):
+		}
+		if c, derr := net.DialTimeout("tcp", addr, time.Second); derr == nil {
+			c.Close()
+			up = true
+		}
+	}
 	ia.setJupyter(api.JupyterServer{Port: port, Token: token})
-	err = cmd.Wait()
+	ia.jupyterExited(ctx, <-exited)
+}
+
+func (ia *instanceAgent) jupyterExited(ctx context.Context, err error) {
 	if ctx.Err() == nil {
 		ia.setJupyter(api.JupyterServer{Reason: fmt.Sprintf("jupyter-notebook exited (%v); see %s", err, filepath.Join(ia.a.cfg.Dir, "jupyter.log"))})
 	}
@@ -185,9 +204,14 @@ func freePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
-// activity measures what keeps the instance busy, for the heartbeat.
-func (ia *instanceAgent) activity(ctx context.Context) *api.NodeActivity {
-	act := &api.NodeActivity{CPUPercent: ia.cpu.sample(time.Now())}
+// activity measures what keeps the instance busy, for the heartbeat: the
+// CPU the node's processes used (the heartbeat's node utilization: the
+// agent, Jupyter, kernels, shells and jobs) and Jupyter's kernels.
+func (ia *instanceAgent) activity(ctx context.Context, node *api.NodeUtilization) *api.NodeActivity {
+	act := &api.NodeActivity{}
+	if node != nil {
+		act.CPUPercent = node.CPUPercent
+	}
 	ia.mu.Lock()
 	j := ia.jupyter
 	ia.mu.Unlock()

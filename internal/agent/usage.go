@@ -16,6 +16,10 @@ import (
 	"github.com/tideml/tide/internal/agent/runtime"
 )
 
+// clockTicks is the kernel's USER_HZ, in which /proc reports CPU time; it
+// is 100 on every Linux architecture Go supports.
+const clockTicks = 100
+
 // pageSize converts /proc's resident pages to bytes.
 var pageSize = int64(os.Getpagesize())
 

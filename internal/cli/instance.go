@@ -85,6 +85,9 @@ func (p *printer) instanceDetails(c *api.Compute) []kv {
 		}
 		lines = append(lines, kv{"last_operation", s})
 	}
+	if u := in.CreateOnBehalfOf; u != nil {
+		lines = append(lines, kv{"assigned_user", fmt.Sprintf("object id %s (tenant %s)", u.UserObjectID, u.UserTenantID)})
+	}
 	if in.IdleTimeBeforeShutdownMinutes > 0 {
 		lines = append(lines, kv{"idle_time_before_shutdown", fmt.Sprintf("%dm", in.IdleTimeBeforeShutdownMinutes)})
 	} else if in.IdleTimeBeforeShutdown != "" {

@@ -1083,7 +1083,18 @@ func (c *Controller) checkProviders(ctx context.Context) error {
 		return err
 	}
 	now := c.now().UTC()
+	// A stopping instance's node is the instances phase's to finish: its
+	// provider no longer lists it, and deleting it would lose its disk.
+	instanceNodes := map[string]bool{}
+	for _, cp := range s.computes {
+		if cp.IsInstance() {
+			instanceNodes[cp.Instance.Node] = true
+		}
+	}
 	for _, n := range s.nodes {
+		if n.State == api.NodeLeaving && instanceNodes[n.ID] {
+			continue
+		}
 		// Leaving nodes that tide is not deleting are those whose agent
 		// said it is stopping: the provider says why.
 		if n.State != api.NodeIdle && n.State != api.NodeRunning && n.State != api.NodePreparing && n.State != api.NodeLeaving || c.isInflight(n.ID) {

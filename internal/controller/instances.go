@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/tideml/tide/api"
+	"github.com/tideml/tide/internal/catalog"
 	"github.com/tideml/tide/internal/instance"
 	"github.com/tideml/tide/internal/provider"
 	"github.com/tideml/tide/internal/service"
@@ -37,7 +38,7 @@ func (c *Controller) instances(ctx context.Context, s *snapshot, now time.Time) 
 		if !cp.IsInstance() {
 			d := instance.DecideCluster(cp, now)
 			soonest(d.Wake)
-			if err := c.applyClusterSchedule(ctx, cp, d, now); err != nil {
+			if err := c.applyClusterSchedule(ctx, cp, d, s.computes, now); err != nil {
 				return wake, err
 			}
 			continue
@@ -111,7 +112,7 @@ func (c *Controller) applyInstance(ctx context.Context, cp *api.Compute, n *api.
 	switch {
 	case start:
 		c.startInstance(ctx, cp, now)
-	case d.Action == instance.Stop && n != nil && n.State != api.NodeLeaving:
+	case d.Action == instance.Stop && n != nil:
 		c.stopInstance(ctx, cp, *n, d.State, now)
 	}
 	return nil
@@ -193,11 +194,20 @@ func (c *Controller) stopInstance(ctx context.Context, cp *api.Compute, n api.No
 
 // applyClusterSchedule sets a cluster's node counts when its schedule
 // fired, and records the next firings.
-func (c *Controller) applyClusterSchedule(ctx context.Context, cp *api.Compute, d instance.ClusterDecision, now time.Time) error {
+func (c *Controller) applyClusterSchedule(ctx context.Context, cp *api.Compute, d instance.ClusterDecision, all []api.Compute, now time.Time) error {
 	if cp.Tide == nil || len(cp.Tide.Schedules) == 0 || cp.ProvisioningState != api.ProvisioningSucceeded {
 		return nil
 	}
 	msg := ""
+	if d.Set && d.Max > cp.MaxInstances {
+		// A raised max_instances reserves more quota, as an update does.
+		want := *cp
+		want.MinInstances, want.MaxInstances = d.Min, d.Max
+		if err := catalog.Check(all, want, c.catalog, c.cfg.Quotas); err != nil {
+			d.Set = false
+			msg = fmt.Sprintf("schedule (fired at %s) could not set max_instances %d: %v", d.At.Format(time.RFC3339), d.Max, err)
+		}
+	}
 	err := c.updateIfChanged(ctx, cp, func(x *api.Compute) bool {
 		if x.Etag != cp.Etag || x.Tide == nil {
 			return false

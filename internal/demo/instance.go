@@ -52,7 +52,10 @@ func finishInstance(ctx context.Context, c *api.Client, ws string, say func(stri
 		if cp, err = c.Compute(ctx, ws, demoInstance); err != nil {
 			return err
 		}
-		if app := cp.Instance.Applications; len(app) > 0 && (app[0].Available || app[0].Reason != "the node's agent has not reported Jupyter yet") || time.Now().After(deadline) {
+		pending := func(a api.Application) bool {
+			return !a.Available && (a.Reason == "the node's agent has not reported Jupyter yet" || a.Reason == "Jupyter is starting")
+		}
+		if app := cp.Instance.Applications; len(app) > 0 && !pending(app[0]) || time.Now().After(deadline) {
 			break
 		}
 		if !sleep(ctx, 250*time.Millisecond) {

@@ -136,7 +136,9 @@ func Decide(in Input) Decision {
 		}
 		return d
 	case api.NodeLeaving:
-		d.State = api.InstanceStopping
+		// A stop under way (or cut short by a server restart) finishes
+		// first; the instance starts again once its node is gone.
+		d.State, d.Action = api.InstanceStopping, Stop
 		return d
 	case api.NodeUnusable, api.NodePreempted:
 		d.State = api.InstanceUnusable

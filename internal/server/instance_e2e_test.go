@@ -248,8 +248,8 @@ func jupyterRunsOnePlusOne(t *testing.T, in *instance, c *api.Compute, token str
 		}
 		defer resp.Body.Close()
 		if resp.StatusCode != 201 {
-			// 502 while Jupyter starts (slow on a loaded machine): the
-			// proxy cannot tell starting from exited, so keep trying.
+			// 503 while Jupyter starts (slow on a loaded machine): keep
+			// trying; the last answer is logged if it never comes.
 			b, _ := io.ReadAll(resp.Body)
 			lastKernelErr = fmt.Sprintf("%d %s", resp.StatusCode, b)
 			return false

@@ -421,6 +421,14 @@ func TestEndToEnd(t *testing.T) {
 				return true
 			}
 		}
+		// The preempted node may already be replaced (a loaded machine
+		// polls less often than the controller turns): its event says it.
+		evs, _ := srv.Client.ComputeEvents(t.Context(), "default", "cpu-cluster")
+		for _, e := range evs {
+			if e.Kind == "NodePreempted" && strings.Contains(e.Message, node) && strings.Contains(e.Message, "EvictionByEvictionAPI") {
+				return true
+			}
+		}
 		return false
 	}) {
 		t.Fatalf("node %s not preempted after its Pod's eviction: %+v", node, nodes)
