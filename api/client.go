@@ -89,6 +89,10 @@ func ProblemCode(err error) string {
 type JobFilter struct {
 	Compute string
 	Status  string
+	// Limit keeps at most this many (0: all); Oldest lists oldest first
+	// (the default is newest first).
+	Limit  int
+	Oldest bool
 }
 
 // path joins escaped segments under /v1.
@@ -328,6 +332,12 @@ func (c *Client) Jobs(ctx context.Context, ws string, f JobFilter) ([]Job, error
 	}
 	if f.Status != "" {
 		q.Set("status", f.Status)
+	}
+	if f.Limit > 0 {
+		q.Set("limit", strconv.Itoa(f.Limit))
+	}
+	if f.Oldest {
+		q.Set("order", "oldest")
 	}
 	return list[Job](ctx, c, v1("workspaces", ws, "jobs"), q)
 }

@@ -225,6 +225,10 @@ type List[T any] struct {
 	NextLink string `json:"next_link,omitempty"`
 }
 
+// MaxRequestBody bounds API request bodies (other than snapshot and
+// artifact uploads), so also the compute, job and other files the CLI sends.
+const MaxRequestBody = 4 << 20
+
 // Problem is an RFC 9457 problem+json error body. Code is stable and meant
 // for programs; Field names the offending field for validation errors.
 type Problem struct {

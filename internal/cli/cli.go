@@ -19,6 +19,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -170,6 +171,7 @@ It reads the YAML files that 'az ml compute create -f' and 'az ml job create -f'
 
 Exit codes: 0 ok, 1 error from the server (or a streamed job failed or was
 canceled), 2 usage or validation error, 3 not found.`,
+		Version:           r.version(),
 		SilenceErrors:     true,
 		SilenceUsage:      true,
 		CompletionOptions: cobra.CompletionOptions{DisableDefaultCmd: true},
@@ -184,6 +186,7 @@ canceled), 2 usage or validation error, 3 not found.`,
 			return nil
 		},
 	}
+	root.SetVersionTemplate("tide {{.Version}}\n")
 	pf := root.PersistentFlags()
 	pf.StringVar(&r.server, "server", "", "server URL (env TIDE_SERVER; default from the client config)")
 	pf.StringVar(&r.token, "token", "", "API token (env TIDE_TOKEN; default from the client config)")
@@ -327,6 +330,14 @@ func (r *run) printError(err error) {
 	isUsage := errors.As(err, &ue)
 	var oe *net.OpError
 	var de *net.DNSError
+	if !isUsage && errors.As(err, &oe) && oe.Op == "listen" {
+		// The server's own listen failed: not a client that cannot connect.
+		fmt.Fprintf(w, "Error: cannot listen on %v: %v\n", oe.Addr, oe.Err)
+		if errors.Is(err, syscall.EADDRINUSE) {
+			fmt.Fprintf(w, "The port is taken%s: stop that server, or start this one with --listen 127.0.0.1:PORT (env TIDE_LISTEN).\n", portOwner(oe.Addr))
+		}
+		return
+	}
 	if !isUsage && (errors.As(err, &oe) || errors.As(err, &de)) {
 		fmt.Fprintf(w, "Error: cannot reach the tide server: %v\nIs it running? Start one with 'tide server', or pass --server (env TIDE_SERVER).\n", err)
 		return

@@ -147,7 +147,7 @@ func (r *run) download(ctx context.Context, cl *api.Client, name, dir, outputNam
 	if progress {
 		fmt.Fprint(r.app.Stderr, "\r\033[K")
 	}
-	fmt.Fprintf(r.app.Stdout, "Downloaded %d files (%s) of job %s to %s.\n", len(plan), bytesize(total), name, dir)
+	fmt.Fprintf(r.app.Stdout, "Downloaded %s (%s) of job %s to %s.\n", plural(len(plan), "file"), bytesize(total), name, dir)
 	return nil
 }
 
@@ -203,4 +203,12 @@ func bytesize(n int64) string {
 		exp++
 	}
 	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}
+
+// plural is "1 file", "2 files".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }

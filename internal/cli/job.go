@@ -106,9 +106,10 @@ func (r *run) jobList() *cobra.Command {
 		export string
 	)
 	cmd := &cobra.Command{
-		Use:   "list [--compute C] [--status S] [--export-trace FILE]",
-		Short: "List jobs, oldest first",
-		Long: `List jobs, oldest first. With --export-trace, write the jobs that ran as a
+		Use:   "list [--compute C] [--status S] [--limit N] [--oldest] [--export-trace FILE]",
+		Short: "List jobs, newest first",
+		Long: `List jobs, newest first (--oldest: oldest first), at most --limit of them.
+With --export-trace, write the jobs that ran as a
 trace for 'tide simulate' and 'tide advise' instead (` + simulate.GenericHeader + `;
 see docs/simulate.md); - writes to standard output.`,
 		Args: r.exactArgs(),
@@ -132,6 +133,8 @@ see docs/simulate.md); - writes to standard output.`,
 	}
 	cmd.Flags().StringVar(&f.Compute, "compute", "", "only jobs on this compute")
 	cmd.Flags().StringVar(&f.Status, "status", "", "only jobs in this status (Queued, Running, Completed, ...)")
+	cmd.Flags().IntVar(&f.Limit, "limit", 0, "at most this many jobs (the newest, or the oldest with --oldest)")
+	cmd.Flags().BoolVar(&f.Oldest, "oldest", false, "oldest first")
 	cmd.Flags().StringVar(&export, "export-trace", "", "write the jobs as a trace for 'tide simulate' to FILE (- for standard output)")
 	return cmd
 }
@@ -171,8 +174,9 @@ func (r *run) exportTrace(ctx context.Context, cl *api.Client, js []api.Job, pat
 
 func (r *run) jobStream() *cobra.Command {
 	return &cobra.Command{
-		Use:   "stream NAME",
-		Short: "Follow a job's log and status until it ends",
+		Use:     "stream NAME",
+		Aliases: []string{"logs"},
+		Short:   "Follow a job's log and status until it ends (alias: logs)",
 		Long: `Follow a job's log from the start, showing status changes and, while the job
 waits, what it waits for. A dropped connection or a server restart is
 survived: the stream resumes where it stopped.` + streamExitHelp,

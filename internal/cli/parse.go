@@ -18,11 +18,19 @@ func (r *run) readSpecFile(file string) ([]byte, error) {
 		return nil, usagef("-f/--file: required; name the YAML file to create from")
 	}
 	if file == "-" {
-		b, err := io.ReadAll(r.app.Stdin)
+		b, err := io.ReadAll(io.LimitReader(r.app.Stdin, api.MaxRequestBody+1))
 		if err != nil {
 			return nil, fmt.Errorf("reading standard input: %w", err)
 		}
+		if len(b) > api.MaxRequestBody {
+			return nil, usagef("-f -: standard input holds more than %s, the most tide reads (the server's request limit)", bytesize(api.MaxRequestBody))
+		}
 		return b, nil
+	}
+	// The size first: a huge file is refused before it is read.
+	if info, err := os.Stat(file); err == nil && info.Size() > api.MaxRequestBody {
+		return nil, usagef("-f %s: the file is %s; tide reads files of at most %s (the server's request limit); is it the right file?",
+			file, bytesize(info.Size()), bytesize(api.MaxRequestBody))
 	}
 	b, err := os.ReadFile(file)
 	if errors.Is(err, fs.ErrNotExist) {

@@ -95,7 +95,7 @@ func (r *run) upload(ctx context.Context, cl *api.Client, base, field, p string,
 	if err != nil {
 		return "", fmt.Errorf("%s: %w", field, err)
 	}
-	what := fmt.Sprintf("%s %s (%d files, %s)", field, p, snap.Files, bytesize(snap.Bytes))
+	what := fmt.Sprintf("%s %s (%s, %s)", field, p, plural(snap.Files, "file"), bytesize(snap.Bytes))
 	if has {
 		fmt.Fprintf(r.app.Stderr, "Using %s: already on the server.\n", what)
 		return ref, nil

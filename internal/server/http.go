@@ -19,7 +19,7 @@ import (
 )
 
 // maxBody bounds request bodies other than artifact uploads.
-const maxBody = 4 << 20
+const maxBody = api.MaxRequestBody
 
 // auth says who may call a route.
 type auth int

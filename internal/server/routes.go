@@ -40,7 +40,7 @@ func (s *Server) routes() []route {
 		{method: "GET", pattern: ws + "/computes/{name}/events", auth: authAdmin, summary: "List a compute's events", response: api.List[api.Event]{}, handler: s.computeEvents},
 
 		{method: "POST", pattern: ws + "/jobs", auth: authAdmin, summary: "Submit a job", request: api.Job{}, response: api.Job{}, status: 201, handler: s.createJob},
-		{method: "GET", pattern: ws + "/jobs", auth: authAdmin, summary: "List jobs (filters: compute, status)", response: api.List[api.Job]{}, handler: s.listJobs},
+		{method: "GET", pattern: ws + "/jobs", auth: authAdmin, summary: "List jobs, newest first (filters: compute, status; limit=N; order=oldest)", response: api.List[api.Job]{}, handler: s.listJobs},
 		{method: "GET", pattern: ws + "/jobs/{name}", auth: authAdmin, summary: "Get a job", response: api.Job{}, handler: s.getJob},
 		{method: "POST", pattern: ws + "/jobs/{name}/cancel", auth: authAdmin, summary: "Cancel a job", response: api.Job{}, status: 202, handler: s.cancelJob},
 		{method: "GET", pattern: ws + "/jobs/{name}/events", auth: authAdmin, summary: "List a job's events", response: api.List[api.Event]{}, handler: s.jobEvents},
@@ -310,6 +310,14 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) {
 	}
 	if n, err := strconv.Atoi(q.Get("limit")); err == nil {
 		f.Limit = n
+	}
+	switch q.Get("order") {
+	case "", "newest":
+		f.Newest = true
+	case "oldest":
+	default:
+		writeProblem(w, &api.Problem{Status: 400, Code: api.CodeValidation, Field: "order", Detail: "order " + q.Get("order") + ": newest (the default) or oldest"})
+		return
 	}
 	js, err := s.svc.Jobs(r.Context(), f)
 	if err != nil {

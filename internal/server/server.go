@@ -67,11 +67,19 @@ type Server struct {
 // gracefully: in-flight requests finish, agent streams close (agents keep
 // running their jobs and reconnect to the next server).
 func Run(ctx context.Context, cfg config.Server, log *slog.Logger) error {
+	// Listen first: a server that cannot have its port must change
+	// nothing (above all not the CLI's configuration of the server that
+	// has it).
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
 	s, err := New(ctx, cfg, log)
 	if err != nil {
+		ln.Close()
 		return err
 	}
-	return s.Serve(ctx, nil)
+	return s.Serve(ctx, ln)
 }
 
 // New opens the store and builds the server without listening yet.

@@ -459,9 +459,11 @@ func (s *Service) endJob(ctx context.Context, tx store.Tx, j *api.Job, now time.
 		}
 		j.LogTail = tail
 	}
-	msg := status
-	if j.Error != "" {
-		msg += ": " + j.Error
+	// The kind says the status; the message says why (not the status
+	// again).
+	msg := j.Error
+	if msg == "" {
+		msg = "every node exited 0"
 	}
 	return tx.AddEvent(ctx, j.Workspace, "job/"+j.Name, &api.Event{Time: now, Kind: status, Message: msg})
 }
@@ -560,7 +562,7 @@ func endAttempt(ctx context.Context, st store.Store, ws, name string, attempt in
 		if err := tx.PutJob(ctx, j, ""); err != nil {
 			return err
 		}
-		return tx.AddEvent(ctx, ws, "job/"+name, &api.Event{Time: now, Kind: status, Message: status + ": " + reason})
+		return tx.AddEvent(ctx, ws, "job/"+name, &api.Event{Time: now, Kind: status, Message: reason})
 	})
 	return ended, err
 }

@@ -141,6 +141,8 @@ type JobFilter struct {
 	Keys []JobKey
 	// Limit caps the number of jobs returned (0: no cap).
 	Limit int
+	// Newest lists the newest first (and Limit keeps the newest).
+	Newest bool
 }
 
 // NodeUsage is the life of a node that was removed: from its creation to

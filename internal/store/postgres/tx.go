@@ -283,6 +283,9 @@ func (x *tx) queryJobs(ctx context.Context, cols string, f store.JobFilter) (pgx
 		q += " WHERE " + strings.Join(where, " AND ")
 	}
 	q += " ORDER BY created"
+	if f.Newest {
+		q += " DESC"
+	}
 	if f.Limit > 0 {
 		q += " LIMIT " + arg(f.Limit)
 	}

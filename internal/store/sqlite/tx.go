@@ -302,6 +302,9 @@ func (x *tx) queryJobs(ctx context.Context, cols string, f store.JobFilter) (*sq
 		q += " WHERE " + strings.Join(where, " AND ")
 	}
 	q += " ORDER BY created"
+	if f.Newest {
+		q += " DESC"
+	}
 	if f.Limit > 0 {
 		q += " LIMIT ?"
 		args = append(args, f.Limit)
