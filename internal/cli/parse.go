@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/tideml/tide/api"
 	"github.com/tideml/tide/internal/spec"
@@ -65,6 +66,14 @@ func parseJob(file string, data []byte, sets []string) (*api.Job, error) {
 	if err != nil {
 		return nil, err
 	}
+	if e := j.Environment; e != nil && strings.HasPrefix(e.Ref, "file:") {
+		if j.Environment, err = fileEnvironment(file, e.Ref); err != nil {
+			return nil, err
+		}
+		if err := spec.ValidateJob(j); err != nil {
+			return nil, err
+		}
+	}
 	if e := j.Environment; e != nil && e.Build != nil && !filepath.IsAbs(e.Build.Path) {
 		base := "."
 		if file != "" && file != "-" {
@@ -80,4 +89,31 @@ func parseJob(file string, data []byte, sets []string) (*api.Job, error) {
 // isValidation reports whether err is a local validation error of a file.
 func isValidation(err error) bool {
 	return spec.AsErrors(err) != nil
+}
+
+// fileEnvironment reads environment: file:PATH (relative to the job file,
+// as Azure ML reads it) into the inline environment the job carries.
+func fileEnvironment(jobFile, ref string) (*api.JobEnvironment, error) {
+	p := strings.TrimPrefix(ref, "file:")
+	if !filepath.IsAbs(p) && jobFile != "-" {
+		p = filepath.Join(filepath.Dir(jobFile), p)
+	}
+	data, err := os.ReadFile(p)
+	if err != nil {
+		return nil, usagef("environment: %s: %v (paths are relative to the job file)", ref, err)
+	}
+	env, condaPath, err := spec.ParseEnvironment(p, data, nil)
+	if err != nil {
+		return nil, err
+	}
+	if env.Tide != nil {
+		return nil, usagef("environment: %s has a tide block, which a job cannot carry inline yet; register it with 'tide environment create -f %s' and name it as azureml:%s@latest", ref, p, env.Name)
+	}
+	out := &api.JobEnvironment{Image: env.Image, CondaFile: env.CondaFile}
+	if condaPath != "" {
+		if out.CondaFile, err = readCondaFile(p, condaPath); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }

@@ -211,6 +211,9 @@ func ParseEnvironmentRef(s string) (EnvironmentRef, error) {
 		}
 		return r, checkRef(r)
 	}
+	if f, ok := strings.CutPrefix(s, "file:"); ok {
+		return EnvironmentRef{}, &FieldError{Field: "environment", Message: errorf("file:%s: an environment file is read by the CLI, which sends it with the job (tide job create -f); a request must carry the environment inline or name a registered one", f)}
+	}
 	if strings.HasPrefix(s, "azureml://") {
 		return EnvironmentRef{}, &FieldError{Field: "environment", Message: errorf("%q: use azureml:NAME:VERSION, azureml:NAME@latest or azureml://registries/azureml/environments/NAME/labels/latest", s)}
 	}

@@ -27,7 +27,7 @@ const (
 	DefaultOutputType = api.InputURIFolder
 )
 
-var unsupportedJobTypes = []string{"sweep", "pipeline", "parallel", "spark", "automl", "import", "data_transfer"}
+var unsupportedJobTypes = []string{"sweep", "pipeline", "parallel", "spark", "automl", "import", "data_transfer", "finetuning", "distillation"}
 
 var jobFields = []string{
 	"$schema", "type", "name", "display_name", "experiment_name", "description", "tags",
@@ -482,7 +482,9 @@ func checkJob(j *api.Job, bad func(field, format string, args ...any)) {
 			bad("compute", "%s", msg)
 		}
 	}
-	if e := j.Environment; e != nil && e.Ref != "" {
+	// environment: file:PATH is read by the CLI, relative to the job
+	// file; the service refuses one that reaches it unread.
+	if e := j.Environment; e != nil && e.Ref != "" && !strings.HasPrefix(e.Ref, "file:") {
 		if _, err := ParseEnvironmentRef(e.Ref); err != nil {
 			bad("environment", "%s", err.(*FieldError).Message)
 		}
