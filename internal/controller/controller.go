@@ -998,6 +998,12 @@ func (c *Controller) status(ctx context.Context, s *snapshot, plan autoscaler.Re
 				target = 0
 			}
 		}
+		// Idle nodes waiting out their idle time are not being removed
+		// yet: as in Azure, the compute stays Steady at its current size
+		// until a node actually leaves.
+		if target < current && counts.Leaving == 0 {
+			target = current
+		}
 		alloc := api.AllocationSteady
 		if target != current || counts.Leaving > 0 || counts.Preparing > 0 {
 			alloc = api.AllocationResizing

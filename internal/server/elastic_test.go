@@ -388,3 +388,30 @@ func assignedAt(t *testing.T, in *instance, name string) time.Time {
 	t.Fatalf("job %s has no Assigned event: %+v", name, evs)
 	return time.Time{}
 }
+
+// TestIdleWindowIsSteady (issue 21, defect 3): while an idle node waits
+// out its idle time, the compute is Steady at its size, as in Azure, not
+// Resizing the whole window.
+func TestIdleWindowIsSteady(t *testing.T) {
+	in, _ := newServer(t)
+	createCompute(t, in, "name: lingering\ntype: amlcompute\nsize: Standard_DS3_v2\nmax_instances: 1\nidle_time_before_scale_down: 120\n")
+	j := submit(t, in, "command: echo done\ncompute: lingering\n")
+	if got := waitJob(t, in, j.Name, 60*time.Second); got.Status != api.JobCompleted {
+		t.Fatalf("job: %s", got.Status)
+	}
+	ctx := context.Background()
+	waitFor(t, "the node idle", 30*time.Second, func() bool {
+		c, err := in.client.Compute(ctx, "default", "lingering")
+		return err == nil && c.NodeStateCounts.Idle == 1
+	})
+	// Several controller turns (a heartbeat interval is 500 ms here).
+	for end := time.Now().Add(2 * time.Second); time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
+		c, err := in.client.Compute(ctx, "default", "lingering")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.AllocationState != api.AllocationSteady || c.TargetNodeCount != 1 || c.CurrentNodeCount != 1 {
+			t.Fatalf("in the idle window: %s, %d/%d nodes; want Steady at 1/1", c.AllocationState, c.CurrentNodeCount, c.TargetNodeCount)
+		}
+	}
+}
