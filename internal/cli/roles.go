@@ -127,6 +127,7 @@ func (r *run) serverCommand() *cobra.Command {
 	var (
 		file, dataDir, listen, store, logLevel, replica string
 		agentURLs                                       []string
+		detach                                          bool
 	)
 	cmd := &cobra.Command{
 		Use:   "server [--config FILE] [--data-dir D] [--listen HOST:PORT] [--store URL]",
@@ -157,6 +158,9 @@ an admin token and writes the client config the other commands read.`,
 			if changed(cmd, "agent-url") {
 				cfg.AgentURLs = agentURLs
 			}
+			if detach {
+				return r.detach(cmd, cfg)
+			}
 			err = r.app.Roles.Server(cmd.Context(), cfg, log)
 			if errors.Is(err, context.Canceled) && cmd.Context().Err() != nil {
 				return nil // interrupted: a normal shutdown
@@ -174,6 +178,8 @@ an admin token and writes the client config the other commands read.`,
 	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	f.StringVar(&replica, "replica", "", "this replica's name among servers sharing a PostgreSQL store (default HOSTNAME:PORT)")
 	f.StringSliceVar(&agentURLs, "agent-url", nil, "URL agents use to reach the servers; repeat for every replica (default: the advertised URL)")
+	f.BoolVar(&detach, "detach", false, "run in the background: return once the server answers, log to DATA_DIR/server.log ('tide server stop' stops it)")
+	cmd.AddCommand(r.serverStop())
 	return cmd
 }
 
