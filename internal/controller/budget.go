@@ -51,7 +51,11 @@ func DueThresholds(b *api.Budget, start time.Time, spent float64) []float64 {
 
 // budgetLoop checks the budgets every BudgetInterval until ctx ends.
 func (c *Controller) budgetLoop(ctx context.Context) {
-	t := time.NewTicker(c.cfg.BudgetInterval)
+	every := c.cfg.BudgetInterval
+	if every <= 0 {
+		every = time.Minute // a controller built without the server's defaults
+	}
+	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
 		select {
