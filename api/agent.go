@@ -86,6 +86,13 @@ type Assignment struct {
 	// Outputs are the names of outputs; each is bound to a folder under ./outputs.
 	Outputs        []string          `json:"outputs,omitempty"`
 	Env            map[string]string `json:"env,omitempty"`
+	// Masks are secret values the job's environment holds; the agent
+	// replaces them with *** in the job's log.
+	Masks []string `json:"masks,omitempty"`
+	// IdentityToken is the token the job's code acts with
+	// (TIDE_IDENTITY_TOKEN), for this attempt only; empty when the job acts
+	// as nobody.
+	IdentityToken string `json:"identity_token,omitempty"`
 	ExperimentName string            `json:"experiment_name,omitempty"`
 	TimeoutSeconds int               `json:"timeout_seconds,omitempty"`
 	GraceSeconds   int               `json:"grace_seconds,omitempty"`

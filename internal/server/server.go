@@ -20,7 +20,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -52,7 +51,8 @@ type Server struct {
 	changes  *controller.Broadcast
 	metrics  http.Handler
 	stats    *metrics.Metrics
-	tokens   sync.Map // token hash -> principal
+	access   *accessCache
+	audit    *auditLog
 	nodeKey  []byte
 	repl     *replication // nil: the store is not shared; this server leads
 	blobs    *blob.Store
@@ -97,8 +97,9 @@ func New(ctx context.Context, cfg config.Server, log *slog.Logger) (*Server, err
 		return nil, fmt.Errorf("sizes: %w", err)
 	}
 	s := &Server{cfg: cfg, log: log.With("replica", cfg.Replica), store: st, hub: controller.NewHub(),
-		changes: controller.NewBroadcast(), stopping: make(chan struct{})}
+		changes: controller.NewBroadcast(), stopping: make(chan struct{}), access: newAccessCache()}
 	log = s.log
+	s.audit = newAuditLog(st, log, s.now)
 	if s.blobs, err = blob.New(filepath.Join(cfg.DataDir, "blobs"), int64(cfg.MaxDataSize)); err != nil {
 		st.Close()
 		return nil, err
@@ -108,7 +109,8 @@ func New(ctx context.Context, cfg config.Server, log *slog.Logger) (*Server, err
 	// The service and the controller write through a store that counts
 	// what each committed transaction did (internal/metrics).
 	counted := metrics.Observe(st, s.stats)
-	s.svc = &service.Service{Store: counted, Catalog: cat, Config: cfg, Log: log, Blobs: s.blobs, DockerEngine: dockerengine.New("").Ping, HostGPUs: hostGPUs, Now: cfg.Clock}
+	s.svc = &service.Service{Store: counted, Catalog: cat, Config: cfg, Log: log, Blobs: s.blobs, DockerEngine: dockerengine.New("").Ping, HostGPUs: hostGPUs, Now: cfg.Clock,
+		IdentityToken: s.jobIdentityToken}
 	if err := s.svc.Bootstrap(ctx); err != nil {
 		st.Close()
 		return nil, fmt.Errorf("bootstrapping store: %w", err)
@@ -127,7 +129,7 @@ func New(ctx context.Context, cfg config.Server, log *slog.Logger) (*Server, err
 		providers[l.Name] = p
 	}
 	s.ctrl = controller.New(controller.Options{Store: counted, Catalog: cat, Config: cfg, Providers: providers,
-		Hub: s.hub, Changes: s.changes, Log: log.With("component", "controller"), NodeToken: s.nodeToken, Now: cfg.Clock, Metrics: s.stats})
+		Hub: s.hub, Changes: s.changes, Log: log.With("component", "controller"), NodeToken: s.nodeToken, IdentityToken: s.jobIdentityToken, Now: cfg.Clock, Metrics: s.stats})
 	if c, ok := st.(store.Cluster); ok {
 		s.repl = newReplication(s, c)
 		s.hub.Relay = s.repl.relay
@@ -186,16 +188,21 @@ func (s *Server) bootstrapSecrets(ctx context.Context) error {
 			return err
 		}
 		s.nodeKey, _ = hex.DecodeString(key)
+		now := time.Now().UTC()
+		if err := service.EnsureBootstrapUser(ctx, tx, now); err != nil {
+			return err
+		}
 		if _, err := tx.GetSetting(ctx, "admin_token_created"); err == nil {
 			return nil
 		} else if !store.IsNotFound(err) {
 			return err
 		}
-		token = "tide_" + randomHex(24)
-		if err := tx.PutToken(ctx, &store.Token{Hash: hashToken(token), Name: "admin", Role: "admin"}); err != nil {
+		t, err := service.MintToken(ctx, tx, service.BootstrapUser, "bootstrap", time.Time{}, now)
+		if err != nil {
 			return err
 		}
-		return tx.PutSetting(ctx, "admin_token_created", time.Now().UTC().Format(time.RFC3339))
+		token = t.Secret
+		return tx.PutSetting(ctx, "admin_token_created", now.Format(time.RFC3339))
 	})
 	if err != nil {
 		return fmt.Errorf("creating secrets: %w", err)
@@ -288,6 +295,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	_ = srv.Shutdown(shutdown)
 	stopCtrl()
 	<-ctrlDone
+	s.audit.flush(context.Background())
 	s.log.Info("tide server stopped")
 	if errors.Is(err, http.ErrServerClosed) {
 		err = nil

@@ -76,6 +76,12 @@ func (s *Service) SubmitJob(ctx context.Context, ws string, j *api.Job) (*api.Jo
 		if err := s.checkGPUs(c); err != nil {
 			return err
 		}
+		if err := checkSecretRefs(ctx, tx, ws, j.EnvironmentVariables); err != nil {
+			return err
+		}
+		if err := checkJobIdentity(j, c); err != nil {
+			return err
+		}
 		if rt := s.Config.Runtime(c.Location); rt == "docker" && j.Environment == nil {
 			e := errorf(400, api.CodeValidation, "environment: required on compute %q, which runs jobs in Docker containers (location %s, runtime docker); add environment: {image: IMAGE} or environment: {build: {path: DIR}}", c.Name, c.Location)
 			e.Field = "environment"
@@ -122,7 +128,7 @@ func (s *Service) SubmitJob(ctx context.Context, ws string, j *api.Job) (*api.Jo
 		j.Workspace = ws
 		j.ID = "/workspaces/" + ws + "/jobs/" + j.Name
 		j.Status = api.JobQueued
-		j.CreatedOn = now
+		j.CreatedOn, j.CreatedBy = now, UserOf(ctx)
 		j.StartTime, j.EndTime = time.Time{}, time.Time{}
 		j.ExitCode, j.Error, j.LogTail, j.Ranks, j.Attempt = nil, "", nil, nil, 0
 		j.PendingReason = "waiting for the scheduler"

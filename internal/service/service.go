@@ -75,6 +75,9 @@ type Service struct {
 	Now func() time.Time
 	// Blobs tells whether code and data snapshots were uploaded.
 	Blobs Blobs
+	// IdentityToken mints the token a job attempt acts with; nil gives
+	// jobs none.
+	IdentityToken func(j *api.Job, c *api.Compute) string
 	// HostGPUs counts the NVIDIA GPUs of the server's host, for jobs on
 	// docker-runtime locations whose nodes run there; nil skips the check.
 	HostGPUs func() int
