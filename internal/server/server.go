@@ -57,6 +57,9 @@ type Server struct {
 	repl     *replication // nil: the store is not shared; this server leads
 	blobs    *blob.Store
 	stopping chan struct{}
+	// caFingerprint is the SHA-256 of the CA this server's certificate
+	// chains to ("" without TLS); clients and agents pin it.
+	caFingerprint string
 	// AdminToken is set when this start created the admin token.
 	AdminToken string
 	// Addr is the address the API listens on, once listening.
@@ -220,10 +223,17 @@ func (s *Server) bootstrapSecrets(ctx context.Context) error {
 			return err
 		}
 	}
-	if err := api.SaveClientConfig(path, api.ClientConfig{Server: s.cfg.AdvertiseURL, Token: token, Workspace: api.DefaultWorkspace}); err != nil {
+	name := api.ContextName(s.cfg.AdvertiseURL)
+	current, err := api.SaveClientConfig(path, name, api.ClientConfig{Server: s.cfg.AdvertiseURL, Token: token,
+		Workspace: api.DefaultWorkspace, CAFingerprint: s.caFingerprint})
+	if err != nil {
 		return err
 	}
-	s.log.Info("created the admin token and wrote the CLI configuration", "path", path)
+	if current {
+		s.log.Info("created the admin token and wrote the CLI configuration", "path", path, "context", name)
+	} else {
+		s.log.Info("created the admin token and added this server to the CLI configuration; select it with 'tide config use-context "+name+"'", "path", path, "context", name)
+	}
 	return nil
 }
 
@@ -327,4 +337,29 @@ func (s *Server) runtimeOf(ctx context.Context, node string) string {
 func hostGPUs() int {
 	devs, _ := filepath.Glob("/dev/nvidia[0-9]*")
 	return len(devs)
+}
+
+// MintOwnerToken opens a server's store directly (an operator who lost
+// the bootstrap token, on the server's machine) and makes a new token for
+// the bootstrap owner.
+func MintOwnerToken(ctx context.Context, cfg config.Server, name string, expires time.Duration) (api.Token, error) {
+	st, err := openStore(ctx, cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		return api.Token{}, err
+	}
+	defer st.Close()
+	now := time.Now().UTC()
+	var exp time.Time
+	if expires > 0 {
+		exp = now.Add(expires)
+	}
+	var t api.Token
+	err = st.Update(ctx, func(tx store.Tx) error {
+		if err := service.EnsureBootstrapUser(ctx, tx, now); err != nil {
+			return err
+		}
+		t, err = service.MintToken(ctx, tx, service.BootstrapUser, name, exp, now)
+		return err
+	})
+	return t, err
 }
