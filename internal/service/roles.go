@@ -61,7 +61,9 @@ func RolesWith(p Perm) []string {
 // CanonicalRole returns the built-in role a name means (case and spacing
 // aside; "Data Scientist" and "Compute Operator" without "AzureML"), or "".
 func CanonicalRole(name string) string {
-	norm := func(s string) string { return strings.ToLower(strings.Join(strings.Fields(strings.TrimPrefix(s, "AzureML ")), " ")) }
+	norm := func(s string) string {
+		return strings.ToLower(strings.Join(strings.Fields(strings.TrimPrefix(s, "AzureML ")), " "))
+	}
 	for _, r := range api.Roles {
 		if norm(r) == norm(name) || norm(r) == norm(strings.TrimPrefix(strings.TrimSpace(name), "azureml ")) {
 			return r
