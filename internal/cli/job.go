@@ -50,7 +50,12 @@ With --stream, follow the job's log until it ends.` + streamExitHelp,
 			if err != nil {
 				return err
 			}
-			if err := r.uploadData(cmd.Context(), cl, file, j); err != nil {
+			if j.Type == api.JobTypePipeline {
+				err = r.preparePipeline(cmd.Context(), cl, file, j)
+			} else {
+				err = r.uploadData(cmd.Context(), cl, file, j)
+			}
+			if err != nil {
 				return err
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), requestTimeout)
