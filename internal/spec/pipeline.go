@@ -12,12 +12,12 @@ import (
 
 var pipelineFields = []string{
 	"$schema", "type", "name", "display_name", "experiment_name", "description", "tags",
-	"inputs", "outputs", "settings", "jobs", "compute",
+	"inputs", "outputs", "settings", "jobs", "compute", "command",
 }
 
 var stepFields = []string{
 	"type", "component", "command", "code", "environment", "environment_variables", "inputs", "outputs",
-	"compute", "resources", "distribution", "limits", "display_name", "description", "tags",
+	"compute", "resources", "distribution", "limits", "display_name", "description", "tags", "name",
 }
 
 // pipelineUnsupported are pipeline job fields tide does not implement.
@@ -76,6 +76,8 @@ func (d *decoder) pipeline(root *yaml.Node, j *api.Job) (*api.Job, error) {
 			j.Outputs = d.outputs(v, fp)
 		case "compute":
 			j.Compute, _ = d.str(v, fp)
+		case "command":
+			j.Command, _ = d.str(v, fp) // checkPipeline refuses one
 		case "settings":
 			j.Settings = d.pipelineSettings(v, fp)
 		case "jobs":
@@ -191,6 +193,12 @@ func (d *decoder) step(n *yaml.Node, path string) *api.Job {
 			s.Description, _ = d.str(v, fp)
 		case "tags":
 			s.Tags = d.strMap(v, fp)
+		case "name":
+			// A step's name is its key under jobs; a round-tripped
+			// document carries it empty.
+			if n, _ := d.str(v, fp); n != "" {
+				d.notSupported(fp, "a step's name is its key under jobs; remove it")
+			}
 		default:
 			if msg, ok := jobUnsupported[key]; ok {
 				d.notSupported(fp, msg)
