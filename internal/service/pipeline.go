@@ -110,6 +110,11 @@ func (s *Service) resolveComponents(ctx context.Context, tx store.Tx, ws string,
 			continue
 		}
 		field := "jobs." + name + ".component"
+		if f, ok := spec.ComponentFile(step.Component.Ref); ok {
+			e := errorf(400, api.CodeValidation, "%s: %s: a component file is read by the CLI (tide job create -f), which sends the component inline; a request must carry it inline or name a registered one (azureml:NAME:VERSION)", field, f)
+			e.Field = field
+			return e
+		}
 		ref, err := spec.ParseComponentRef(step.Component.Ref)
 		if err != nil {
 			e := validation(err).(*Error)

@@ -313,9 +313,8 @@ func checkStep(p *api.Job, name string, bad func(field, format string, args ...a
 		bad(prefix+"component", "required: a component (./file.yml, azureml:NAME:VERSION or inline) or a command")
 		return
 	case c != nil && c.Ref != "":
-		if f, ok := ComponentFile(c.Ref); ok {
-			bad(prefix+"component", "%s: a component file is read by the CLI (tide job create -f), which sends it inline", f)
-			return
+		if _, ok := ComponentFile(c.Ref); ok {
+			return // the CLI reads it; the server refuses one that reaches it unread
 		}
 		if _, err := ParseComponentRef(c.Ref); err != nil {
 			bad(prefix+"component", "%s", err.(*FieldError).Message)
