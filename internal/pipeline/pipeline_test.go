@@ -83,7 +83,7 @@ func TestStepJob(t *testing.T) {
 		Jobs: map[string]*api.Job{
 			"train": {Type: "command", Compute: "cpu", Component: &api.Component{
 				Command: "train ${{inputs.lr}} ${{inputs.data}} ${{inputs.kind}} ${{outputs.model}}", Code: "blob:11",
-				Inputs: map[string]api.ComponentInput{"lr": {Type: "number"}, "data": {Type: "uri_folder"}, "kind": {Type: "string", Default: &def}, "opt": {Type: "string", Optional: true}},
+				Inputs:  map[string]api.ComponentInput{"lr": {Type: "number"}, "data": {Type: "uri_folder"}, "kind": {Type: "string", Default: &def}, "opt": {Type: "string", Optional: true}},
 				Outputs: map[string]api.JobOutput{"model": {Type: "uri_folder"}},
 			}, Inputs: map[string]api.JobInput{
 				"lr": {Type: api.InputLiteral, Value: "${{parent.inputs.lr}}"}, "data": {Type: api.InputLiteral, Value: "${{parent.inputs.data}}"},
