@@ -208,7 +208,7 @@ func freePort() (int, error) {
 // CPU the node's processes used (the heartbeat's node utilization: the
 // agent, Jupyter, kernels, shells and jobs) and Jupyter's kernels.
 func (ia *instanceAgent) activity(ctx context.Context, node *api.NodeUtilization) *api.NodeActivity {
-	act := &api.NodeActivity{}
+	act := &api.NodeActivity{SSHSessions: ia.a.ssh.report()}
 	if node != nil {
 		act.CPUPercent = node.CPUPercent
 	}
