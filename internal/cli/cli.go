@@ -106,6 +106,10 @@ func ExitCode(err error) int {
 	if errors.As(err, &ue) || isValidation(err) {
 		return ExitUsage
 	}
+	var se *SSHExitError
+	if errors.As(err, &se) {
+		return se.Code
+	}
 	var ae *api.Error
 	if errors.As(err, &ae) {
 		switch {
@@ -163,6 +167,9 @@ type run struct {
 	cmd *cobra.Command
 
 	server, token, workspace, configPath, context, output string
+	// caFingerprint is the CA the server's certificate must chain to
+	// (set by endpoint).
+	caFingerprint string
 }
 
 func (r *run) rootCommand() *cobra.Command {
@@ -280,25 +287,13 @@ func (r *run) clientConfigPath() (string, error) {
 }
 
 func (r *run) client() (*api.Client, error) {
-	flagOr := r.flagOr
-	path, err := r.clientConfigPath()
+	server, token, err := r.endpoint()
 	if err != nil {
 		return nil, err
 	}
-	file, err := api.LoadClientConfigFile(path)
-	if err != nil {
-		return nil, err
-	}
-	cfg, err := file.Context(flagOr("context", r.context, "TIDE_CONTEXT"))
-	if err != nil {
-		return nil, &UsageError{Err: err}
-	}
-	server := firstNonEmpty(flagOr("server", r.server, "TIDE_SERVER"), cfg.Server, "http://"+config.DefaultListen)
-	token := firstNonEmpty(flagOr("token", r.token, "TIDE_TOKEN"), cfg.Token)
-	r.workspace = firstNonEmpty(flagOr("workspace", r.workspace, "TIDE_WORKSPACE"), cfg.Workspace, api.DefaultWorkspace)
 	tr := http.DefaultTransport.(*http.Transport).Clone()
-	if fp := firstNonEmpty(r.app.Getenv("TIDE_CA_FINGERPRINT"), cfg.CAFingerprint); fp != "" {
-		tr.TLSClientConfig = api.PinnedTLS(fp)
+	if r.caFingerprint != "" {
+		tr.TLSClientConfig = api.PinnedTLS(r.caFingerprint)
 	}
 	// Bound the wait for an answer, not the whole exchange: log streams and
 	// downloads legitimately take long.
@@ -308,6 +303,29 @@ func (r *run) client() (*api.Client, error) {
 		return nil, &UsageError{Err: err}
 	}
 	return c, nil
+}
+
+// endpoint resolves the server URL, token, workspace and pinned CA from
+// flags, the environment and the client config's context, in that order.
+func (r *run) endpoint() (server, token string, err error) {
+	flagOr := r.flagOr
+	path, err := r.clientConfigPath()
+	if err != nil {
+		return "", "", err
+	}
+	file, err := api.LoadClientConfigFile(path)
+	if err != nil {
+		return "", "", err
+	}
+	cfg, err := file.Context(flagOr("context", r.context, "TIDE_CONTEXT"))
+	if err != nil {
+		return "", "", &UsageError{Err: err}
+	}
+	server = firstNonEmpty(flagOr("server", r.server, "TIDE_SERVER"), cfg.Server, "http://"+config.DefaultListen)
+	token = firstNonEmpty(flagOr("token", r.token, "TIDE_TOKEN"), cfg.Token)
+	r.workspace = firstNonEmpty(flagOr("workspace", r.workspace, "TIDE_WORKSPACE"), cfg.Workspace, api.DefaultWorkspace)
+	r.caFingerprint = firstNonEmpty(r.app.Getenv("TIDE_CA_FINGERPRINT"), cfg.CAFingerprint)
+	return server, token, nil
 }
 
 func firstNonEmpty(vals ...string) string {
@@ -328,7 +346,8 @@ func (r *run) printer() *printer {
 func (r *run) printError(err error) {
 	w := r.app.Stderr
 	var je *JobOutcomeError
-	if errors.As(err, &je) {
+	var se *SSHExitError
+	if errors.As(err, &je) || errors.As(err, &se) {
 		return
 	}
 	if errors.Is(err, context.Canceled) {

@@ -60,6 +60,8 @@ type Server struct {
 	// caFingerprint is the SHA-256 of the CA this server's certificate
 	// chains to ("" without TLS); clients and agents pin it.
 	caFingerprint string
+	// ssh pairs SSH clients with the agents they reach.
+	ssh sshRelay
 	// AdminToken is set when this start created the admin token.
 	AdminToken string
 	// Addr is the address the API listens on, once listening.
