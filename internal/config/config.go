@@ -116,6 +116,11 @@ type Location struct {
 	Runtime string `yaml:"runtime"`
 	// Settings are the provider's own settings.
 	Settings map[string]any `yaml:"settings"`
+	// Oversubscribe accepts, with a warning, compute sizes bigger than
+	// the host that all of the location's nodes share (a local location:
+	// this machine). Without it such sizes are refused, naming what the
+	// host lacks.
+	Oversubscribe bool `yaml:"oversubscribe"`
 }
 
 // Default returns the configuration with every default filled in.
@@ -303,6 +308,17 @@ func (c *Server) Runtime(location string) string {
 		}
 	}
 	return "process"
+}
+
+// Oversubscribes reports whether the named location accepts sizes its
+// host cannot honour (Location.Oversubscribe).
+func (c *Server) Oversubscribes(location string) bool {
+	for _, l := range c.Locations {
+		if l.Name == location {
+			return l.Oversubscribe
+		}
+	}
+	return false
 }
 
 // ProviderOf returns the provider of the named location ("" when unknown).
