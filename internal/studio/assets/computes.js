@@ -182,7 +182,7 @@ async function drawMonitoring(body, name) {
     if (!hist.length) return;
     const colors = ['#7a8b99', '#1f77b4', '#e6a700', '#d62728', '#9467bd', '#8c564b'];
     const opts = {
-      width: Math.max(280, chart.clientWidth || 600), height: 280,
+      width: Math.max(240, chart.clientWidth - 16), height: 280,
       series: [{}, ...nodeStates.map((st, i) => ({label: st, stroke: colors[i], width: 2})),
         {label: 'queued jobs', stroke: '#2ca02c', dash: [6, 4], width: 2}],
       axes: [{}, {label: 'count'}],
@@ -203,7 +203,10 @@ async function drawMonitoring(body, name) {
   };
   range.addEventListener('change', draw);
   every(5000, draw);
-  onLeave(() => plot && plot.destroy());
+  // The chart follows its box's width (a phone turned, a window resized).
+  const fit = new ResizeObserver(() => plot && plot.setSize({width: Math.max(240, chart.clientWidth - 16), height: 280}));
+  fit.observe(chart);
+  onLeave(() => { fit.disconnect(); if (plot) plot.destroy(); });
 }
 
 // The create form: Azure's fields, or a pasted YAML file read by the same
