@@ -59,6 +59,8 @@ type Server struct {
 	blobs    *blob.Store
 	studio   *studio.Studio
 	stopping chan struct{}
+	// ssh pairs SSH clients with the agents they reach.
+	ssh sshRelay
 	// AdminToken is set when this start created the admin token.
 	AdminToken string
 	// Addr is the address the API listens on, once listening.
