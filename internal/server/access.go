@@ -12,6 +12,7 @@ import (
 	"github.com/tideml/tide/api"
 	"github.com/tideml/tide/internal/service"
 	"github.com/tideml/tide/internal/store"
+	"github.com/tideml/tide/internal/studio"
 )
 
 // principal is who a request comes from: a user, an identity (a job's
@@ -99,6 +100,11 @@ func (s *Server) authenticate(r *http.Request) (principal, error) {
 		h = "Bearer " + v // Azure's managed identity protocol
 	}
 	secret, ok := strings.CutPrefix(h, "Bearer ")
+	if h == "" {
+		// Studio's session cookie holds the same kind of token, so the
+		// route's rule applies to Studio as to the CLI.
+		secret, ok = studio.CookieToken(r)
+	}
 	if !ok || secret == "" {
 		return principal{}, fmt.Errorf("%w: missing 'Authorization: Bearer <token>'; the server wrote a token to the CLI config on its first start (or set TIDE_TOKEN)", errUnauthorized)
 	}
