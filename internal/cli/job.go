@@ -50,6 +50,15 @@ With --stream, follow the job's log until it ends.` + streamExitHelp,
 			if err != nil {
 				return err
 			}
+			// The server checks everything it can (compute, environment,
+			// datastores, name) before code and data go up, and says
+			// every problem at once.
+			vctx, vcancel := context.WithTimeout(cmd.Context(), requestTimeout)
+			err = cl.ValidateJob(vctx, r.workspace, j)
+			vcancel()
+			if err != nil {
+				return err
+			}
 			if err := r.uploadData(cmd.Context(), cl, file, j); err != nil {
 				return err
 			}

@@ -19,16 +19,15 @@ type Blobs interface {
 // checkData checks, when a job is submitted, that its code and data inputs
 // can be fetched by a node: snapshots were uploaded, datastores exist and
 // are local folders. Azure-only stores were rejected by the spec already.
-func (s *Service) checkData(ctx context.Context, tx store.Tx, ws string, j *api.Job) error {
+func (s *Service) checkData(ctx context.Context, tx store.Tx, ws string, j *api.Job, preUpload bool) error {
 	bad := func(field, format string, args ...any) error {
 		e := errorf(400, api.CodeValidation, "%s: %s", field, fmt.Sprintf(format, args...))
 		e.Field = field
 		return e
 	}
-	if j.Code != "" {
-		if err := s.checkSnapshot(j.Code, "code", bad); err != nil {
-			return err
-		}
+	var ps problems
+	if j.Code != "" && !(preUpload && isLocal(j.Code)) {
+		ps.add(s.checkSnapshot(j.Code, "code", bad))
 	}
 	names := make([]string, 0, len(j.Inputs))
 	for name := range j.Inputs {
@@ -43,9 +42,10 @@ func (s *Service) checkData(ctx context.Context, tx store.Tx, ws string, j *api.
 		kind, _ := spec.ClassifyDataPath(in.Path)
 		switch kind {
 		case spec.PathLocal, spec.PathBlob:
-			if err := s.checkSnapshot(in.Path, field, bad); err != nil {
-				return err
+			if preUpload && kind == spec.PathLocal {
+				continue // uploaded next
 			}
+			ps.add(s.checkSnapshot(in.Path, field, bad))
 		case spec.PathDatastore:
 			dsName, _, _ := spec.ParseDatastorePath(in.Path)
 			ds, err := tx.GetDatastore(ctx, ws, dsName)
@@ -54,17 +54,25 @@ func (s *Service) checkData(ctx context.Context, tx store.Tx, ws string, j *api.
 				if slices.Contains([]string{"workspaceblobstore", "workspacefilestore", "workspaceartifactstore", "workspaceworkingdirectory"}, dsName) {
 					hint = "it is an Azure ML workspace's built-in Azure storage, which tide cannot reach; copy the data to a folder the nodes can read and " + hint
 				}
-				return bad(field, "datastore %q not found in workspace %s; %s", dsName, ws, hint)
+				ps.add(bad(field, "datastore %q not found in workspace %s; %s", dsName, ws, hint))
+				continue
 			}
 			if err != nil {
 				return err
 			}
 			if ds.Type != api.DatastoreLocal {
-				return bad(field, "datastore %q has type %s, which tide cannot read; use a datastore of type local", dsName, ds.Type)
+				ps.add(bad(field, "datastore %q has type %s, which tide cannot read; use a datastore of type local", dsName, ds.Type))
 			}
 		}
 	}
-	return nil
+	return ps.err()
+}
+
+// isLocal reports whether ref is a path on the client's machine (not yet
+// an uploaded snapshot).
+func isLocal(ref string) bool {
+	_, _, ok := api.ParseBlobRef(ref)
+	return !ok
 }
 
 // checkSnapshot checks a reference to an uploaded snapshot. A plain path

@@ -3,6 +3,7 @@ package service
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -41,61 +42,12 @@ func unsupported(j *api.Job) *Error {
 
 // SubmitJob validates a job and queues it. Everything a job needs is
 // checked here, so a job that cannot run is rejected with the reason
-// instead of waiting forever.
+// instead of waiting forever; every problem found is reported at once.
 func (s *Service) SubmitJob(ctx context.Context, ws string, j *api.Job) (*api.Job, error) {
-	if err := spec.ValidateJob(j); err != nil {
-		return nil, validation(err)
-	}
-	if e := unsupported(j); e != nil {
-		return nil, e
-	}
-	j.Compute = strings.TrimPrefix(j.Compute, "azureml:")
-	// The engine is asked outside the transaction; the compute's runtime
-	// decides inside it whether the answer matters.
-	var engineErr error
-	if e := j.Environment; e != nil && (e.Image != "" || e.Build != nil) && s.DockerEngine != nil && slices.Contains(s.runtimes(), "docker") {
-		engineErr = s.DockerEngine(ctx)
-	}
+	engineErr := s.engineCheck(ctx, j)
 	err := s.Store.Update(ctx, func(tx store.Tx) error {
-		if _, err := s.workspace(ctx, tx, ws); err != nil {
+		if err := s.checkJob(ctx, tx, ws, j, engineErr, false); err != nil {
 			return err
-		}
-		if err := s.resolveCompute(ctx, tx, ws, j); err != nil {
-			return err
-		}
-		if err := s.checkData(ctx, tx, ws, j); err != nil {
-			return err
-		}
-		if err := s.resolveEnvironment(ctx, tx, ws, j); err != nil {
-			return err
-		}
-		c, err := tx.GetCompute(ctx, ws, j.Compute)
-		if err != nil {
-			return err
-		}
-		if err := s.checkGPUs(c); err != nil {
-			return err
-		}
-		if rt := s.Config.Runtime(c.Location); rt == "docker" && j.Environment == nil {
-			e := errorf(400, api.CodeValidation, "environment: required on compute %q, which runs jobs in Docker containers (location %s, runtime docker); add environment: {image: IMAGE} or environment: {build: {path: DIR}}", c.Name, c.Location)
-			e.Field = "environment"
-			return e
-		} else if rt == "docker" && engineErr != nil {
-			e := errorf(400, api.CodeValidation, "environment: compute %q runs jobs in Docker containers (location %s, runtime docker) but no Docker engine answers: %v; start dockerd on the nodes' host, or use a compute whose location has runtime process", c.Name, c.Location, engineErr)
-			e.Field = "environment"
-			return e
-		}
-		if n := j.InstanceCount(); c.IsInstance() && n > 1 {
-			e := errorf(400, api.CodeValidation, "resources.instance_count: %d nodes, but compute instance %q is one node; use instance_count 1 or a compute cluster", n, c.Name)
-			e.Field = "resources.instance_count"
-			return e
-		}
-		// A paused cluster (max_instances 0) queues jobs until it is
-		// raised again.
-		if n := j.InstanceCount(); n > c.MaxInstances && c.MaxInstances > 0 {
-			e := errorf(400, api.CodeValidation, "resources.instance_count: %d nodes exceeds max_instances %d of compute %q, so the job could never start; lower instance_count or run 'tide compute update %s --max-instances %d'", n, c.MaxInstances, c.Name, c.Name, n)
-			e.Field = "resources.instance_count"
-			return e
 		}
 		if j.Name == "" {
 			for {
@@ -104,10 +56,6 @@ func (s *Service) SubmitJob(ctx context.Context, ws string, j *api.Job) (*api.Jo
 					break
 				}
 			}
-		} else if _, err := tx.GetJob(ctx, ws, j.Name); err == nil {
-			e := errorf(409, api.CodeConflict, "name: job %q already exists in workspace %s; job names are unique: choose another name or omit it to get a generated one", j.Name, ws)
-			e.Field = "name"
-			return e
 		}
 		if j.ExperimentName == "" {
 			j.ExperimentName = "Default"
@@ -136,6 +84,139 @@ func (s *Service) SubmitJob(ctx context.Context, ws string, j *api.Job) (*api.Jo
 	}
 	s.notify()
 	return j, nil
+}
+
+// CheckJob runs every check SubmitJob runs, before the client uploads the
+// job's code and data: the job's fields, its compute, environment,
+// datastores and name. Local paths (code, inputs) are not checked yet,
+// since they are uploaded after. It reports every problem at once.
+func (s *Service) CheckJob(ctx context.Context, ws string, j *api.Job) error {
+	engineErr := s.engineCheck(ctx, j)
+	return s.mapStoreErr(s.Store.View(ctx, func(tx store.Tx) error {
+		return s.checkJob(ctx, tx, ws, j, engineErr, true)
+	}), "job", j.Name)
+}
+
+// engineCheck asks the Docker engine whether it answers, for a job with
+// an image when a location runs jobs in Docker (outside any transaction;
+// the compute's runtime decides later whether the answer matters).
+func (s *Service) engineCheck(ctx context.Context, j *api.Job) error {
+	if e := j.Environment; e != nil && (e.Image != "" || e.Build != nil) && s.DockerEngine != nil && slices.Contains(s.runtimes(), "docker") {
+		return s.DockerEngine(ctx)
+	}
+	return nil
+}
+
+// problems collects the user errors of several checks, to report at once.
+type problems []*Error
+
+// add records err when it is a user error and returns other errors (the
+// store failing) for the caller to stop on.
+func (p *problems) add(err error) error {
+	if err == nil {
+		return nil
+	}
+	var e *Error
+	if errors.As(err, &e) {
+		if len(e.parts) > 0 {
+			*p = append(*p, e.parts...)
+		} else {
+			*p = append(*p, e)
+		}
+		return nil
+	}
+	return err
+}
+
+// err is nil, the one problem, or all of them in one 400 whose message
+// lists each and whose fields are every problem's.
+func (p problems) err() error {
+	switch len(p) {
+	case 0:
+		return nil
+	case 1:
+		return p[0]
+	}
+	out := &Error{Status: 400, Code: api.CodeValidation, parts: p}
+	msgs := make([]string, 0, len(p))
+	for _, e := range p {
+		msgs = append(msgs, e.Msg)
+		if len(e.Fields) > 0 {
+			out.Fields = append(out.Fields, e.Fields...)
+		} else {
+			out.Fields = append(out.Fields, api.FieldProblem{Field: e.Field, Message: e.Msg})
+		}
+	}
+	out.Field = out.Fields[0].Field
+	out.Msg = fmt.Sprintf("%d problems:\n  %s", len(p), strings.Join(msgs, "\n  "))
+	return out
+}
+
+// checkJob checks everything about j that can be known before it is
+// queued, collecting every problem. preUpload skips what only exists once
+// the client uploaded the job's local code and data.
+func (s *Service) checkJob(ctx context.Context, tx store.Tx, ws string, j *api.Job, engineErr error, preUpload bool) error {
+	if _, err := s.workspace(ctx, tx, ws); err != nil {
+		return err
+	}
+	var ps problems
+	if err := spec.ValidateJob(j); err != nil {
+		ps.add(validation(err))
+	}
+	if e := unsupported(j); e != nil {
+		ps.add(e)
+	}
+	j.Compute = strings.TrimPrefix(j.Compute, "azureml:")
+	n := len(ps)
+	if err := ps.add(s.resolveCompute(ctx, tx, ws, j)); err != nil {
+		return err
+	}
+	computeOK := len(ps) == n
+	if err := ps.add(s.checkData(ctx, tx, ws, j, preUpload)); err != nil {
+		return err
+	}
+	if err := ps.add(s.resolveEnvironment(ctx, tx, ws, j)); err != nil {
+		return err
+	}
+	if computeOK {
+		c, err := tx.GetCompute(ctx, ws, j.Compute)
+		if err != nil {
+			return err
+		}
+		if err := ps.add(s.checkGPUs(c)); err != nil {
+			return err
+		}
+		if rt := s.Config.Runtime(c.Location); rt == "docker" && j.Environment == nil {
+			e := errorf(400, api.CodeValidation, "environment: required on compute %q, which runs jobs in Docker containers (location %s, runtime docker); add environment: {image: IMAGE} or environment: {build: {path: DIR}}", c.Name, c.Location)
+			e.Field = "environment"
+			ps.add(e)
+		} else if rt == "docker" && engineErr != nil {
+			e := errorf(400, api.CodeValidation, "environment: compute %q runs jobs in Docker containers (location %s, runtime docker) but no Docker engine answers: %v; start dockerd on the nodes' host, or use a compute whose location has runtime process", c.Name, c.Location, engineErr)
+			e.Field = "environment"
+			ps.add(e)
+		}
+		if n := j.InstanceCount(); c.IsInstance() && n > 1 {
+			e := errorf(400, api.CodeValidation, "resources.instance_count: %d nodes, but compute instance %q is one node; use instance_count 1 or a compute cluster", n, c.Name)
+			e.Field = "resources.instance_count"
+			ps.add(e)
+		} else if n > c.MaxInstances && c.MaxInstances > 0 {
+			// A paused cluster (max_instances 0) queues jobs until it is
+			// raised again.
+			e := errorf(400, api.CodeValidation, "resources.instance_count: %d nodes exceeds max_instances %d of compute %q, so the job could never start; lower instance_count or run 'tide compute update %s --max-instances %d'", n, c.MaxInstances, c.Name, c.Name, n)
+			e.Field = "resources.instance_count"
+			ps.add(e)
+		}
+	}
+	if j.Name != "" {
+		if _, err := tx.GetJob(ctx, ws, j.Name); err == nil {
+			e := errorf(409, api.CodeConflict, "name: job %q already exists in workspace %s; job names are unique: choose another name or omit it to get a generated one", j.Name, ws)
+			e.Field = "name"
+			ps.add(e)
+		} else if !store.IsNotFound(err) {
+			return err
+		}
+	}
+	return ps.err()
 }
 
 // runtimes lists the configured locations' runtimes.
