@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -23,61 +24,28 @@ func (s *Service) ParseJob(body []byte) (*api.Job, error) {
 	return j, nil
 }
 
-// unsupported lists what a job may carry that this release does not honour
-// yet: such a job is rejected, never run as if the field were absent.
-func unsupported(j *api.Job) *Error {
-	field, what := "", ""
-	for name, out := range j.Outputs {
-		if field == "" && out.Path != "" {
-			field, what = "outputs."+name+".path", "output paths are"
-		}
-	}
-	if field == "" {
-		return nil
-	}
-	e := errorf(400, api.CodeNotSupported, "%s: %s not supported yet by tide; remove the field to run the job", field, what)
-	e.Field = field
-	return e
-}
-
 // SubmitJob validates a job and queues it. Everything a job needs is
 // checked here, so a job that cannot run is rejected with the reason
-// instead of waiting forever; every problem found is reported at once.
+// instead of waiting forever.
 func (s *Service) SubmitJob(ctx context.Context, ws string, j *api.Job) (*api.Job, error) {
-	engineErr := s.engineCheck(ctx, j)
+	if err := spec.ValidateJob(j); err != nil {
+		return nil, validation(err)
+	}
+	if j.Type == api.JobTypePipeline {
+		return s.submitPipeline(ctx, ws, j)
+	}
+	j.Compute = strings.TrimPrefix(j.Compute, "azureml:")
+	// The engine is asked outside the transaction; the compute's runtime
+	// decides inside it whether the answer matters.
+	var engineErr error
+	if e := j.Environment; e != nil && (e.Image != "" || e.Build != nil) && s.DockerEngine != nil && slices.Contains(s.runtimes(), "docker") {
+		engineErr = s.DockerEngine(ctx)
+	}
 	err := s.Store.Update(ctx, func(tx store.Tx) error {
-		if err := s.checkJob(ctx, tx, ws, j, engineErr, false); err != nil {
+		if _, err := s.workspace(ctx, tx, ws); err != nil {
 			return err
 		}
-		if j.Name == "" {
-			for {
-				j.Name = newJobName()
-				if _, err := tx.GetJob(ctx, ws, j.Name); store.IsNotFound(err) {
-					break
-				}
-			}
-		}
-		if j.ExperimentName == "" {
-			j.ExperimentName = "Default"
-		}
-		if j.DisplayName == "" {
-			j.DisplayName = j.Name
-		}
-		if j.Type == "" {
-			j.Type = "command"
-		}
-		now := s.now()
-		j.Workspace = ws
-		j.ID = "/workspaces/" + ws + "/jobs/" + j.Name
-		j.Status = api.JobQueued
-		j.CreatedOn = now
-		j.StartTime, j.EndTime = time.Time{}, time.Time{}
-		j.ExitCode, j.Error, j.LogTail, j.Ranks, j.Attempt = nil, "", nil, nil, 0
-		j.PendingReason = "waiting for the scheduler"
-		if err := tx.PutJob(ctx, j, ""); err != nil {
-			return err
-		}
-		return tx.AddEvent(ctx, ws, "job/"+j.Name, &api.Event{Time: now, Kind: "Queued", Message: fmt.Sprintf("submitted to compute %s (%d node(s))", j.Compute, j.InstanceCount())})
+		return s.admit(ctx, tx, ws, j, engineErr)
 	})
 	if err != nil {
 		return nil, s.mapStoreErr(err, "job", j.Name)
@@ -86,15 +54,60 @@ func (s *Service) SubmitJob(ctx context.Context, ws string, j *api.Job) (*api.Jo
 	return j, nil
 }
 
-// CheckJob runs every check SubmitJob runs, before the client uploads the
+// admit checks a command job against the workspace (compute, data,
+// environment, shape) and queues it, in tx. engineErr is what asking the
+// Docker engine answered (nil: not asked, or it answered).
+func (s *Service) admit(ctx context.Context, tx store.Tx, ws string, j *api.Job, engineErr error) error {
+	if err := s.checkAdmission(ctx, tx, ws, j, engineErr, false); err != nil {
+		return err
+	}
+	if j.ExperimentName == "" {
+		j.ExperimentName = "Default"
+	}
+	if j.DisplayName == "" {
+		j.DisplayName = j.Name
+	}
+	if j.Type == "" {
+		j.Type = "command"
+	}
+	now := s.now()
+	j.Workspace = ws
+	j.ID = "/workspaces/" + ws + "/jobs/" + j.Name
+	j.Status = api.JobQueued
+	j.CreatedOn = now
+	j.StartTime, j.EndTime = time.Time{}, time.Time{}
+	j.ExitCode, j.Error, j.LogTail, j.Ranks, j.Attempt = nil, "", nil, nil, 0
+	j.PendingReason = "waiting for the scheduler"
+	if err := tx.PutJob(ctx, j, ""); err != nil {
+		return err
+	}
+	return tx.AddEvent(ctx, ws, "job/"+j.Name, &api.Event{Time: now, Kind: "Queued", Message: fmt.Sprintf("submitted to compute %s (%d node(s))", j.Compute, j.InstanceCount())})
+}
+
+// CheckJob runs the checks SubmitJob runs, before the client uploads the
 // job's code and data: the job's fields, its compute, environment,
-// datastores and name. Local paths (code, inputs) are not checked yet,
-// since they are uploaded after. It reports every problem at once.
+// datastores and name, reporting every problem at once. Local paths (code,
+// inputs) are left for SubmitJob, since they are uploaded after.
 func (s *Service) CheckJob(ctx context.Context, ws string, j *api.Job) error {
+	var ps problems
+	if err := spec.ValidateJob(j); err != nil {
+		ps.add(validation(err))
+	}
+	if j.Type == api.JobTypePipeline {
+		return ps.err() // its steps are checked at submission
+	}
+	j.Compute = strings.TrimPrefix(j.Compute, "azureml:")
 	engineErr := s.engineCheck(ctx, j)
-	return s.mapStoreErr(s.Store.View(ctx, func(tx store.Tx) error {
-		return s.checkJob(ctx, tx, ws, j, engineErr, true)
-	}), "job", j.Name)
+	err := s.Store.View(ctx, func(tx store.Tx) error {
+		if _, err := s.workspace(ctx, tx, ws); err != nil {
+			return err
+		}
+		if err := ps.add(s.checkAdmission(ctx, tx, ws, j, engineErr, true)); err != nil {
+			return err
+		}
+		return ps.err()
+	})
+	return s.mapStoreErr(err, "job", j.Name)
 }
 
 // engineCheck asks the Docker engine whether it answers, for a job with
@@ -105,6 +118,95 @@ func (s *Service) engineCheck(ctx context.Context, j *api.Job) error {
 		return s.DockerEngine(ctx)
 	}
 	return nil
+}
+
+// checkAdmission checks j against the workspace: compute, environment,
+// GPUs, runtime, shape, name and data, collecting every problem. It names
+// the job when it has no name. preUpload leaves out the local code and
+// inputs the client uploads after this check.
+func (s *Service) checkAdmission(ctx context.Context, tx store.Tx, ws string, j *api.Job, engineErr error, preUpload bool) error {
+	var ps problems
+	n := len(ps)
+	if err := ps.add(s.resolveCompute(ctx, tx, ws, j)); err != nil {
+		return err
+	}
+	computeOK := len(ps) == n
+	if err := ps.add(s.resolveEnvironment(ctx, tx, ws, j)); err != nil {
+		return err
+	}
+	if computeOK {
+		c, err := tx.GetCompute(ctx, ws, j.Compute)
+		if err != nil {
+			return err
+		}
+		if err := ps.add(s.checkGPUs(c)); err != nil {
+			return err
+		}
+		if rt := s.Config.Runtime(c.Location); rt == "docker" && j.Environment == nil {
+			e := errorf(400, api.CodeValidation, "environment: required on compute %q, which runs jobs in Docker containers (location %s, runtime docker); add environment: {image: IMAGE} or environment: {build: {path: DIR}}", c.Name, c.Location)
+			e.Field = "environment"
+			ps.add(e)
+		} else if rt == "docker" && engineErr != nil {
+			e := errorf(400, api.CodeValidation, "environment: compute %q runs jobs in Docker containers (location %s, runtime docker) but no Docker engine answers: %v; start dockerd on the nodes' host, or use a compute whose location has runtime process", c.Name, c.Location, engineErr)
+			e.Field = "environment"
+			ps.add(e)
+		}
+		if n := j.InstanceCount(); c.IsInstance() && n > 1 {
+			e := errorf(400, api.CodeValidation, "resources.instance_count: %d nodes, but compute instance %q is one node; use instance_count 1 or a compute cluster", n, c.Name)
+			e.Field = "resources.instance_count"
+			ps.add(e)
+		} else if n > c.MaxInstances && c.MaxInstances > 0 {
+			// A paused cluster (max_instances 0) queues jobs until it
+			// is raised again.
+			e := errorf(400, api.CodeValidation, "resources.instance_count: %d nodes exceeds max_instances %d of compute %q, so the job could never start; lower instance_count or run 'tide compute update %s --max-instances %d'", n, c.MaxInstances, c.Name, c.Name, n)
+			e.Field = "resources.instance_count"
+			ps.add(e)
+		}
+	}
+	if j.Name == "" {
+		if !preUpload {
+			for {
+				j.Name = newJobName()
+				if _, err := tx.GetJob(ctx, ws, j.Name); store.IsNotFound(err) {
+					break
+				}
+			}
+		}
+	} else if _, err := tx.GetJob(ctx, ws, j.Name); err == nil {
+		e := errorf(409, api.CodeConflict, "name: job %q already exists in workspace %s; job names are unique: choose another name or omit it to get a generated one", j.Name, ws)
+		e.Field = "name"
+		ps.add(e)
+	} else if !store.IsNotFound(err) {
+		return err
+	}
+	// After the name: output paths may say ${{name}}.
+	probe := j
+	if preUpload {
+		probe = withoutLocalData(j)
+	}
+	if err := ps.add(s.checkData(ctx, tx, ws, probe)); err != nil {
+		return err
+	}
+	return ps.err()
+}
+
+// withoutLocalData is a copy of j without the code and inputs that are
+// paths on the client's machine (not uploaded yet), for checking the rest
+// of its data before the upload.
+func withoutLocalData(j *api.Job) *api.Job {
+	c := *j
+	if _, _, ok := api.ParseBlobRef(c.Code); !ok {
+		c.Code = ""
+	}
+	c.Inputs = map[string]api.JobInput{}
+	for name, in := range j.Inputs {
+		if kind, _ := spec.ClassifyDataPath(in.Path); (in.Type == api.InputURIFile || in.Type == api.InputURIFolder) && kind == spec.PathLocal {
+			continue
+		}
+		c.Inputs[name] = in
+	}
+	c.Outputs = maps.Clone(j.Outputs)
+	return &c
 }
 
 // problems collects the user errors of several checks, to report at once.
@@ -150,73 +252,6 @@ func (p problems) err() error {
 	out.Field = out.Fields[0].Field
 	out.Msg = fmt.Sprintf("%d problems:\n  %s", len(p), strings.Join(msgs, "\n  "))
 	return out
-}
-
-// checkJob checks everything about j that can be known before it is
-// queued, collecting every problem. preUpload skips what only exists once
-// the client uploaded the job's local code and data.
-func (s *Service) checkJob(ctx context.Context, tx store.Tx, ws string, j *api.Job, engineErr error, preUpload bool) error {
-	if _, err := s.workspace(ctx, tx, ws); err != nil {
-		return err
-	}
-	var ps problems
-	if err := spec.ValidateJob(j); err != nil {
-		ps.add(validation(err))
-	}
-	if e := unsupported(j); e != nil {
-		ps.add(e)
-	}
-	j.Compute = strings.TrimPrefix(j.Compute, "azureml:")
-	n := len(ps)
-	if err := ps.add(s.resolveCompute(ctx, tx, ws, j)); err != nil {
-		return err
-	}
-	computeOK := len(ps) == n
-	if err := ps.add(s.checkData(ctx, tx, ws, j, preUpload)); err != nil {
-		return err
-	}
-	if err := ps.add(s.resolveEnvironment(ctx, tx, ws, j)); err != nil {
-		return err
-	}
-	if computeOK {
-		c, err := tx.GetCompute(ctx, ws, j.Compute)
-		if err != nil {
-			return err
-		}
-		if err := ps.add(s.checkGPUs(c)); err != nil {
-			return err
-		}
-		if rt := s.Config.Runtime(c.Location); rt == "docker" && j.Environment == nil {
-			e := errorf(400, api.CodeValidation, "environment: required on compute %q, which runs jobs in Docker containers (location %s, runtime docker); add environment: {image: IMAGE} or environment: {build: {path: DIR}}", c.Name, c.Location)
-			e.Field = "environment"
-			ps.add(e)
-		} else if rt == "docker" && engineErr != nil {
-			e := errorf(400, api.CodeValidation, "environment: compute %q runs jobs in Docker containers (location %s, runtime docker) but no Docker engine answers: %v; start dockerd on the nodes' host, or use a compute whose location has runtime process", c.Name, c.Location, engineErr)
-			e.Field = "environment"
-			ps.add(e)
-		}
-		if n := j.InstanceCount(); c.IsInstance() && n > 1 {
-			e := errorf(400, api.CodeValidation, "resources.instance_count: %d nodes, but compute instance %q is one node; use instance_count 1 or a compute cluster", n, c.Name)
-			e.Field = "resources.instance_count"
-			ps.add(e)
-		} else if n > c.MaxInstances && c.MaxInstances > 0 {
-			// A paused cluster (max_instances 0) queues jobs until it is
-			// raised again.
-			e := errorf(400, api.CodeValidation, "resources.instance_count: %d nodes exceeds max_instances %d of compute %q, so the job could never start; lower instance_count or run 'tide compute update %s --max-instances %d'", n, c.MaxInstances, c.Name, c.Name, n)
-			e.Field = "resources.instance_count"
-			ps.add(e)
-		}
-	}
-	if j.Name != "" {
-		if _, err := tx.GetJob(ctx, ws, j.Name); err == nil {
-			e := errorf(409, api.CodeConflict, "name: job %q already exists in workspace %s; job names are unique: choose another name or omit it to get a generated one", j.Name, ws)
-			e.Field = "name"
-			ps.add(e)
-		} else if !store.IsNotFound(err) {
-			return err
-		}
-	}
-	return ps.err()
 }
 
 // runtimes lists the configured locations' runtimes.
@@ -364,27 +399,46 @@ func (s *Service) CancelJob(ctx context.Context, ws, name, ifMatch string) (*api
 			return err
 		}
 		out = j
-		if api.JobTerminal(j.Status) || j.Status == api.JobCancelRequested {
-			return nil
-		}
-		now := s.now()
-		msg := "cancel requested"
-		if j.Status == api.JobQueued || j.Status == api.JobNotStarted {
-			j.Status, j.EndTime, j.PendingReason = api.JobCanceled, now, ""
-			msg = "canceled while queued"
-		} else {
+		if j.Type == api.JobTypePipeline && j.Status != api.JobCancelRequested && !api.JobTerminal(j.Status) {
+			// The steps are canceled by the next turn of the controller
+			// (advancePipeline), which then ends the pipeline.
 			j.Status = api.JobCancelRequested
+			if err := tx.PutJob(ctx, j, ""); err != nil {
+				return err
+			}
+			return tx.AddEvent(ctx, ws, "job/"+name, &api.Event{Time: s.now(), Kind: "Cancel", Message: "cancel requested; canceling the steps"})
 		}
-		if err := tx.PutJob(ctx, j, ""); err != nil {
-			return err
-		}
-		return tx.AddEvent(ctx, ws, "job/"+name, &api.Event{Time: now, Kind: "Cancel", Message: msg})
+		return s.cancel(ctx, tx, j, "")
 	})
 	if err != nil {
 		return nil, s.mapStoreErr(err, "job", name)
 	}
 	s.notify()
 	return out, nil
+}
+
+// cancel cancels a command job in tx: a queued job ends Canceled, a
+// running one becomes CancelRequested. why, when not empty, says who
+// asked.
+func (s *Service) cancel(ctx context.Context, tx store.Tx, j *api.Job, why string) error {
+	if api.JobTerminal(j.Status) || j.Status == api.JobCancelRequested {
+		return nil
+	}
+	now := s.now()
+	msg := "cancel requested"
+	if j.Status == api.JobQueued || j.Status == api.JobNotStarted {
+		j.Status, j.EndTime, j.PendingReason = api.JobCanceled, now, ""
+		msg = "canceled while queued"
+	} else {
+		j.Status = api.JobCancelRequested
+	}
+	if why != "" {
+		msg += " (" + why + ")"
+	}
+	if err := tx.PutJob(ctx, j, ""); err != nil {
+		return err
+	}
+	return tx.AddEvent(ctx, j.Workspace, "job/"+j.Name, &api.Event{Time: now, Kind: "Cancel", Message: msg})
 }
 
 // Logs returns up to limit log lines after seq.
