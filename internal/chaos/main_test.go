@@ -76,10 +76,10 @@ func printTable() {
 		mode = "full"
 	}
 	fmt.Fprintf(&b, "\nchaos suite (%s):\n\n", mode)
-	fmt.Fprintf(&b, "| %-36s | %5s | %5s | %11s | %4s | %10s | %8s |\n", "scenario", "jobs", "kills", "preemptions", "lost", "duplicated", "took")
-	fmt.Fprintf(&b, "|%s|%s|%s|%s|%s|%s|%s|\n", strings.Repeat("-", 38), strings.Repeat("-", 7), strings.Repeat("-", 7), strings.Repeat("-", 13), strings.Repeat("-", 6), strings.Repeat("-", 12), strings.Repeat("-", 10))
+	fmt.Fprintf(&b, "| %-44s | %5s | %5s | %11s | %4s | %10s | %8s |\n", "scenario", "jobs", "kills", "preemptions", "lost", "duplicated", "took")
+	fmt.Fprintf(&b, "|%s|%s|%s|%s|%s|%s|%s|\n", strings.Repeat("-", 46), strings.Repeat("-", 7), strings.Repeat("-", 7), strings.Repeat("-", 13), strings.Repeat("-", 6), strings.Repeat("-", 12), strings.Repeat("-", 10))
 	for _, r := range table {
-		fmt.Fprintf(&b, "| %-36s | %5d | %5d | %11d | %4d | %10d | %8s |\n", r.scenario, r.jobs, r.kills, r.preemptions, r.lost, r.duplicated, r.took)
+		fmt.Fprintf(&b, "| %-44s | %5d | %5d | %11d | %4d | %10d | %8s |\n", r.scenario, r.jobs, r.kills, r.preemptions, r.lost, r.duplicated, r.took)
 	}
 	fmt.Print(b.String())
 }
