@@ -97,7 +97,10 @@ type Job struct {
 	// Usage sums what the job's ranks used (CPU time added up, the
 	// largest peak memory, the mean GPU utilisation).
 	Usage *JobUsage `json:"usage,omitempty"`
-	Etag  string    `json:"etag,omitempty"`
+	// Metrics are the latest value of each metric the job logged
+	// (tide job metrics lists the series).
+	Metrics map[string]float64 `json:"metrics,omitempty"`
+	Etag    string             `json:"etag,omitempty"`
 }
 
 // JobRank is one node of a running or finished job attempt.
@@ -301,6 +304,12 @@ type Node struct {
 	// JobUsage what the job it runs used so far.
 	Utilization *NodeUtilization `json:"utilization,omitempty"`
 	JobUsage    *JobUsage        `json:"job_usage,omitempty"`
+	// Connection is an OpenSSH command line that reaches the node through
+	// the server, or why there is none (in responses).
+	Connection string `json:"connection,omitempty"`
+	// SSHHostKey is the public host key of the node's SSH server, as its
+	// agent reported it: tide compute connect-ssh checks the node with it.
+	SSHHostKey string `json:"ssh_host_key,omitempty"`
 }
 
 // LogLine is one line of a job's log. The agent numbers the lines of one
