@@ -12,12 +12,17 @@ import (
 
 // counter counts to 20, saving each step in the checkpoint folder, and
 // starts from the saved step: a job that resumes instead of restarting.
+// It saves atomically (write, then rename), as checkpointing code must: a
+// job stopped in the middle of `echo $n > step` leaves an empty file, and
+// tide keeps the checkpoint folder as the job left it.
 const counter = `name: %s
 compute: spot
 command: >-
   n=$(cat $TIDE_CHECKPOINT_DIR/step 2>/dev/null || echo 0);
   echo "attempt $TIDE_ATTEMPT starts at step $n";
-  while [ $n -lt 20 ]; do n=$((n+1)); echo $n > $TIDE_CHECKPOINT_DIR/step; echo "step $n"; sleep 0.1; done
+  while [ $n -lt 20 ]; do n=$((n+1));
+  echo $n > $TIDE_CHECKPOINT_DIR/step.tmp && mv $TIDE_CHECKPOINT_DIR/step.tmp $TIDE_CHECKPOINT_DIR/step;
+  echo "step $n"; sleep 0.1; done
 `
 
 // TestPreemptionStorm runs checkpointing jobs on 8 low-priority nodes and
