@@ -66,6 +66,10 @@ func TestServerlessHelloWorldRunsOnItsOwnNode(t *testing.T) {
 	}
 	// The compute goes once its provider deleted its node.
 	waitGone(t, in, j.Compute)
+	// The job keeps its price once its compute is gone.
+	if got, err := in.client.Job(ctx, "default", j.Name); err != nil || got.Cost == nil || got.Cost.PricePerHour != 0.293 {
+		t.Errorf("cost of the ended serverless job: %+v %v, want Standard_DS3_v2's 0.293/h", got.Cost, err)
+	}
 	ev := events(t, in, j.Name)
 	if !strings.Contains(ev, "submitted serverless: 1 × Standard_DS3_v2 (dedicated) in location local") {
 		t.Errorf("job events:\n%s", ev)
