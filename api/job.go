@@ -318,6 +318,16 @@ type LogLine struct {
 	Text    string    `json:"text"`
 }
 
+// Display is the line as tide shows it: on a job of several nodes
+// (multiNode) the text is prefixed with its node's rank, "[node-K] ", so
+// the nodes' outputs can be told apart wherever the log is printed.
+func (l LogLine) Display(multiNode bool) string {
+	if !multiNode {
+		return l.Text
+	}
+	return fmt.Sprintf("[node-%d] %s", l.Node, l.Text)
+}
+
 // Event is something that happened to a compute or a job.
 type Event struct {
 	Seq     int64     `json:"seq"`

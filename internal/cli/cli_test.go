@@ -139,6 +139,11 @@ func TestStreamExitCodes(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.status, func(t *testing.T) {
 			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.URL.Path == "/v1/workspaces/default/jobs/j1" {
+					// The stream asks for the job first (how many nodes).
+					fmt.Fprint(w, `{"name":"j1","status":"Running"}`)
+					return
+				}
 				if r.URL.Path != "/v1/workspaces/default/jobs/j1/logs" {
 					http.NotFound(w, r)
 					return

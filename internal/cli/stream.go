@@ -21,8 +21,18 @@ func (r *run) streamJob(ctx context.Context, cl *api.Client, name string) error 
 		now:    r.app.Now,
 		job:    name,
 	}
+	// The stream sends stored lines before the job's status, so the job's
+	// node count (whether lines carry "[node-K] ") is asked first: a
+	// replayed or finished log is prefixed as a live one is.
+	c, cancel := context.WithTimeout(ctx, requestTimeout)
+	j, err := cl.Job(c, r.workspace, name)
+	cancel()
+	if err != nil {
+		return err
+	}
+	v.multi = j.InstanceCount() > 1
 	stop := v.startTicker()
-	err := cl.StreamLogs(ctx, r.workspace, name, api.StreamOptions{OnReconnect: v.reconnecting}, v.event)
+	err = cl.StreamLogs(ctx, r.workspace, name, api.StreamOptions{OnReconnect: v.reconnecting}, v.event)
 	stop()
 	if err != nil {
 		if ctx.Err() != nil {
@@ -109,11 +119,7 @@ func (v *streamView) event(ev api.LogEvent) error {
 	switch ev.Type {
 	case api.LogEventLine:
 		v.clear()
-		prefix := ""
-		if v.multi {
-			prefix = fmt.Sprintf("[node-%d] ", ev.Line.Node)
-		}
-		fmt.Fprintf(v.stdout, "%s%s\n", prefix, ev.Line.Text)
+		fmt.Fprintln(v.stdout, ev.Line.Display(v.multi))
 	case api.LogEventStatus, api.LogEventEnd:
 		if ev.Job != nil {
 			v.setJob(ev.Job)

@@ -121,6 +121,11 @@ type Location struct {
 	Runtime string `yaml:"runtime"`
 	// Settings are the provider's own settings.
 	Settings map[string]any `yaml:"settings"`
+	// Oversubscribe accepts, with a warning, compute sizes bigger than
+	// the host that all of the location's nodes share (a local location:
+	// this machine). Without it such sizes are refused, naming what the
+	// host lacks.
+	Oversubscribe bool `yaml:"oversubscribe"`
 }
 
 // Serverless configures the nodes of serverless jobs.
@@ -348,6 +353,17 @@ func (c *Server) Runtime(location string) string {
 		}
 	}
 	return "process"
+}
+
+// Oversubscribes reports whether the named location accepts sizes its
+// host cannot honour (Location.Oversubscribe).
+func (c *Server) Oversubscribes(location string) bool {
+	for _, l := range c.Locations {
+		if l.Name == location {
+			return l.Oversubscribe
+		}
+	}
+	return false
 }
 
 // ProviderOf returns the provider of the named location ("" when unknown).

@@ -29,7 +29,7 @@ var tinySize = api.Size{Name: "Tide_Test_Tiny", Family: "standardDSv2Family", VC
 func newDockerServer(t *testing.T) *instance {
 	t.Helper()
 	in := startWith(t, t.TempDir(), "", "", func(c *config.Server) {
-		c.Locations = append(c.Locations, config.Location{Name: "dock", Provider: "local", Runtime: "docker",
+		c.Locations = append(c.Locations, config.Location{Name: "dock", Provider: "local", Runtime: "docker", Oversubscribe: true,
 			Settings: map[string]any{"agent_command": []any{tideBin, "agent"}, "grace_period": "5s"}})
 		c.Sizes = append(c.Sizes, tinySize)
 	})

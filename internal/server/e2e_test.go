@@ -77,9 +77,11 @@ func testConfig(dataDir string) config.Server {
 	cfg := config.Default()
 	cfg.DataDir = dataDir
 	cfg.ClientConfig = "-"
+	// The tests use sizes bigger than this machine (big GPU sizes on fake
+	// devices): the locations accept them with a warning.
 	cfg.Locations = []config.Location{
-		{Name: "local", Provider: "local", Default: true, Runtime: "process", Settings: map[string]any{"agent_command": []any{tideBin, "agent"}, "grace_period": "5s"}},
-		{Name: "westus", Provider: "local", Runtime: "process", Settings: map[string]any{"agent_command": []any{tideBin, "agent"}, "grace_period": "5s"}},
+		{Name: "local", Provider: "local", Default: true, Runtime: "process", Oversubscribe: true, Settings: map[string]any{"agent_command": []any{tideBin, "agent"}, "grace_period": "5s"}},
+		{Name: "westus", Provider: "local", Runtime: "process", Oversubscribe: true, Settings: map[string]any{"agent_command": []any{tideBin, "agent"}, "grace_period": "5s"}},
 	}
 	cfg.HeartbeatInterval = 500 * time.Millisecond
 	cfg.UnusableAfter = 3 * time.Second

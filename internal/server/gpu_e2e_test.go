@@ -29,7 +29,7 @@ func TestNodesGetDisjointGPUs(t *testing.T) {
 		t.Run(rt, func(t *testing.T) {
 			dir := t.TempDir()
 			in := startWith(t, dir, "", "", func(c *config.Server) {
-				c.Locations = append(c.Locations, config.Location{Name: "gpuhost", Provider: "local", Runtime: rt,
+				c.Locations = append(c.Locations, config.Location{Name: "gpuhost", Provider: "local", Runtime: rt, Oversubscribe: true,
 					Settings: map[string]any{"agent_command": []any{tideBin, "agent"}, "grace_period": "5s", "gpus": []any{0, 1, 2, 3},
 						"data_dir": filepath.Join(dir, "gpuhost")}})
 			})

@@ -130,6 +130,12 @@ func New(ctx context.Context, cfg config.Server, log *slog.Logger) (*Server, err
 		}
 		providers[l.Name] = p
 	}
+	s.svc.HostCapacity = func(location string) (api.Size, bool) {
+		if h, ok := providers[location].(provider.Hosted); ok {
+			return h.HostCapacity(), true
+		}
+		return api.Size{}, false
+	}
 	s.ctrl = controller.New(controller.Options{Store: counted, Catalog: cat, Config: cfg, Providers: providers,
 		Hub: s.hub, Changes: s.changes, Log: log.With("component", "controller"), NodeToken: s.nodeToken, Now: cfg.Clock, Metrics: s.stats})
 	if c, ok := st.(store.Cluster); ok {

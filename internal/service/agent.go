@@ -453,7 +453,7 @@ func (s *Service) endJob(ctx context.Context, tx store.Tx, j *api.Job, now time.
 	}
 	j.Status, j.EndTime, j.PendingReason = status, now, ""
 	if status == api.JobFailed {
-		tail, err := logTail(ctx, tx, j.Workspace, j.Name, 20)
+		tail, err := logTail(ctx, tx, j, 20)
 		if err != nil {
 			return err
 		}
@@ -468,16 +468,19 @@ func (s *Service) endJob(ctx context.Context, tx store.Tx, j *api.Job, now time.
 	return tx.AddEvent(ctx, j.Workspace, "job/"+j.Name, &api.Event{Time: now, Kind: status, Message: msg})
 }
 
-func logTail(ctx context.Context, tx store.Tx, ws, job string, n int) ([]string, error) {
+// logTail is the last n lines of j's log, prefixed with their node's rank
+// on a job of several nodes.
+func logTail(ctx context.Context, tx store.Tx, j *api.Job, n int) ([]string, error) {
 	var tail []string
 	var after int64
+	multi := j.InstanceCount() > 1
 	for {
-		lines, err := tx.ReadLog(ctx, ws, job, after, 1000)
+		lines, err := tx.ReadLog(ctx, j.Workspace, j.Name, after, 1000)
 		if err != nil {
 			return nil, err
 		}
 		for _, l := range lines {
-			tail = append(tail, l.Text)
+			tail = append(tail, l.Display(multi))
 			after = l.Seq
 		}
 		if len(tail) > n {
@@ -553,7 +556,7 @@ func endAttempt(ctx context.Context, st store.Store, ws, name string, attempt in
 		}
 		j.Status, j.EndTime, j.PendingReason, j.Error = status, now, "", reason
 		if status == api.JobFailed {
-			tail, err := logTail(ctx, tx, ws, name, 20)
+			tail, err := logTail(ctx, tx, j, 20)
 			if err != nil {
 				return err
 			}

@@ -40,8 +40,12 @@ func (s *Service) PutCompute(ctx context.Context, ws, name string, c *api.Comput
 	if err := spec.ValidateCompute(c, spec.Env{Catalog: s.Catalog, Locations: s.Config.LocationNames()}); err != nil {
 		return nil, false, validation(err)
 	}
+	warning, err := s.hostFit(c)
+	if err != nil {
+		return nil, false, err
+	}
 	created := false
-	err := s.Store.Update(ctx, func(tx store.Tx) error {
+	err = s.Store.Update(ctx, func(tx store.Tx) error {
 		created = false
 		if _, err := s.workspace(ctx, tx, ws); err != nil {
 			return err
@@ -107,8 +111,16 @@ func (s *Service) PutCompute(ctx context.Context, ws, name string, c *api.Comput
 		case created:
 			kind, msg = "Created", fmt.Sprintf("compute created: %s, %d-%d nodes, idle %ds, location %s", c.Size, c.MinInstances, c.MaxInstances, c.IdleTimeBeforeScaleDown, c.Location)
 		}
+		if warning != "" {
+			if err := tx.AddEvent(ctx, ws, "compute/"+c.Name, &api.Event{Time: now, Kind: "Oversubscribed", Message: warning}); err != nil {
+				return err
+			}
+		}
 		return tx.AddEvent(ctx, ws, "compute/"+c.Name, &api.Event{Time: now, Kind: kind, Message: msg})
 	})
+	if warning != "" && s.Log != nil {
+		s.Log.WarnContext(ctx, "compute oversubscribes its host", "compute", c.Name, "detail", warning)
+	}
 	if err != nil {
 		return nil, false, s.mapStoreErr(err, "compute", c.Name)
 	}

@@ -78,6 +78,10 @@ type Service struct {
 	// HostGPUs counts the NVIDIA GPUs of the server's host, for jobs on
 	// docker-runtime locations whose nodes run there; nil skips the check.
 	HostGPUs func() int
+	// HostCapacity is the capacity of the one host a location's nodes all
+	// run on (a local location), or false when its nodes have hosts of
+	// their own; nil skips the check.
+	HostCapacity func(location string) (api.Size, bool)
 	// DockerEngine checks that a Docker engine answers, for jobs with an
 	// image on docker-runtime locations; nil skips the check.
 	DockerEngine func(ctx context.Context) error

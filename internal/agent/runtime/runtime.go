@@ -8,11 +8,15 @@
 package runtime
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -136,6 +140,11 @@ type handle struct {
 	cmd      *exec.Cmd
 	done     chan struct{}
 	stopOnce sync.Once
+
+	mu sync.Mutex
+	// killAt is when a stopping job's grace period ends (zero while it
+	// is not being stopped).
+	killAt time.Time
 }
 
 func (h *handle) Pid() int { return h.cmd.Process.Pid }
@@ -146,6 +155,16 @@ func (h *handle) Wait() (int, error) {
 	// Wait for the exit without reaping, so that the process group id cannot
 	// be reused yet, then kill what the job left behind in its group.
 	waitNoReap(pid)
+	// A job being stopped keeps its grace period even when its main
+	// process exits first: `sh -c 'prepare; python train.py'` dies at
+	// SIGTERM while train.py is still saving its checkpoint and printing
+	// about it, and both must be kept.
+	h.mu.Lock()
+	killAt := h.killAt
+	h.mu.Unlock()
+	for !killAt.IsZero() && time.Now().Before(killAt) && groupAlive(pid) {
+		time.Sleep(50 * time.Millisecond)
+	}
 	_ = syscall.Kill(-pid, syscall.SIGKILL)
 	err := h.cmd.Wait()
 	st := h.cmd.ProcessState
@@ -165,6 +184,9 @@ func (h *handle) Wait() (int, error) {
 func (h *handle) Stop(grace time.Duration) {
 	h.stopOnce.Do(func() {
 		pid := h.cmd.Process.Pid
+		h.mu.Lock()
+		h.killAt = time.Now().Add(grace)
+		h.mu.Unlock()
 		_ = syscall.Kill(-pid, syscall.SIGTERM)
 		go func() {
 			t := time.NewTimer(grace)
@@ -194,4 +216,36 @@ func waitNoReap(pid int) {
 			return
 		}
 	}
+}
+
+// groupAlive reports whether process group pgid has a member that has not
+// exited (zombies, such as the unreaped leader, do not count). It reads
+// /proc; where there is none it reports false.
+func groupAlive(pgid int) bool {
+	dirs, err := os.ReadDir("/proc")
+	if err != nil {
+		return false
+	}
+	for _, d := range dirs {
+		if d.Name()[0] < '0' || d.Name()[0] > '9' {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + d.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid pgrp ...: comm may hold spaces and parens.
+		i := bytes.LastIndexByte(b, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(string(b[i+1:]))
+		if len(f) < 3 || f[0] == "Z" || f[0] == "X" {
+			continue
+		}
+		if g, err := strconv.Atoi(f[2]); err == nil && g == pgid {
+			return true
+		}
+	}
+	return false
 }

@@ -15,6 +15,8 @@ func TestProcess(t *testing.T) {
 		name    string
 		command string
 		stop    bool
+		grace   time.Duration // default 300ms
+		partial bool          // out is a part of the output
 		code    int
 		out     string
 	}{
@@ -22,6 +24,12 @@ func TestProcess(t *testing.T) {
 		{name: "signal", command: "kill -KILL $$", code: 137},
 		{name: "stop", command: "echo up; sleep 300", stop: true, code: 143, out: "up\n"},
 		{name: "stop ignoring SIGTERM", command: "trap '' TERM; echo up; sleep 300", stop: true, code: 137, out: "up\n"},
+		// The shell dies at SIGTERM while its child saves a checkpoint in
+		// the grace period: the child is not killed before the grace ends,
+		// and what it prints is kept (issue 21, defect 1).
+		{name: "stop: a child outlives its shell", stop: true, grace: 5 * time.Second, code: 143,
+			command: `sh -c 'trap "echo saving; sleep 0.3; echo saved; exit 0" TERM; echo up; while :; do sleep 0.05; done' & sleep 300`,
+			out:     "saving\nsaved\n", partial: true},
 		// A background child holds stdout open: Wait still returns, and
 		// the child is killed with the group.
 		{name: "background child", command: "sleep 300 & echo $! > bg.pid; echo done", code: 0, out: "done\n"},
@@ -42,13 +50,18 @@ func TestProcess(t *testing.T) {
 				for !strings.Contains(readProcOut(h.Pid()), "sleep") && time.Now().Before(deadline) {
 					<-time.After(10 * time.Millisecond)
 				}
-				h.Stop(300 * time.Millisecond)
+				<-time.After(200 * time.Millisecond)
+				grace := tt.grace
+				if grace == 0 {
+					grace = 300 * time.Millisecond
+				}
+				h.Stop(grace)
 			}
 			code, err := h.Wait()
 			if err != nil || code != tt.code {
 				t.Fatalf("Wait = %d, %v; want %d", code, err, tt.code)
 			}
-			if out.String() != tt.out {
+			if tt.partial && !strings.Contains(out.String(), tt.out) || !tt.partial && out.String() != tt.out {
 				t.Errorf("output %q, want %q", out.String(), tt.out)
 			}
 			if b, err := os.ReadFile(dir + "/bg.pid"); err == nil {

@@ -155,6 +155,12 @@ func Factory(name string, settings map[string]any, deps provider.Deps) (provider
 // Name returns "local".
 func (p *Provider) Name() string { return Name }
 
+// HostCapacity is this machine's CPUs, memory and the GPUs nodes can get:
+// every node of the local provider runs here.
+func (p *Provider) HostCapacity() api.Size { return provider.ThisHost(len(p.cfg.GPUs)) }
+
+var _ provider.Hosted = (*Provider)(nil)
+
 // nodeFile is <nodeDir>/node.json.
 type nodeFile struct {
 	ID        string       `json:"id"`
