@@ -31,6 +31,15 @@ func (s *Service) serverless(ctx context.Context, tx store.Tx, ws string, j *api
 		return validation(err)
 	}
 	c.Workspace = ws
+	warning, err := s.hostFit(c)
+	if err != nil {
+		var e *Error
+		if errors.As(err, &e) {
+			e.Field = "resources.instance_type"
+			e.Fields = []api.FieldProblem{{Field: e.Field, Message: e.Msg}}
+		}
+		return err
+	}
 	alone := *c
 	alone.MaxInstances = j.InstanceCount()
 	if err := catalog.Check(nil, alone, s.Catalog, s.Config.Quotas); err != nil {
@@ -58,6 +67,11 @@ func (s *Service) serverless(ctx context.Context, tx store.Tx, ws string, j *api
 	c.AllocationState = api.AllocationSteady
 	if err := tx.PutCompute(ctx, c, ""); err != nil {
 		return err
+	}
+	if warning != "" {
+		if err := tx.AddEvent(ctx, ws, "compute/"+c.Name, &api.Event{Time: now, Kind: "Oversubscribed", Message: warning}); err != nil {
+			return err
+		}
 	}
 	j.Compute = c.Name
 	j.Serverless = &api.JobServerless{InstanceType: c.Size, InstanceCount: j.InstanceCount(), Tier: c.Tier, Location: c.Location}
