@@ -93,6 +93,9 @@ type JobFilter struct {
 	// (the default is newest first).
 	Limit  int
 	Oldest bool
+	// Parent lists the step jobs of this pipeline job instead, in step
+	// order (the other fields do not apply).
+	Parent string
 }
 
 // path joins escaped segments under /v1.
@@ -338,6 +341,9 @@ func (c *Client) Jobs(ctx context.Context, ws string, f JobFilter) ([]Job, error
 	}
 	if f.Oldest {
 		q.Set("order", "oldest")
+	}
+	if f.Parent != "" {
+		q.Set("parent", f.Parent)
 	}
 	return list[Job](ctx, c, v1("workspaces", ws, "jobs"), q)
 }

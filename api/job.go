@@ -49,6 +49,15 @@ type Job struct {
 	// Tide holds tide's own settings (retries), under `tide:` in YAML.
 	Tide *JobExtensions `json:"tide,omitempty"`
 
+	// Pipeline jobs (type pipeline): the steps by name, each a command
+	// job whose inputs may bind ${{parent.inputs.X}} and
+	// ${{parent.jobs.STEP.outputs.Y}}, and the settings.
+	Jobs     map[string]*Job   `json:"jobs,omitempty"`
+	Settings *PipelineSettings `json:"settings,omitempty"`
+	// Component is what a pipeline step runs, when it is not an inline
+	// command.
+	Component *Component `json:"component,omitempty"`
+
 	// Status, set by the server.
 	ID        string    `json:"id,omitempty"`
 	Workspace string    `json:"workspace,omitempty"`
@@ -73,6 +82,15 @@ type Job struct {
 	// environment reference named when it was submitted; the job keeps it
 	// even if that version is deleted later.
 	ResolvedEnvironment *Environment `json:"resolved_environment,omitempty"`
+	// Parent and Step name the pipeline job this job is a step of.
+	Parent string `json:"parent,omitempty"`
+	Step   string `json:"step,omitempty"`
+	// Steps are a pipeline job's steps, in an order that runs a step after
+	// the steps it depends on.
+	Steps []PipelineStep `json:"steps,omitempty"`
+	// ReuseKey identifies a step job's work (component, code, environment,
+	// inputs by content); a later step with the same key may reuse it.
+	ReuseKey string `json:"reuse_key,omitempty"`
 	// Cost is what the job's runs cost so far: its nodes' time while it
 	// ran, at its compute's price.
 	Cost *Cost `json:"cost,omitempty"`
@@ -231,6 +249,9 @@ type JobOutput struct {
 	Type string `json:"type,omitempty"`
 	Mode string `json:"mode,omitempty"`
 	Path string `json:"path,omitempty"`
+	// Bind, in a pipeline step, is ${{parent.outputs.NAME}}: the step's
+	// output is the pipeline's output NAME.
+	Bind string `json:"-"`
 }
 
 // JobResources is the job's shape on its compute.

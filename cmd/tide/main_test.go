@@ -62,6 +62,8 @@ func setup(env *testscript.Env) error {
 	env.Setenv("XDG_CONFIG_HOME", filepath.Join(env.WorkDir, "config"))
 	env.Setenv("XDG_DATA_HOME", filepath.Join(env.WorkDir, "share"))
 	env.Setenv("HOME", filepath.Join(env.WorkDir, "home"))
+	// Azure's example files, which scripts run as users would.
+	env.Setenv("EXAMPLES", "/work/shared/data/azureml-examples/cli")
 	// Agents of the local provider run detached from the server (a server
 	// restart must not kill them), so a script that fails halfway could
 	// leave some behind: stop those this script's server started.

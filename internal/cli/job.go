@@ -50,7 +50,12 @@ With --stream, follow the job's log until it ends.` + streamExitHelp,
 			if err != nil {
 				return err
 			}
-			if err := r.uploadData(cmd.Context(), cl, file, j); err != nil {
+			if j.Type == api.JobTypePipeline {
+				err = r.preparePipeline(cmd.Context(), cl, file, j)
+			} else {
+				err = r.uploadData(cmd.Context(), cl, file, j)
+			}
+			if err != nil {
 				return err
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), requestTimeout)
@@ -58,6 +63,10 @@ With --stream, follow the job's log until it ends.` + streamExitHelp,
 			out, err := cl.CreateJob(ctx, r.workspace, j)
 			if err != nil {
 				return err
+			}
+			if stream && out.Type == api.JobTypePipeline {
+				fmt.Fprintf(r.app.Stderr, "Pipeline %s submitted (%d steps).\n", out.Name, len(out.Steps))
+				return r.streamPipeline(cmd.Context(), cl, out.Name)
 			}
 			if stream {
 				fmt.Fprintf(r.app.Stderr, "Job %s submitted to %s.\n", out.Name, jobComputeDetail(out))
@@ -106,7 +115,7 @@ func (r *run) jobList() *cobra.Command {
 		export string
 	)
 	cmd := &cobra.Command{
-		Use:   "list [--compute C] [--status S] [--limit N] [--oldest] [--export-trace FILE]",
+		Use:   "list [--compute C] [--status S] [--limit N] [--oldest] [--parent PIPELINE] [--export-trace FILE]",
 		Short: "List jobs, newest first",
 		Long: `List jobs, newest first (--oldest: oldest first), at most --limit of them.
 With --export-trace, write the jobs that ran as a
@@ -135,6 +144,7 @@ see docs/simulate.md); - writes to standard output.`,
 	cmd.Flags().StringVar(&f.Status, "status", "", "only jobs in this status (Queued, Running, Completed, ...)")
 	cmd.Flags().IntVar(&f.Limit, "limit", 0, "at most this many jobs (the newest, or the oldest with --oldest)")
 	cmd.Flags().BoolVar(&f.Oldest, "oldest", false, "oldest first")
+	cmd.Flags().StringVar(&f.Parent, "parent", "", "list the step jobs of this pipeline job, in step order")
 	cmd.Flags().StringVar(&export, "export-trace", "", "write the jobs as a trace for 'tide simulate' to FILE (- for standard output)")
 	return cmd
 }
@@ -184,12 +194,19 @@ func (r *run) jobStream() *cobra.Command {
 		Short:   "Follow a job's log and status until it ends (alias: logs)",
 		Long: `Follow a job's log from the start, showing status changes and, while the job
 waits, what it waits for. A dropped connection or a server restart is
-survived: the stream resumes where it stopped.` + streamExitHelp,
+survived: the stream resumes where it stopped. A pipeline job's steps are
+followed one after the other, in step order.` + streamExitHelp,
 		Args: r.exactArgs("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cl, err := r.client()
 			if err != nil {
 				return err
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), requestTimeout)
+			j, err := cl.Job(ctx, r.workspace, args[0])
+			cancel()
+			if err == nil && j.Type == api.JobTypePipeline {
+				return r.streamPipeline(cmd.Context(), cl, args[0])
 			}
 			return r.streamJob(cmd.Context(), cl, args[0])
 		},

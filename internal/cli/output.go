@@ -385,6 +385,14 @@ func (p *printer) jobDetails(w io.Writer, j *api.Job) {
 	if j.QueuePosition > 0 {
 		lines = append(lines, kv{"queue_position", fmt.Sprintf("%d (%d job(s) ahead on %s)", j.QueuePosition, j.QueuePosition-1, j.Compute)})
 	}
+	if j.Type == api.JobTypePipeline {
+		details(w, lines)
+		p.pipelineSteps(w, j)
+		return
+	}
+	if j.Parent != "" {
+		lines = append(lines, kv{"pipeline", j.Parent + " (step " + j.Step + ")"})
+	}
 	lines = append(lines, kv{"command", oneLine(j.Command)})
 	details(w, lines)
 	for i, rk := range j.Ranks {

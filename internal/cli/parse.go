@@ -66,24 +66,34 @@ func parseJob(file string, data []byte, sets []string) (*api.Job, error) {
 	if err != nil {
 		return nil, err
 	}
-	if e := j.Environment; e != nil && strings.HasPrefix(e.Ref, "file:") {
-		if j.Environment, err = fileEnvironment(file, e.Ref); err != nil {
-			return nil, err
-		}
-		if err := spec.ValidateJob(j); err != nil {
-			return nil, err
-		}
+	if j.Type == api.JobTypePipeline {
+		return j, nil // preparePipeline reads the steps' files
 	}
-	if e := j.Environment; e != nil && e.Build != nil && !filepath.IsAbs(e.Build.Path) {
-		base := "."
-		if file != "" && file != "-" {
-			base = filepath.Dir(file)
-		}
-		if abs, err := filepath.Abs(filepath.Join(base, e.Build.Path)); err == nil {
+	if j.Environment, err = localEnvironment(file, j.Environment); err != nil {
+		return nil, err
+	}
+	if err := spec.ValidateJob(j); err != nil {
+		return nil, err
+	}
+	return j, nil
+}
+
+// localEnvironment reads environment: file:PATH and makes a relative
+// build.path absolute, both relative to the file that names them, as Azure
+// ML reads them (the node builds from that folder).
+func localEnvironment(file string, e *api.JobEnvironment) (*api.JobEnvironment, error) {
+	if e == nil {
+		return nil, nil
+	}
+	if strings.HasPrefix(e.Ref, "file:") {
+		return fileEnvironment(file, e.Ref)
+	}
+	if e.Build != nil && !filepath.IsAbs(e.Build.Path) {
+		if abs, err := filepath.Abs(filepath.Join(fileBase(file), e.Build.Path)); err == nil {
 			e.Build.Path = abs
 		}
 	}
-	return j, nil
+	return e, nil
 }
 
 // isValidation reports whether err is a local validation error of a file.

@@ -23,38 +23,57 @@ const uploadTimeout = 30 * time.Minute
 // points the job at the uploaded snapshots. A snapshot the server already
 // has (same SHA-256) is not sent again.
 func (r *run) uploadData(ctx context.Context, cl *api.Client, file string, j *api.Job) error {
-	base := "."
-	if file != "-" {
-		base = filepath.Dir(file)
+	base := fileBase(file)
+	code, err := r.uploadCode(ctx, cl, base, "code", j.Code)
+	if err != nil {
+		return err
 	}
-	if j.Code != "" {
-		if kind, _ := spec.ClassifyDataPath(j.Code); kind == spec.PathLocal {
-			ref, err := r.upload(ctx, cl, base, "code", j.Code, true)
-			if err != nil {
-				return err
-			}
-			j.Code = ref
-		}
+	j.Code = code
+	return r.uploadInputs(ctx, cl, base, "inputs.", j.Inputs)
+}
+
+// fileBase is the folder relative paths in a file are read from.
+func fileBase(file string) string {
+	if file == "-" || file == "" {
+		return "."
 	}
-	names := make([]string, 0, len(j.Inputs))
-	for name := range j.Inputs {
+	return filepath.Dir(file)
+}
+
+// uploadCode uploads a local code folder and returns its blob reference;
+// other references are returned as they are.
+func (r *run) uploadCode(ctx context.Context, cl *api.Client, base, field, code string) (string, error) {
+	if code == "" {
+		return "", nil
+	}
+	if kind, _ := spec.ClassifyDataPath(code); kind != spec.PathLocal {
+		return code, nil
+	}
+	return r.upload(ctx, cl, base, field, code, true)
+}
+
+// uploadInputs uploads the data inputs that are local paths, in place;
+// prefix names their fields ("inputs.", "jobs.train.inputs.").
+func (r *run) uploadInputs(ctx context.Context, cl *api.Client, base, prefix string, inputs map[string]api.JobInput) error {
+	names := make([]string, 0, len(inputs))
+	for name := range inputs {
 		names = append(names, name)
 	}
 	slices.Sort(names)
 	for _, name := range names {
-		in := j.Inputs[name]
+		in := inputs[name]
 		if in.Type != api.InputURIFile && in.Type != api.InputURIFolder {
 			continue
 		}
 		if kind, _ := spec.ClassifyDataPath(in.Path); kind != spec.PathLocal {
 			continue
 		}
-		ref, err := r.upload(ctx, cl, base, "inputs."+name+".path", in.Path, in.Type == api.InputURIFolder)
+		ref, err := r.upload(ctx, cl, base, prefix+name+".path", in.Path, in.Type == api.InputURIFolder)
 		if err != nil {
 			return err
 		}
 		in.Path = ref
-		j.Inputs[name] = in
+		inputs[name] = in
 	}
 	return nil
 }

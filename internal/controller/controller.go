@@ -48,6 +48,7 @@ type Controller struct {
 	gaps      *gapTracker // idle-gap histories of adaptive computes
 	// NodeToken makes the bearer token of a node's agent.
 	nodeToken func(nodeID string) string
+	pipelines Pipelines
 
 	kick    chan struct{}
 	started time.Time
@@ -94,13 +95,22 @@ type Options struct {
 	NodeToken func(nodeID string) string
 	// Metrics counts controller turns; nil counts nothing.
 	Metrics *metrics.Metrics
+	// Pipelines moves pipeline jobs on; nil leaves them alone.
+	Pipelines Pipelines
+}
+
+// Pipelines moves a pipeline job on: starts steps whose inputs are ready,
+// cancels or skips what a failure or a cancel stops, ends the pipeline.
+// It reports whether it changed anything.
+type Pipelines interface {
+	AdvancePipeline(ctx context.Context, ws, name string) (bool, error)
 }
 
 // New returns a controller.
 func New(o Options) *Controller {
 	c := &Controller{
 		store: &writeCounter{Store: o.Store}, catalog: o.Catalog, cfg: o.Config, providers: o.Providers,
-		hub: o.Hub, changes: o.Changes, log: o.Log, now: o.Now, nodeToken: o.NodeToken, stats: o.Metrics,
+		hub: o.Hub, changes: o.Changes, log: o.Log, now: o.Now, nodeToken: o.NodeToken, stats: o.Metrics, pipelines: o.Pipelines,
 		policies:   autoscaler.BuiltinPolicies(),
 		gaps:       newGapTracker(0),
 		kick:       make(chan struct{}, 1),
@@ -184,7 +194,10 @@ func (c *Controller) Run(ctx context.Context) error {
 type snapshot struct {
 	computes []api.Compute
 	nodes    []api.Node
-	jobs     []api.Job // unfinished jobs
+	jobs     []api.Job // unfinished command jobs
+	// pipelines are the unfinished pipeline jobs, which run no command
+	// themselves: their steps are command jobs.
+	pipelines []api.Job
 }
 
 func key(ws, name string) string { return ws + "/" + name }
@@ -236,6 +249,10 @@ func (c *Controller) load(ctx context.Context) (*snapshot, error) {
 				j = c.jobs[k]
 			}
 			jobs[k] = j
+			if j.Type == api.JobTypePipeline {
+				s.pipelines = append(s.pipelines, j)
+				continue
+			}
 			s.jobs = append(s.jobs, j)
 		}
 		c.jobs = jobs
@@ -262,9 +279,11 @@ func (c *Controller) Step(ctx context.Context) (time.Time, error) {
 	errs = append(errs, c.stopping(ctx, s, now))
 	instWake, err := c.instances(ctx, s, now)
 	errs = append(errs, err)
+	advanced, err := c.advancePipelines(ctx, s)
+	errs = append(errs, err)
 	// Read the state again only when something was written meanwhile (by
 	// these phases, or by a provider call finishing in the background).
-	if c.store.(*writeCounter).n.Load() != writes {
+	if advanced || c.store.(*writeCounter).n.Load() != writes {
 		if s, err = c.load(ctx); err != nil {
 			return time.Time{}, err
 		}
@@ -277,6 +296,25 @@ func (c *Controller) Step(ctx context.Context) (time.Time, error) {
 		wake = instWake
 	}
 	return wake, errors.Join(errs...)
+}
+
+// advancePipelines moves each unfinished pipeline on (through the
+// service, which submits their steps as command jobs) and reports whether
+// any changed.
+func (c *Controller) advancePipelines(ctx context.Context, s *snapshot) (bool, error) {
+	if c.pipelines == nil {
+		return false, nil
+	}
+	any := false
+	var errs []error
+	for _, p := range s.pipelines {
+		changed, err := c.pipelines.AdvancePipeline(ctx, p.Workspace, p.Name)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("pipeline %s/%s: %w", p.Workspace, p.Name, err))
+		}
+		any = any || changed
+	}
+	return any, errors.Join(errs...)
 }
 
 // provisioning moves computes through their provisioning states.

@@ -56,7 +56,7 @@ func (s *Server) routes() []route {
 		{method: "GET", pattern: "/v1/agent/assignments/{id}/checkpoint", auth: authNode, summary: "Agent: download the job's latest checkpoint (404: none)", handler: s.agentGetCheckpoint},
 		{method: "PUT", pattern: "/v1/agent/assignments/{id}/artifacts", auth: authNode, summary: "Agent: upload outputs/ and logs/ as tar.gz", status: 204, handler: s.agentArtifacts},
 		{method: "POST", pattern: "/v1/agent/assignments/{id}/status", auth: authNode, summary: "Agent: report an assignment's status", request: api.AssignmentStatus{}, status: 204, handler: s.agentStatus},
-	}, s.dataRoutes(), s.environmentRoutes(ws), s.parseRoutes(), s.instanceRoutes(ws), s.costRoutes(ws), s.budgetRoutes(ws), s.historyRoutes(ws))
+	}, s.dataRoutes(), s.environmentRoutes(ws), s.componentRoutes(ws), s.parseRoutes(), s.instanceRoutes(ws), s.costRoutes(ws), s.budgetRoutes(ws), s.historyRoutes(ws))
 }
 
 func (s *Server) livez(w http.ResponseWriter, r *http.Request) {
@@ -319,7 +319,13 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, &api.Problem{Status: 400, Code: api.CodeValidation, Field: "order", Detail: "order " + q.Get("order") + ": newest (the default) or oldest"})
 		return
 	}
-	js, err := s.svc.Jobs(r.Context(), f)
+	var js []api.Job
+	var err error
+	if parent := q.Get("parent"); parent != "" {
+		js, err = s.svc.ChildJobs(r.Context(), f.Workspace, parent)
+	} else {
+		js, err = s.svc.Jobs(r.Context(), f)
+	}
 	if err != nil {
 		s.fail(w, r, err)
 		return

@@ -112,7 +112,7 @@ func New(ctx context.Context, cfg config.Server, log *slog.Logger) (*Server, err
 	// The service and the controller write through a store that counts
 	// what each committed transaction did (internal/metrics).
 	counted := metrics.Observe(st, s.stats)
-	s.svc = &service.Service{Store: counted, Catalog: cat, Config: cfg, Log: log, Blobs: s.blobs, DockerEngine: dockerengine.New("").Ping, HostGPUs: hostGPUs, Now: cfg.Clock}
+	s.svc = &service.Service{Store: counted, Catalog: cat, Config: cfg, Log: log, Blobs: s.blobs, Outputs: stepOutputs{dataDir: cfg.DataDir, blobs: s.blobs}, DockerEngine: dockerengine.New("").Ping, HostGPUs: hostGPUs, Now: cfg.Clock}
 	if err := s.svc.Bootstrap(ctx); err != nil {
 		st.Close()
 		return nil, fmt.Errorf("bootstrapping store: %w", err)
@@ -137,7 +137,7 @@ func New(ctx context.Context, cfg config.Server, log *slog.Logger) (*Server, err
 		return api.Size{}, false
 	}
 	s.ctrl = controller.New(controller.Options{Store: counted, Catalog: cat, Config: cfg, Providers: providers,
-		Hub: s.hub, Changes: s.changes, Log: log.With("component", "controller"), NodeToken: s.nodeToken, Now: cfg.Clock, Metrics: s.stats})
+		Hub: s.hub, Changes: s.changes, Log: log.With("component", "controller"), NodeToken: s.nodeToken, Now: cfg.Clock, Metrics: s.stats, Pipelines: s.svc})
 	if c, ok := st.(store.Cluster); ok {
 		s.repl = newReplication(s, c)
 		s.hub.Relay = s.repl.relay

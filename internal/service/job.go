@@ -46,6 +46,9 @@ func (s *Service) SubmitJob(ctx context.Context, ws string, j *api.Job) (*api.Jo
 	if err := spec.ValidateJob(j); err != nil {
 		return nil, validation(err)
 	}
+	if j.Type == api.JobTypePipeline {
+		return s.submitPipeline(ctx, ws, j)
+	}
 	if e := unsupported(j); e != nil {
 		return nil, e
 	}
@@ -61,90 +64,97 @@ func (s *Service) SubmitJob(ctx context.Context, ws string, j *api.Job) (*api.Jo
 		if _, err := s.workspace(ctx, tx, ws); err != nil {
 			return err
 		}
-		// The name comes first: a serverless job's compute carries it.
-		if j.Name == "" {
-			for {
-				j.Name = newJobName()
-				if _, err := tx.GetJob(ctx, ws, j.Name); store.IsNotFound(err) {
-					break
-				}
-			}
-		} else if _, err := tx.GetJob(ctx, ws, j.Name); err == nil {
-			e := errorf(409, api.CodeConflict, "name: job %q already exists in workspace %s; job names are unique: choose another name or omit it to get a generated one", j.Name, ws)
-			e.Field = "name"
-			return e
-		}
-		if err := s.resolveCompute(ctx, tx, ws, j); err != nil {
-			return err
-		}
-		if err := s.checkData(ctx, tx, ws, j); err != nil {
-			return err
-		}
-		if err := s.resolveEnvironment(ctx, tx, ws, j); err != nil {
-			return err
-		}
-		c, err := tx.GetCompute(ctx, ws, j.Compute)
-		if err != nil {
-			return err
-		}
-		if err := s.checkGPUs(c); err != nil {
-			return err
-		}
-		if rt := s.Config.Runtime(c.Location); rt == "docker" && j.Environment == nil {
-			e := errorf(400, api.CodeValidation, "environment: required on compute %q, which runs jobs in Docker containers (location %s, runtime docker); add environment: {image: IMAGE} or environment: {build: {path: DIR}}", c.Name, c.Location)
-			e.Field = "environment"
-			return e
-		} else if rt == "docker" && engineErr != nil {
-			e := errorf(400, api.CodeValidation, "environment: compute %q runs jobs in Docker containers (location %s, runtime docker) but no Docker engine answers: %v; start dockerd on the nodes' host, or use a compute whose location has runtime process", c.Name, c.Location, engineErr)
-			e.Field = "environment"
-			return e
-		}
-		if n := j.InstanceCount(); c.IsInstance() && n > 1 {
-			e := errorf(400, api.CodeValidation, "resources.instance_count: %d nodes, but compute instance %q is one node; use instance_count 1 or a compute cluster", n, c.Name)
-			e.Field = "resources.instance_count"
-			return e
-		}
-		// A paused cluster (max_instances 0) queues jobs until it is
-		// raised again.
-		if n := j.InstanceCount(); n > c.MaxInstances && c.MaxInstances > 0 {
-			e := errorf(400, api.CodeValidation, "resources.instance_count: %d nodes exceeds max_instances %d of compute %q, so the job could never start; lower instance_count or run 'tide compute update %s --max-instances %d'", n, c.MaxInstances, c.Name, c.Name, n)
-			e.Field = "resources.instance_count"
-			return e
-		}
-		if j.ExperimentName == "" {
-			j.ExperimentName = "Default"
-		}
-		if j.DisplayName == "" {
-			j.DisplayName = j.Name
-		}
-		if j.Type == "" {
-			j.Type = "command"
-		}
-		now := s.now()
-		j.Workspace = ws
-		j.ID = "/workspaces/" + ws + "/jobs/" + j.Name
-		j.Status = api.JobQueued
-		j.CreatedOn = now
-		j.StartTime, j.EndTime = time.Time{}, time.Time{}
-		j.ExitCode, j.Error, j.LogTail, j.Ranks, j.Attempt = nil, "", nil, nil, 0
-		j.PendingReason = "waiting for the scheduler"
-		if err := tx.PutJob(ctx, j, ""); err != nil {
-			return err
-		}
-		if err := ignoredInstanceType(ctx, tx, j, c); err != nil {
-			return err
-		}
-		msg := fmt.Sprintf("submitted to compute %s (%d node(s))", j.Compute, j.InstanceCount())
-		if sl := j.Serverless; sl != nil {
-			msg = fmt.Sprintf("submitted serverless: %d × %s (%s) in location %s, on nodes of its own (compute %s)", sl.InstanceCount, sl.InstanceType, sl.Tier, sl.Location, j.Compute)
-		}
-		return tx.AddEvent(ctx, ws, "job/"+j.Name, &api.Event{Time: now, Kind: "Queued", Message: msg})
+		return s.admit(ctx, tx, ws, j, engineErr)
 	})
 	if err != nil {
 		return nil, s.mapStoreErr(err, "job", j.Name)
 	}
 	s.notify()
 	return j, nil
+}
+
+// admit checks a command job against the workspace (compute, data,
+// environment, shape) and queues it, in tx. engineErr is what asking the
+// Docker engine answered (nil: not asked, or it answered).
+func (s *Service) admit(ctx context.Context, tx store.Tx, ws string, j *api.Job, engineErr error) error {
+	// The name comes first: a serverless job's compute carries it.
+	if j.Name == "" {
+		for {
+			j.Name = newJobName()
+			if _, err := tx.GetJob(ctx, ws, j.Name); store.IsNotFound(err) {
+				break
+			}
+		}
+	} else if _, err := tx.GetJob(ctx, ws, j.Name); err == nil {
+		e := errorf(409, api.CodeConflict, "name: job %q already exists in workspace %s; job names are unique: choose another name or omit it to get a generated one", j.Name, ws)
+		e.Field = "name"
+		return e
+	}
+	if err := s.resolveCompute(ctx, tx, ws, j); err != nil {
+		return err
+	}
+	if err := s.checkData(ctx, tx, ws, j); err != nil {
+		return err
+	}
+	if err := s.resolveEnvironment(ctx, tx, ws, j); err != nil {
+		return err
+	}
+	c, err := tx.GetCompute(ctx, ws, j.Compute)
+	if err != nil {
+		return err
+	}
+	if err := s.checkGPUs(c); err != nil {
+		return err
+	}
+	if rt := s.Config.Runtime(c.Location); rt == "docker" && j.Environment == nil {
+		e := errorf(400, api.CodeValidation, "environment: required on compute %q, which runs jobs in Docker containers (location %s, runtime docker); add environment: {image: IMAGE} or environment: {build: {path: DIR}}", c.Name, c.Location)
+		e.Field = "environment"
+		return e
+	} else if rt == "docker" && engineErr != nil {
+		e := errorf(400, api.CodeValidation, "environment: compute %q runs jobs in Docker containers (location %s, runtime docker) but no Docker engine answers: %v; start dockerd on the nodes' host, or use a compute whose location has runtime process", c.Name, c.Location, engineErr)
+		e.Field = "environment"
+		return e
+	}
+	if n := j.InstanceCount(); c.IsInstance() && n > 1 {
+		e := errorf(400, api.CodeValidation, "resources.instance_count: %d nodes, but compute instance %q is one node; use instance_count 1 or a compute cluster", n, c.Name)
+		e.Field = "resources.instance_count"
+		return e
+	}
+	// A paused cluster (max_instances 0) queues jobs until it is
+	// raised again.
+	if n := j.InstanceCount(); n > c.MaxInstances && c.MaxInstances > 0 {
+		e := errorf(400, api.CodeValidation, "resources.instance_count: %d nodes exceeds max_instances %d of compute %q, so the job could never start; lower instance_count or run 'tide compute update %s --max-instances %d'", n, c.MaxInstances, c.Name, c.Name, n)
+		e.Field = "resources.instance_count"
+		return e
+	}
+	if j.ExperimentName == "" {
+		j.ExperimentName = "Default"
+	}
+	if j.DisplayName == "" {
+		j.DisplayName = j.Name
+	}
+	if j.Type == "" {
+		j.Type = "command"
+	}
+	now := s.now()
+	j.Workspace = ws
+	j.ID = "/workspaces/" + ws + "/jobs/" + j.Name
+	j.Status = api.JobQueued
+	j.CreatedOn = now
+	j.StartTime, j.EndTime = time.Time{}, time.Time{}
+	j.ExitCode, j.Error, j.LogTail, j.Ranks, j.Attempt = nil, "", nil, nil, 0
+	j.PendingReason = "waiting for the scheduler"
+	if err := tx.PutJob(ctx, j, ""); err != nil {
+		return err
+	}
+	if err := ignoredInstanceType(ctx, tx, j, c); err != nil {
+		return err
+	}
+	msg := fmt.Sprintf("submitted to compute %s (%d node(s))", j.Compute, j.InstanceCount())
+	if sl := j.Serverless; sl != nil {
+		msg = fmt.Sprintf("submitted serverless: %d × %s (%s) in location %s, on nodes of its own (compute %s)", sl.InstanceCount, sl.InstanceType, sl.Tier, sl.Location, j.Compute)
+	}
+	return tx.AddEvent(ctx, ws, "job/"+j.Name, &api.Event{Time: now, Kind: "Queued", Message: msg})
 }
 
 // runtimes lists the configured locations' runtimes.
@@ -285,27 +295,46 @@ func (s *Service) CancelJob(ctx context.Context, ws, name, ifMatch string) (*api
 			return err
 		}
 		out = j
-		if api.JobTerminal(j.Status) || j.Status == api.JobCancelRequested {
-			return nil
-		}
-		now := s.now()
-		msg := "cancel requested"
-		if j.Status == api.JobQueued || j.Status == api.JobNotStarted {
-			j.Status, j.EndTime, j.PendingReason = api.JobCanceled, now, ""
-			msg = "canceled while queued"
-		} else {
+		if j.Type == api.JobTypePipeline && j.Status != api.JobCancelRequested && !api.JobTerminal(j.Status) {
+			// The steps are canceled by the next turn of the controller
+			// (advancePipeline), which then ends the pipeline.
 			j.Status = api.JobCancelRequested
+			if err := tx.PutJob(ctx, j, ""); err != nil {
+				return err
+			}
+			return tx.AddEvent(ctx, ws, "job/"+name, &api.Event{Time: s.now(), Kind: "Cancel", Message: "cancel requested; canceling the steps"})
 		}
-		if err := tx.PutJob(ctx, j, ""); err != nil {
-			return err
-		}
-		return tx.AddEvent(ctx, ws, "job/"+name, &api.Event{Time: now, Kind: "Cancel", Message: msg})
+		return s.cancel(ctx, tx, j, "")
 	})
 	if err != nil {
 		return nil, s.mapStoreErr(err, "job", name)
 	}
 	s.notify()
 	return out, nil
+}
+
+// cancel cancels a command job in tx: a queued job ends Canceled, a
+// running one becomes CancelRequested. why, when not empty, says who
+// asked.
+func (s *Service) cancel(ctx context.Context, tx store.Tx, j *api.Job, why string) error {
+	if api.JobTerminal(j.Status) || j.Status == api.JobCancelRequested {
+		return nil
+	}
+	now := s.now()
+	msg := "cancel requested"
+	if j.Status == api.JobQueued || j.Status == api.JobNotStarted {
+		j.Status, j.EndTime, j.PendingReason = api.JobCanceled, now, ""
+		msg = "canceled while queued"
+	} else {
+		j.Status = api.JobCancelRequested
+	}
+	if why != "" {
+		msg += " (" + why + ")"
+	}
+	if err := tx.PutJob(ctx, j, ""); err != nil {
+		return err
+	}
+	return tx.AddEvent(ctx, j.Workspace, "job/"+j.Name, &api.Event{Time: now, Kind: "Cancel", Message: msg})
 }
 
 // Logs returns up to limit log lines after seq.

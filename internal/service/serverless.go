@@ -21,14 +21,15 @@ import (
 // instance_count once the quota has room (catalog.Admit) and deletes the
 // compute, nodes first, when the job ends.
 
-// serverless creates job j's hidden compute in tx and points j at it. It
-// refuses a job whose nodes could never fit the quota, however many other
-// computes were deleted.
-func (s *Service) serverless(ctx context.Context, tx store.Tx, ws string, j *api.Job) error {
+// serverlessShape returns the hidden compute serverless job j needs in
+// workspace ws, unnamed and unsaved, with a warning when its size
+// oversubscribes its location's host. It refuses a job whose nodes could
+// never fit the quota, however many other computes were deleted.
+func (s *Service) serverlessShape(ws string, j *api.Job) (*api.Compute, string, error) {
 	loc := s.Config.ServerlessLocation(ws)
 	c, err := spec.ServerlessCompute(j, spec.Env{Catalog: s.Catalog, Locations: s.Config.LocationNames()}, s.Config.Serverless.InstanceType, loc)
 	if err != nil {
-		return validation(err)
+		return nil, "", validation(err)
 	}
 	c.Workspace = ws
 	warning, err := s.hostFit(c)
@@ -38,19 +39,28 @@ func (s *Service) serverless(ctx context.Context, tx store.Tx, ws string, j *api
 			e.Field = "resources.instance_type"
 			e.Fields = []api.FieldProblem{{Field: e.Field, Message: e.Msg}}
 		}
-		return err
+		return nil, "", err
 	}
 	alone := *c
 	alone.MaxInstances = j.InstanceCount()
 	if err := catalog.Check(nil, alone, s.Catalog, s.Config.Quotas); err != nil {
 		var qe *catalog.QuotaError
 		if !errors.As(err, &qe) {
-			return err
+			return nil, "", err
 		}
 		e := errorf(409, api.CodeQuotaExceeded, "resources.instance_count: %d node(s) of %s need %d %s %s vCPUs in location %s, more than the quota's limit of %d, so the job could never start; lower instance_count, choose a smaller resources.instance_type, or ask the administrator to raise %s in the server config",
 			j.InstanceCount(), c.Size, qe.Requested, qe.Family, qe.Tier, qe.Location, qe.Limit, qe.ConfigPath)
 		e.Field = "resources.instance_count"
-		return e
+		return nil, "", e
+	}
+	return c, warning, nil
+}
+
+// serverless creates job j's hidden compute in tx and points j at it.
+func (s *Service) serverless(ctx context.Context, tx store.Tx, ws string, j *api.Job) error {
+	c, warning, err := s.serverlessShape(ws, j)
+	if err != nil {
+		return err
 	}
 	for {
 		c.Name = api.ServerlessPrefix + randomLetters(10)

@@ -75,6 +75,9 @@ type Service struct {
 	Now func() time.Time
 	// Blobs tells whether code and data snapshots were uploaded.
 	Blobs Blobs
+	// Outputs hands step outputs between the steps of pipeline jobs; nil
+	// refuses pipelines.
+	Outputs StepOutputs
 	// HostGPUs counts the NVIDIA GPUs of the server's host, for jobs on
 	// docker-runtime locations whose nodes run there; nil skips the check.
 	HostGPUs func() int

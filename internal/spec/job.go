@@ -27,7 +27,7 @@ const (
 	DefaultOutputType = api.InputURIFolder
 )
 
-var unsupportedJobTypes = []string{"sweep", "pipeline", "parallel", "spark", "automl", "import", "data_transfer", "finetuning", "distillation"}
+var unsupportedJobTypes = []string{"sweep", "parallel", "spark", "automl", "import", "data_transfer", "finetuning", "distillation"}
 
 var jobFields = []string{
 	"$schema", "type", "name", "display_name", "experiment_name", "description", "tags",
@@ -44,14 +44,15 @@ var jobUnsupported = map[string]string{
 	"parameters":   "not supported yet",
 	"trial":        "belongs to sweep jobs, which are not supported yet",
 	"search_space": "belongs to sweep jobs, which are not supported yet",
-	"jobs":         "belongs to pipeline jobs, which are not supported yet",
+	"jobs":         "belongs to pipeline jobs; set type: pipeline",
+	"settings":     "belongs to pipeline jobs; set type: pipeline",
 }
 
 // jobStatusFields are set by the server.
 var jobStatusFields = map[string]bool{
 	"id": true, "workspace": true, "status": true, "created_on": true, "start_time": true,
 	"end_time": true, "exit_code": true, "error": true, "log_tail": true, "ranks": true,
-	"attempt": true, "pending_reason": true, "etag": true, "resolved_environment": true, "creation_context": true, "retried": true, "queue_position": true,
+	"attempt": true, "pending_reason": true, "etag": true, "parent": true, "step": true, "steps": true, "reuse_key": true, "resolved_environment": true, "creation_context": true, "retried": true, "queue_position": true,
 	"serverless": true,
 }
 
@@ -85,6 +86,9 @@ func ParseJob(file string, data []byte, sets []string) (*api.Job, error) {
 	j := &api.Job{Type: JobTypeCommand}
 	if !d.jobType(root, j) {
 		return nil, d.err()
+	}
+	if j.Type == api.JobTypePipeline {
+		return d.pipeline(root, j)
 	}
 	d.mapping(root, "", jobFields, func(key string, v *yaml.Node, fp string) bool {
 		switch key {
@@ -161,13 +165,13 @@ func (d *decoder) jobType(root *yaml.Node, j *api.Job) bool {
 		}
 		t := strings.ToLower(strings.TrimSpace(s))
 		switch {
-		case t == JobTypeCommand:
+		case t == JobTypeCommand || t == api.JobTypePipeline:
 			j.Type = t
 			return true
 		case slices.Contains(unsupportedJobTypes, t):
-			d.add(d.lines["type"], "type", "%s jobs are not supported yet; tide supports type: command", t)
+			d.add(d.lines["type"], "type", "%s jobs are not supported yet; tide supports type: command and type: pipeline", t)
 		default:
-			d.add(d.lines["type"], "type", "%q is not a job type; tide supports type: command", s)
+			d.add(d.lines["type"], "type", "%q is not a job type; tide supports type: command and type: pipeline", s)
 		}
 		return false
 	}
@@ -453,19 +457,35 @@ func ValidateJob(j *api.Job) error {
 }
 
 func checkJob(j *api.Job, bad func(field, format string, args ...any)) {
-	switch t := strings.ToLower(j.Type); {
-	case t == "" || t == JobTypeCommand:
-	case slices.Contains(unsupportedJobTypes, t):
-		bad("type", "%s jobs are not supported yet; tide supports type: command", t)
-	default:
-		bad("type", "%q is not a job type; tide supports type: command", j.Type)
-	}
 	if j.Name != "" && !jobNameRE.MatchString(j.Name) {
 		bad("name", "%q must be 1-255 letters, digits, '_' and '-', starting with a letter or digit", j.Name)
 	}
 	if j.ExperimentName != "" && !jobNameRE.MatchString(j.ExperimentName) {
 		bad("experiment_name", "%q must be 1-255 letters, digits, '_' and '-', starting with a letter or digit", j.ExperimentName)
 	}
+	switch t := strings.ToLower(j.Type); {
+	case t == "" || t == JobTypeCommand:
+	case t == api.JobTypePipeline:
+		checkPipeline(j, bad)
+		return
+	case slices.Contains(unsupportedJobTypes, t):
+		bad("type", "%s jobs are not supported yet; tide supports type: command and type: pipeline", t)
+		return
+	default:
+		bad("type", "%q is not a job type; tide supports type: command and type: pipeline", j.Type)
+		return
+	}
+	if len(j.Jobs) > 0 || j.Settings != nil || j.Component != nil {
+		bad("jobs", "jobs, settings and component belong to pipeline jobs; set type: pipeline")
+	}
+	checkJobBody(j, bad)
+	checkQueue(j, bad)
+}
+
+// checkJobBody checks what a command job runs: command and its bindings,
+// code, compute, environment, inputs, outputs, resources, distribution and
+// limits. Pipeline steps and components are checked with it too.
+func checkJobBody(j *api.Job, bad func(field, format string, args ...any)) {
 	if strings.TrimSpace(j.Command) == "" {
 		bad("command", "required; the shell command the job runs, e.g. python train.py --data ${{inputs.data}}")
 	} else {
@@ -570,7 +590,6 @@ func checkJob(j *api.Job, bad func(field, format string, args ...any)) {
 	if l := j.Limits; l != nil && l.Timeout < 0 {
 		bad("limits.timeout", "must be >= 1 second (got %d)", l.Timeout)
 	}
-	checkQueue(j, bad)
 }
 
 func sortedNames[V any](m map[string]V) []string {

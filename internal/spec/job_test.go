@@ -43,7 +43,7 @@ func TestJobExamples(t *testing.T) {
 		{"hello-model-as-input.yml", "hello-model-as-input.yml:13: inputs.my_model.type: mlflow_model inputs are not supported yet; tide supports uri_file, uri_folder and literal values", nil},
 		{"hello-model-as-output.yml", "hello-model-as-output.yml:17: inputs.input_model.type: mlflow_model inputs are not supported yet; tide supports uri_file, uri_folder and literal values\nhello-model-as-output.yml:21: outputs.output_folder.type: custom_model outputs are not supported yet; tide supports uri_folder and uri_file", nil},
 		{"hello-notebook.yml", "", nil},
-		{"hello-sweep.yml", "hello-sweep.yml:2: type: sweep jobs are not supported yet; tide supports type: command", nil},
+		{"hello-sweep.yml", "hello-sweep.yml:2: type: sweep jobs are not supported yet; tide supports type: command and type: pipeline", nil},
 		{"hello-world-env-var.yml", "", func(t *testing.T, j *api.Job) {
 			if j.EnvironmentVariables["hello_env_var"] != "hello world" {
 				t.Errorf("environment_variables = %v", j.EnvironmentVariables)
@@ -142,7 +142,7 @@ func TestJobErrors(t *testing.T) {
 		{"distribution field of another type", "command: ls\ndistribution:\n  type: tensorflow\n  process_count_per_instance: 2\n", nil,
 			"j.yml:4: distribution.process_count_per_instance: not a tensorflow distribution field (it belongs to pytorch or mpi)"},
 		{"distribution type", "command: ls\ndistribution:\n  type: ray\n", nil, `j.yml:3: distribution.type: "ray" is not supported; use pytorch, mpi or tensorflow`},
-		{"pipeline", "type: pipeline\njobs: {}\n", nil, "j.yml:1: type: pipeline jobs are not supported yet; tide supports type: command"},
+		{"pipeline without steps", "type: pipeline\njobs: {}\n", nil, "j.yml:2: jobs: required: the pipeline's steps, e.g. jobs: {train: {type: command, component: ./train.yml}}"},
 		{"read-only", "command: ls\nstatus: Running\n", nil, "j.yml:2: status: read-only; set by the server (remove it from the file)"},
 		{"compute name", "command: ls\ncompute: azureml:cpu_cluster\n", nil,
 			`j.yml:2: compute: "cpu_cluster" has "_"; use only letters, digits and '-'`},

@@ -86,6 +86,15 @@ type Tx interface {
 	PutEnvironment(ctx context.Context, e *api.Environment, ifMatch string) error
 	DeleteEnvironment(ctx context.Context, workspace, name, version string) error
 
+	// GetComponent returns one version of a component.
+	GetComponent(ctx context.Context, workspace, name, version string) (*api.Component, error)
+	// ListComponents lists a workspace's components, or the versions of one
+	// name when name is not empty, by name and then creation order (so the
+	// last version of a name is its latest).
+	ListComponents(ctx context.Context, workspace, name string) ([]api.Component, error)
+	PutComponent(ctx context.Context, c *api.Component, ifMatch string) error
+	DeleteComponent(ctx context.Context, workspace, name, version string) error
+
 	GetNode(ctx context.Context, id string) (*api.Node, error)
 	// ListNodes lists the nodes of one compute, or all nodes when compute is empty.
 	ListNodes(ctx context.Context, workspace, compute string) ([]api.Node, error)

@@ -44,6 +44,7 @@ func Run(t *testing.T, newDB func(t *testing.T) Opener) {
 		{"Datastores", testDatastores},
 		{"Environments", testEnvironments},
 		{"EnvironmentEtags", testEnvironmentEtags},
+		{"Components", testComponents},
 		{"Nodes", testNodes},
 		{"Tokens", testTokens},
 		{"Settings", testSettings},
