@@ -99,6 +99,10 @@ type Assignment struct {
 	// FileOutputs are the outputs of type uri_file: ${{outputs.NAME}} is
 	// then the file outputs/NAME/NAME rather than the folder.
 	FileOutputs []string `json:"file_outputs,omitempty"`
+	// OutputPaths are the outputs given a datastore path
+	// (azureml://datastores/NAME/paths/P, placeholders expanded): the
+	// agent uploads outputs/NAME there when the command ends.
+	OutputPaths map[string]string `json:"output_paths,omitempty"`
 	// Environment is the registered environment the job runs with, if any.
 	Environment *Environment `json:"environment,omitempty"`
 	// Distribution is the job's launcher; nil runs the command once per node.

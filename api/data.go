@@ -11,10 +11,47 @@ import (
 )
 
 // Datastore types. tide adds "local": a folder every node of the
-// workspace can read (the same path on each node). Azure's types
-// (azure_blob, azure_file, azure_data_lake_gen1, azure_data_lake_gen2) are
-// rejected: tide cannot reach Azure storage.
-const DatastoreLocal = "local"
+// workspace can read (the same path on each node). Of Azure's types,
+// azure_blob is read and written by the nodes with Azure's SDK; the others
+// (azure_file, azure_data_lake_gen1, azure_data_lake_gen2) are rejected.
+const (
+	DatastoreLocal     = "local"
+	DatastoreAzureBlob = "azure_blob"
+)
+
+// Credential kinds of an azure_blob datastore, as DatastoreCredentials.Type
+// reports them.
+const (
+	CredentialAccountKey = "account_key"
+	CredentialSASToken   = "sas_token"
+	CredentialNone       = "none"
+)
+
+// DatastoreCredentials are an azure_blob datastore's secrets: an account
+// key or a SAS token (Azure's YAML), or neither for a public container.
+// The server stores them and hands them only to nodes; users get Type.
+type DatastoreCredentials struct {
+	AccountKey string `json:"account_key,omitempty"`
+	SASToken   string `json:"sas_token,omitempty"`
+	// Type says which secret is stored; set by the server in answers to
+	// users, whose copies never carry the secret itself.
+	Type string `json:"type,omitempty"`
+}
+
+// Kind returns which secret c holds.
+func (c *DatastoreCredentials) Kind() string {
+	switch {
+	case c == nil:
+		return CredentialNone
+	case c.AccountKey != "":
+		return CredentialAccountKey
+	case c.SASToken != "":
+		return CredentialSASToken
+	case c.Type != "":
+		return c.Type
+	}
+	return CredentialNone
+}
 
 // Datastore is a named place data lives, referenced from jobs as
 // azureml://datastores/NAME/paths/PATH.
@@ -26,6 +63,20 @@ type Datastore struct {
 	// Path is the folder of a local datastore on the nodes (a tide
 	// extension to Azure's datastore YAML).
 	Path string `json:"path,omitempty"`
+
+	// AccountName and ContainerName locate an azure_blob datastore's
+	// container.
+	AccountName   string `json:"account_name,omitempty"`
+	ContainerName string `json:"container_name,omitempty"`
+	// Endpoint is the storage suffix (default core.windows.net) and
+	// Protocol https (default) or wasbs, which also means HTTPS.
+	Endpoint string `json:"endpoint,omitempty"`
+	Protocol string `json:"protocol,omitempty"`
+	// EndpointURL (a tide extension) replaces the account's service URL,
+	// for Azurite or another service that speaks Azure's blob API, as in
+	// http://127.0.0.1:10000/devstoreaccount1.
+	EndpointURL string                `json:"endpoint_url,omitempty"`
+	Credentials *DatastoreCredentials `json:"credentials,omitempty"`
 
 	// Status, set by the server.
 	Workspace string    `json:"workspace,omitempty"`

@@ -160,20 +160,7 @@ func (j *job) fetchInput(ctx context.Context, in api.JobInput, dst string) (stri
 		u, _ := url.Parse(in.Path)
 		return copyLocal(u.Path, dst, isFile)
 	case spec.PathDatastore:
-		name, rel, _ := spec.ParseDatastorePath(in.Path)
-		var ds api.Datastore
-		p := "/v1/agent/workspaces/" + url.PathEscape(j.as.Workspace) + "/datastores/" + url.PathEscape(name)
-		req, err := j.a.client.newRequest(ctx, http.MethodGet, p, nil, "")
-		if err == nil {
-			err = j.a.client.send(req, &ds)
-		}
-		if err != nil {
-			return "", fmt.Errorf("looking up datastore %s: %w", name, err)
-		}
-		if ds.Type != api.DatastoreLocal || !filepath.IsAbs(ds.Path) {
-			return "", fmt.Errorf("datastore %s is not a local folder (type %s)", name, ds.Type)
-		}
-		return copyLocal(filepath.Join(ds.Path, filepath.FromSlash(rel)), dst, isFile)
+		return j.fetchDatastore(ctx, in.Path, dst, isFile)
 	case spec.PathHTTP:
 		return j.download(ctx, in.Path, dst, isFile)
 	}

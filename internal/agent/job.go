@@ -290,6 +290,16 @@ func (j *job) execute() api.AssignmentStatus {
 	if err != nil {
 		j.log.Warn("waiting for job", slog.Any("error", err))
 	}
+	// Outputs with a datastore path are written there when the command
+	// ends, whatever its exit code (as Azure uploads them); a job that was
+	// stopped writes nothing.
+	j.mu.Lock()
+	stopped := j.stopKind != stopNone
+	j.mu.Unlock()
+	var upErr error
+	if !stopped && len(as.OutputPaths) > 0 {
+		upErr = j.uploadOutputs(ctx)
+	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if j.stopKind != stopNone {
@@ -298,6 +308,10 @@ func (j *job) execute() api.AssignmentStatus {
 	st := api.AssignmentStatus{ID: as.ID, NodeRank: as.NodeRank, Status: api.JobCompleted, ExitCode: &code}
 	if code != 0 {
 		st.Status, st.Error = api.JobFailed, fmt.Sprintf("exit code %d", code)
+	}
+	if upErr != nil && code == 0 {
+		st.Status, st.Error = api.JobFailed, upErr.Error()
+		j.logs.add("tide", "error: "+upErr.Error())
 	}
 	if r, ok := h.(runtime.ExitReasoner); ok && r.ExitReason() != "" {
 		st.Status, st.Error = api.JobFailed, fmt.Sprintf("exit code %d: %s", code, r.ExitReason())

@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tideml/tide/api"
+	"github.com/tideml/tide/internal/azureblob"
 	"github.com/tideml/tide/internal/spec"
 )
 
@@ -34,8 +35,21 @@ path on every node, given by the tide field path:
   path: /srv/data
 
 Jobs then read azureml://datastores/shared_data/paths/iris/ as /srv/data/iris/.
-Azure storage types (azure_blob, azure_file, azure_data_lake_gen1/gen2) are
-rejected: tide cannot reach Azure storage.`,
+
+type: azure_blob is an Azure blob container, read and written by the nodes
+(the secret is stored by the server, given only to nodes, never shown):
+
+  name: blob_data
+  type: azure_blob
+  account_name: mystorage
+  container_name: data
+  credentials:
+    account_key: ...        # or sas_token: ...
+  # endpoint_url: http://127.0.0.1:10000/devstoreaccount1   (Azurite)
+
+Jobs then read azureml://datastores/blob_data/paths/iris/, or
+wasbs://data@mystorage.blob.core.windows.net/iris/. azure_file and
+azure_data_lake_gen1/gen2 are not supported.`,
 		Example: "  tide datastore create -f datastore.yml",
 		Args:    r.exactArgs(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -114,7 +128,13 @@ func (r *run) datastoreDelete() *cobra.Command {
 }
 
 func datastoreDetails(w io.Writer, d *api.Datastore) {
-	fmt.Fprintf(w, "Name:        %s\nType:        %s\nPath:        %s\n", d.Name, d.Type, dash(d.Path))
+	fmt.Fprintf(w, "Name:        %s\nType:        %s\n", d.Name, d.Type)
+	if d.Type == api.DatastoreAzureBlob {
+		fmt.Fprintf(w, "Account:     %s\nContainer:   %s\nURL:         %s/%s\nCredentials: %s\n",
+			d.AccountName, d.ContainerName, azureblob.ServiceURL(d), d.ContainerName, d.Credentials.Kind())
+	} else {
+		fmt.Fprintf(w, "Path:        %s\n", dash(d.Path))
+	}
 	if d.Description != "" {
 		fmt.Fprintf(w, "Description: %s\n", d.Description)
 	}
@@ -124,7 +144,11 @@ func datastoreDetails(w io.Writer, d *api.Datastore) {
 func datastoreTable(w io.Writer, ds []api.Datastore) {
 	rows := make([][]string, 0, len(ds))
 	for _, d := range ds {
-		rows = append(rows, []string{d.Name, d.Type, dash(d.Path), dash(d.Description)})
+		where := d.Path
+		if d.Type == api.DatastoreAzureBlob {
+			where = azureblob.ServiceURL(&d) + "/" + d.ContainerName
+		}
+		rows = append(rows, []string{d.Name, d.Type, dash(where), dash(d.Description)})
 	}
 	table(w, []string{"NAME", "TYPE", "PATH", "DESCRIPTION"}, rows)
 }

@@ -19,7 +19,7 @@ func (s *Server) dataRoutes() []route {
 		{method: "HEAD", pattern: "/v1/blobs/{digest}", auth: authAdmin, summary: "Whether a code or data snapshot (tar.gz, named by its SHA-256) is stored", handler: s.headBlob},
 		{method: "PUT", pattern: "/v1/blobs/{digest}", auth: authAdmin, rawBody: true, summary: "Upload a code or data snapshot: a tar.gz named by its SHA-256, at most max_data_size", status: 201, handler: s.putBlob},
 		{method: "GET", pattern: "/v1/agent/blobs/{digest}", auth: authNode, summary: "Agent: download a code or data snapshot", handler: s.agentBlob},
-		{method: "GET", pattern: "/v1/agent/workspaces/{workspace}/datastores/{name}", auth: authNode, summary: "Agent: a datastore, to resolve azureml://datastores/ paths", response: api.Datastore{}, handler: s.getDatastore},
+		{method: "GET", pattern: "/v1/agent/workspaces/{workspace}/datastores/{name}", auth: authNode, summary: "Agent: a datastore with its credentials, to resolve azureml://datastores/ paths", response: api.Datastore{}, handler: s.agentDatastore},
 
 		{method: "GET", pattern: ws + "/datastores", auth: authAdmin, summary: "List datastores", response: api.List[api.Datastore]{}, handler: s.listDatastores},
 		{method: "PUT", pattern: ws + "/datastores/{name}", auth: authAdmin, summary: "Create or replace a datastore", request: api.Datastore{}, response: api.Datastore{}, status: 201, handler: s.putDatastore},
@@ -126,6 +126,15 @@ func (s *Server) putDatastore(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) getDatastore(w http.ResponseWriter, r *http.Request) {
 	d, err := s.svc.Datastore(r.Context(), r.PathValue("workspace"), r.PathValue("name"))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, 200, d)
+}
+
+func (s *Server) agentDatastore(w http.ResponseWriter, r *http.Request) {
+	d, err := s.svc.AgentDatastore(r.Context(), r.PathValue("workspace"), r.PathValue("name"))
 	if err != nil {
 		s.fail(w, r, err)
 		return

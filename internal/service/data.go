@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/tideml/tide/api"
+	"github.com/tideml/tide/internal/azureblob"
 	"github.com/tideml/tide/internal/spec"
 	"github.com/tideml/tide/internal/store"
 )
@@ -17,8 +19,10 @@ type Blobs interface {
 }
 
 // checkData checks, when a job is submitted, that its code and data inputs
-// can be fetched by a node: snapshots were uploaded, datastores exist and
-// are local folders. Azure-only stores were rejected by the spec already.
+// can be fetched and its outputs written by a node: snapshots were
+// uploaded, datastores exist and are local folders or blob containers.
+// Datastore, wasbs:// and blob https:// paths are rewritten as
+// azureml://datastores/NAME/paths/PATH, output placeholders expanded.
 func (s *Service) checkData(ctx context.Context, tx store.Tx, ws string, j *api.Job) error {
 	bad := func(field, format string, args ...any) error {
 		e := errorf(400, api.CodeValidation, "%s: %s", field, fmt.Sprintf(format, args...))
@@ -46,25 +50,100 @@ func (s *Service) checkData(ctx context.Context, tx store.Tx, ws string, j *api.
 			if err := s.checkSnapshot(in.Path, field, bad); err != nil {
 				return err
 			}
-		case spec.PathDatastore:
-			dsName, _, _ := spec.ParseDatastorePath(in.Path)
-			ds, err := tx.GetDatastore(ctx, ws, dsName)
-			if store.IsNotFound(err) {
-				hint := "create it with 'tide datastore create -f ds.yml' (type: local, path: /a/folder)"
-				if slices.Contains([]string{"workspaceblobstore", "workspacefilestore", "workspaceartifactstore", "workspaceworkingdirectory"}, dsName) {
-					hint = "it is an Azure ML workspace's built-in Azure storage, which tide cannot reach; copy the data to a folder the nodes can read and " + hint
-				}
-				return bad(field, "datastore %q not found in workspace %s; %s", dsName, ws, hint)
-			}
+		case spec.PathDatastore, spec.PathWASB, spec.PathHTTP:
+			p, err := s.resolveDataPath(ctx, tx, ws, kind, in.Path, field, bad)
 			if err != nil {
 				return err
 			}
-			if ds.Type != api.DatastoreLocal {
-				return bad(field, "datastore %q has type %s, which tide cannot read; use a datastore of type local", dsName, ds.Type)
-			}
+			in.Path = p
+			j.Inputs[name] = in
 		}
 	}
+	outs := make([]string, 0, len(j.Outputs))
+	for name := range j.Outputs {
+		outs = append(outs, name)
+	}
+	slices.Sort(outs)
+	for _, name := range outs {
+		o, field := j.Outputs[name], "outputs."+name+".path"
+		if o.Path == "" {
+			continue
+		}
+		p := expandOutputPath(o.Path, j.Name, name)
+		kind, problem := spec.ClassifyDataPath(p)
+		if problem != "" {
+			return bad(field, "%s", problem)
+		}
+		if kind != spec.PathDatastore && kind != spec.PathWASB {
+			return bad(field, "%q: outputs go to a datastore; use azureml://datastores/NAME/paths/PATH", o.Path)
+		}
+		p, err := s.resolveDataPath(ctx, tx, ws, kind, p, field, bad)
+		if err != nil {
+			return err
+		}
+		o.Path = p
+		j.Outputs[name] = o
+	}
 	return nil
+}
+
+// expandOutputPath replaces Azure's placeholders in an output path:
+// ${{name}} is the job's name, ${{output_name}} the output's.
+func expandOutputPath(p, job, output string) string {
+	return strings.NewReplacer("${{name}}", job, "${{output_name}}", output).Replace(p)
+}
+
+// resolveDataPath checks a datastore, wasbs:// or blob https:// path and
+// returns it as azureml://datastores/NAME/paths/PATH in the job's
+// workspace, which is what nodes resolve. An https URL that no
+// registered datastore covers is returned as it is (fetched over HTTP).
+func (s *Service) resolveDataPath(ctx context.Context, tx store.Tx, ws, kind, p, field string, bad func(field, format string, args ...any) error) (string, error) {
+	if kind == spec.PathWASB || kind == spec.PathHTTP {
+		u, ok := spec.ParseBlobURL(p)
+		if !ok {
+			return p, nil
+		}
+		all, err := tx.ListDatastores(ctx, ws)
+		if err != nil {
+			return "", err
+		}
+		var match []string
+		for _, d := range all {
+			ep := d.Endpoint
+			if ep == "" {
+				ep = azureblob.DefaultEndpoint
+			}
+			if d.Type == api.DatastoreAzureBlob && d.AccountName == u.Account && d.ContainerName == u.Container && strings.EqualFold(ep, u.Endpoint) {
+				match = append(match, d.Name)
+			}
+		}
+		switch {
+		case len(match) == 1:
+			return spec.DatastoreURI(match[0], u.Path), nil
+		case len(match) > 1:
+			return "", bad(field, "datastores %s of workspace %s are all container %s of account %s; say which with azureml://datastores/NAME/paths/%s",
+				strings.Join(match, ", "), ws, u.Container, u.Account, u.Path)
+		case kind == spec.PathHTTP:
+			return p, nil
+		}
+		return "", bad(field, "no datastore of workspace %s is container %s of account %s; register it with 'tide datastore create -f ds.yml' (type: azure_blob, account_name: %s, container_name: %s, credentials: account_key or sas_token), or use azureml://datastores/NAME/paths/PATH",
+			ws, u.Container, u.Account, u.Account, u.Container)
+	}
+	if other, ok := spec.LongDatastoreWorkspace(p); ok && other != ws {
+		return "", bad(field, "%q names workspace %s, but the job runs in workspace %s; use azureml://datastores/NAME/paths/PATH or submit to workspace %s", p, other, ws, other)
+	}
+	dsName, rel, _ := spec.ParseDatastorePath(p)
+	ds, err := tx.GetDatastore(ctx, ws, dsName)
+	if store.IsNotFound(err) {
+		return "", bad(field, "datastore %q not found in workspace %s; create it with 'tide datastore create -f ds.yml' (type: local with path: /a/folder, or type: azure_blob)", dsName, ws)
+	}
+	if err != nil {
+		return "", err
+	}
+	if ds.Type != api.DatastoreLocal && ds.Type != api.DatastoreAzureBlob {
+		return "", bad(field, "datastore %q has type %s, which tide cannot read; use a datastore of type local or azure_blob", dsName, ds.Type)
+	}
+	return spec.DatastoreURI(dsName, rel), nil
 }
 
 // checkSnapshot checks a reference to an uploaded snapshot. A plain path
@@ -97,6 +176,12 @@ func addData(a *api.Assignment, j *api.Job) {
 	for name, o := range j.Outputs {
 		if o.Type == api.InputURIFile {
 			a.FileOutputs = append(a.FileOutputs, name)
+		}
+		if o.Path != "" {
+			if a.OutputPaths == nil {
+				a.OutputPaths = map[string]string{}
+			}
+			a.OutputPaths[name] = o.Path
 		}
 	}
 	slices.Sort(a.FileOutputs)

@@ -38,6 +38,15 @@ func (s *Service) PutDatastore(ctx context.Context, ws string, d *api.Datastore)
 			return err
 		default:
 			d.CreatedOn = old.CreatedOn
+			keepCredentials(d, old)
+		}
+		if c := d.Credentials; c != nil && c.AccountKey == "" && c.SASToken == "" && c.Type != "" && c.Type != api.CredentialNone {
+			e := errorf(400, api.CodeValidation, "credentials: the document names a stored %s, but datastore %s has none for account %s and container %s; give credentials.%s", c.Type, d.Name, d.AccountName, d.ContainerName, c.Type)
+			e.Field = "credentials"
+			return e
+		}
+		if d.Credentials != nil {
+			d.Credentials.Type = ""
 		}
 		d.Workspace = ws
 		return tx.PutDatastore(ctx, d, "")
@@ -45,7 +54,36 @@ func (s *Service) PutDatastore(ctx context.Context, ws string, d *api.Datastore)
 	if err != nil {
 		return nil, false, s.mapStoreErr(err, "datastore", d.Name)
 	}
-	return d, created, nil
+	return redact(d), created, nil
+}
+
+// keepCredentials lets a document that carries no secret (one edited from
+// 'tide datastore show -o yaml', which never shows it) keep the stored
+// one, as long as it names the same container.
+func keepCredentials(d, old *api.Datastore) {
+	if d.Type != api.DatastoreAzureBlob || old.Type != api.DatastoreAzureBlob || old.Credentials == nil {
+		return
+	}
+	if d.Credentials != nil && (d.Credentials.AccountKey != "" || d.Credentials.SASToken != "") {
+		return
+	}
+	want := api.CredentialNone
+	if d.Credentials != nil && d.Credentials.Type != "" {
+		want = d.Credentials.Type
+	}
+	if d.AccountName == old.AccountName && d.ContainerName == old.ContainerName && want == old.Credentials.Kind() {
+		d.Credentials = old.Credentials
+	}
+}
+
+// redact returns a copy of d without its secrets, for users: they see
+// which kind of credentials is stored, never the secret.
+func redact(d *api.Datastore) *api.Datastore {
+	c := *d
+	if d.Type == api.DatastoreAzureBlob {
+		c.Credentials = &api.DatastoreCredentials{Type: d.Credentials.Kind()}
+	}
+	return &c
 }
 
 func (s *Service) datastore(ctx context.Context, tx store.Tx, ws, name string) (*api.Datastore, error) {
@@ -59,8 +97,18 @@ func (s *Service) datastore(ctx context.Context, tx store.Tx, ws, name string) (
 	return d, err
 }
 
-// Datastore returns one datastore.
+// Datastore returns one datastore, without its secrets.
 func (s *Service) Datastore(ctx context.Context, ws, name string) (*api.Datastore, error) {
+	d, err := s.AgentDatastore(ctx, ws, name)
+	if err != nil {
+		return nil, err
+	}
+	return redact(d), nil
+}
+
+// AgentDatastore returns one datastore with its credentials, for the node
+// that reads or writes it for a job.
+func (s *Service) AgentDatastore(ctx context.Context, ws, name string) (*api.Datastore, error) {
 	var out *api.Datastore
 	err := s.Store.View(ctx, func(tx store.Tx) (err error) {
 		out, err = s.datastore(ctx, tx, ws, name)
@@ -77,7 +125,9 @@ func (s *Service) Datastores(ctx context.Context, ws string) ([]api.Datastore, e
 			return err
 		}
 		ds, err := tx.ListDatastores(ctx, ws)
-		out = append(out, ds...)
+		for i := range ds {
+			out = append(out, *redact(&ds[i]))
+		}
 		return err
 	})
 	return out, err

@@ -22,23 +22,6 @@ func (s *Service) ParseJob(body []byte) (*api.Job, error) {
 	return j, nil
 }
 
-// unsupported lists what a job may carry that this release does not honour
-// yet: such a job is rejected, never run as if the field were absent.
-func unsupported(j *api.Job) *Error {
-	field, what := "", ""
-	for name, out := range j.Outputs {
-		if field == "" && out.Path != "" {
-			field, what = "outputs."+name+".path", "output paths are"
-		}
-	}
-	if field == "" {
-		return nil
-	}
-	e := errorf(400, api.CodeNotSupported, "%s: %s not supported yet by tide; remove the field to run the job", field, what)
-	e.Field = field
-	return e
-}
-
 // SubmitJob validates a job and queues it. Everything a job needs is
 // checked here, so a job that cannot run is rejected with the reason
 // instead of waiting forever.
@@ -48,9 +31,6 @@ func (s *Service) SubmitJob(ctx context.Context, ws string, j *api.Job) (*api.Jo
 	}
 	if j.Type == api.JobTypePipeline {
 		return s.submitPipeline(ctx, ws, j)
-	}
-	if e := unsupported(j); e != nil {
-		return nil, e
 	}
 	j.Compute = strings.TrimPrefix(j.Compute, "azureml:")
 	j.Serverless = nil // set by the server, from the job's resources
@@ -93,9 +73,6 @@ func (s *Service) admit(ctx context.Context, tx store.Tx, ws string, j *api.Job,
 	if err := s.resolveCompute(ctx, tx, ws, j); err != nil {
 		return err
 	}
-	if err := s.checkData(ctx, tx, ws, j); err != nil {
-		return err
-	}
 	if err := s.resolveEnvironment(ctx, tx, ws, j); err != nil {
 		return err
 	}
@@ -126,6 +103,10 @@ func (s *Service) admit(ctx context.Context, tx store.Tx, ws string, j *api.Job,
 		e := errorf(400, api.CodeValidation, "resources.instance_count: %d nodes exceeds max_instances %d of compute %q, so the job could never start; lower instance_count or run 'tide compute update %s --max-instances %d'", n, c.MaxInstances, c.Name, c.Name, n)
 		e.Field = "resources.instance_count"
 		return e
+	}
+	// After the name: output paths may say ${{name}}.
+	if err := s.checkData(ctx, tx, ws, j); err != nil {
+		return err
 	}
 	if j.ExperimentName == "" {
 		j.ExperimentName = "Default"

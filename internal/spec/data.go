@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/url"
 	"path"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -21,12 +22,17 @@ const (
 	PathFile = "file"
 	// PathHTTP is an http(s):// URL, fetched on the node.
 	PathHTTP = "http"
-	// PathDatastore is azureml://datastores/NAME/paths/PATH.
+	// PathDatastore is azureml://datastores/NAME/paths/PATH, or the long
+	// azureml://subscriptions/.../workspaces/WS/datastores/NAME/paths/PATH.
 	PathDatastore = "datastore"
+	// PathWASB is wasbs://CONTAINER@ACCOUNT.blob.ENDPOINT/PATH; the
+	// server turns it into a PathDatastore of the datastore registered
+	// for that account and container.
+	PathWASB = "wasb"
 )
 
 // azureSchemes are Azure storage URL schemes tide cannot read.
-var azureSchemes = []string{"wasbs", "wasb", "abfss", "abfs", "adl", "azureml-blob"}
+var azureSchemes = []string{"abfss", "abfs", "adl", "azureml-blob"}
 
 // ClassifyDataPath tells what kind of path p is, or why tide cannot use
 // it (problem is then not empty).
@@ -59,6 +65,11 @@ func ClassifyDataPath(p string) (kind, problem string) {
 			return "", err
 		}
 		return PathDatastore, ""
+	case s == "wasbs" || s == "wasb":
+		if _, ok := ParseBlobURL(p); !ok {
+			return "", fmt.Sprintf("%q: want wasbs://CONTAINER@ACCOUNT.blob.core.windows.net/PATH", p)
+		}
+		return PathWASB, ""
 	case slices.Contains(azureSchemes, s):
 		return "", fmt.Sprintf("%s:// is Azure storage: %s", s, azureStorageHint)
 	default:
@@ -66,14 +77,38 @@ func ClassifyDataPath(p string) (kind, problem string) {
 	}
 }
 
-// ParseDatastorePath splits azureml://datastores/NAME/paths/PATH into the
-// datastore name and the slash path inside it (cleaned, never leaving
-// the datastore). problem says what is wrong otherwise.
+// DatastoreURI is the short reference to rel in datastore name.
+func DatastoreURI(name, rel string) string {
+	return "azureml://datastores/" + name + "/paths/" + rel
+}
+
+// longDatastoreRE is Azure's full datastore URI; tide has no subscription
+// or resource group, and checks the workspace (LongDatastoreWorkspace).
+var longDatastoreRE = regexp.MustCompile(`(?i)^azureml://subscriptions/[^/]+/resource[Gg]roups/[^/]+/(?:providers/Microsoft\.MachineLearningServices/)?workspaces/([^/]+)/(datastores/.*)$`)
+
+// LongDatastoreWorkspace returns the workspace a long
+// azureml://subscriptions/... datastore URI names, if p is one.
+func LongDatastoreWorkspace(p string) (string, bool) {
+	m := longDatastoreRE.FindStringSubmatch(strings.TrimSpace(p))
+	if m == nil {
+		return "", false
+	}
+	return m[1], true
+}
+
+// ParseDatastorePath splits azureml://datastores/NAME/paths/PATH (or the
+// long azureml://subscriptions/.../workspaces/WS/datastores/NAME/paths/PATH
+// form) into the datastore name and the slash path inside it (cleaned,
+// never leaving the datastore). problem says what is wrong otherwise.
 func ParseDatastorePath(p string) (name, rel, problem string) {
-	rest, ok := strings.CutPrefix(strings.TrimSpace(p), "azureml://datastores/")
+	p = strings.TrimSpace(p)
+	if m := longDatastoreRE.FindStringSubmatch(p); m != nil {
+		p = "azureml://" + m[2]
+	}
+	rest, ok := strings.CutPrefix(p, "azureml://datastores/")
 	if !ok {
 		if strings.HasPrefix(p, "azureml://subscriptions/") {
-			return "", "", fmt.Sprintf("%q names a datastore in an Azure workspace; tide resolves only azureml://datastores/NAME/paths/PATH in its own workspace", p)
+			return "", "", fmt.Sprintf("%q: want azureml://subscriptions/SUB/resourcegroups/RG/workspaces/WS/datastores/NAME/paths/PATH", p)
 		}
 		return "", "", fmt.Sprintf("%q: tide resolves azureml://datastores/NAME/paths/PATH only", p)
 	}
@@ -90,4 +125,44 @@ func ParseDatastorePath(p string) (name, rel, problem string) {
 		return "", "", fmt.Sprintf("%q: the path may not contain '..'", p)
 	}
 	return name, rel, ""
+}
+
+// BlobURL is an Azure blob URL taken apart: wasbs://C@A.blob.E/P or
+// https://A.blob.E/C/P.
+type BlobURL struct {
+	Account, Container, Endpoint, Path string
+}
+
+var blobHostRE = regexp.MustCompile(`^([a-z0-9]{3,24})\.blob\.([A-Za-z0-9.-]+)$`)
+
+// ParseBlobURL takes apart a wasbs:// or wasb:// URL, or an https:// URL of
+// a blob service (ACCOUNT.blob.ENDPOINT) without a query (a URL with a SAS
+// token is fetched as it is).
+func ParseBlobURL(p string) (BlobURL, bool) {
+	u, err := url.Parse(strings.TrimSpace(p))
+	if err != nil || u.RawQuery != "" {
+		return BlobURL{}, false
+	}
+	m := blobHostRE.FindStringSubmatch(strings.ToLower(u.Hostname()))
+	if m == nil {
+		return BlobURL{}, false
+	}
+	b := BlobURL{Account: m[1], Endpoint: m[2]}
+	rest := strings.TrimPrefix(u.Path, "/")
+	switch strings.ToLower(u.Scheme) {
+	case "wasbs", "wasb":
+		if u.User == nil || u.User.Username() == "" {
+			return BlobURL{}, false
+		}
+		b.Container = u.User.Username()
+	case "https", "http":
+		b.Container, rest, _ = strings.Cut(rest, "/")
+	default:
+		return BlobURL{}, false
+	}
+	if b.Container == "" || strings.Contains("/"+rest+"/", "/../") {
+		return BlobURL{}, false
+	}
+	b.Path = path.Clean("/" + rest)[1:]
+	return b, true
 }
