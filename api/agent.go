@@ -28,6 +28,9 @@ type AgentHello struct {
 	Running  []AssignmentStatus `json:"running,omitempty"`
 	// Runtime is how the agent runs jobs: "process", "docker" or "sandbox".
 	Runtime string `json:"runtime,omitempty"`
+	// SSHHostKey is the public host key of the node's SSH server
+	// (authorized_keys format), which clients check.
+	SSHHostKey string `json:"ssh_host_key,omitempty"`
 }
 
 // Capacity is what a node offers. On the local provider it is the size's

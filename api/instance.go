@@ -185,7 +185,8 @@ type NodeActivity struct {
 	Kernels     int `json:"kernels"`
 	KernelsBusy int `json:"kernels_busy"`
 	Connections int `json:"connections"`
-	// SSHSessions counts open SSH sessions.
+	// SSHSessions counts SSH connections: the most open at once since the
+	// last report, so a short one still counts.
 	SSHSessions int `json:"ssh_sessions"`
 	// Jupyter says how the node's Jupyter server runs: its port (on the
 	// node's address) and token, or why there is none.

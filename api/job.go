@@ -323,6 +323,12 @@ type Node struct {
 	// JobUsage what the job it runs used so far.
 	Utilization *NodeUtilization `json:"utilization,omitempty"`
 	JobUsage    *JobUsage        `json:"job_usage,omitempty"`
+	// Connection is an OpenSSH command line that reaches the node through
+	// the server, or why there is none (in responses).
+	Connection string `json:"connection,omitempty"`
+	// SSHHostKey is the public host key of the node's SSH server, as its
+	// agent reported it: tide compute connect-ssh checks the node with it.
+	SSHHostKey string `json:"ssh_host_key,omitempty"`
 }
 
 // LogLine is one line of a job's log. The agent numbers the lines of one

@@ -18,9 +18,12 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"golang.org/x/crypto/ssh"
 
 	"github.com/tideml/tide/api"
 	"github.com/tideml/tide/internal/agent/runtime"
@@ -144,6 +147,9 @@ type agent struct {
 	// so); instanceOnce starts its work once per agent process.
 	inst         atomic.Pointer[instanceAgent]
 	instanceOnce sync.Once
+	// ssh counts SSH connections (an instance is not idle while one is
+	// open).
+	ssh sshCount
 }
 
 // maxEnded bounds the memory of finished assignments.
@@ -253,6 +259,11 @@ func (a *agent) register(ctx context.Context) error {
 		Running:  a.runningStatuses(),
 		Runtime:  a.cfg.RuntimeName,
 	}
+	if k, err := a.hostKey(); err == nil {
+		hello.SSHHostKey = strings.TrimSpace(string(ssh.MarshalAuthorizedKey(k.PublicKey())))
+	} else {
+		a.log.WarnContext(ctx, "no SSH host key; SSH into this node will fail", slog.Any("error", err))
+	}
 	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	var welcome api.AgentWelcome
@@ -327,6 +338,13 @@ func (a *agent) handleEvent(ctx context.Context, ev sseEvent) {
 			return
 		}
 		a.cancel(c)
+	case "ssh":
+		var o api.SSHOpen
+		if err := json.Unmarshal([]byte(ev.Data), &o); err != nil {
+			a.log.ErrorContext(ctx, "bad ssh event", slog.Any("error", err))
+			return
+		}
+		go a.sshOpen(ctx, o)
 	default:
 		a.log.DebugContext(ctx, "ignoring event", slog.String("event", ev.Name))
 	}

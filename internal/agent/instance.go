@@ -44,6 +44,13 @@ func (a *agent) startInstance(ctx context.Context, su *api.InstanceSetup) {
 }
 
 func (ia *instanceAgent) run(ctx context.Context) {
+	// Say at once why Jupyter is not there yet: heartbeats report it
+	// while the setup scripts run.
+	if _, err := exec.LookPath("jupyter-notebook"); err != nil {
+		ia.setJupyter(api.JupyterServer{Reason: jupyterMissing})
+	} else {
+		ia.setJupyter(api.JupyterServer{Reason: "Jupyter starts once the setup scripts have run"})
+	}
 	// The creation script runs once per disk: a marker in the node folder
 	// (kept across stop and start) says it succeeded.
 	marker := filepath.Join(ia.a.cfg.Dir, ".tide", "creation-script.done")
@@ -115,13 +122,15 @@ func (ia *instanceAgent) report(ctx context.Context, rep api.SetupReport) {
 	}
 }
 
+const jupyterMissing = "jupyter-notebook is not installed on the node (Debian: apt-get install jupyter-notebook)"
+
 // runJupyter runs Debian's jupyter-notebook on a free port of the node's
 // address, serving the node folder under the path the server proxies,
 // until ctx ends. Without it the application is reported unavailable.
 func (ia *instanceAgent) runJupyter(ctx context.Context) {
 	bin, err := exec.LookPath("jupyter-notebook")
 	if err != nil {
-		ia.setJupyter(api.JupyterServer{Reason: "jupyter-notebook is not installed on the node (Debian: apt-get install jupyter-notebook)"})
+		ia.setJupyter(api.JupyterServer{Reason: jupyterMissing})
 		return
 	}
 	port, err := freePort()
@@ -208,7 +217,7 @@ func freePort() (int, error) {
 // CPU the node's processes used (the heartbeat's node utilization: the
 // agent, Jupyter, kernels, shells and jobs) and Jupyter's kernels.
 func (ia *instanceAgent) activity(ctx context.Context, node *api.NodeUtilization) *api.NodeActivity {
-	act := &api.NodeActivity{}
+	act := &api.NodeActivity{SSHSessions: ia.a.ssh.report()}
 	if node != nil {
 		act.CPUPercent = node.CPUPercent
 	}

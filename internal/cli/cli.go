@@ -103,6 +103,10 @@ func ExitCode(err error) int {
 	if errors.As(err, &ue) || isValidation(err) {
 		return ExitUsage
 	}
+	var se *SSHExitError
+	if errors.As(err, &se) {
+		return se.Code
+	}
 	var ae *api.Error
 	if errors.As(err, &ae) {
 		switch {
@@ -252,6 +256,24 @@ func (r *run) exactArgs(names ...string) cobra.PositionalArgs {
 // client resolves the server, token and workspace (flags, then TIDE_*
 // environment, then the client config file) and returns an API client.
 func (r *run) client() (*api.Client, error) {
+	server, token, err := r.endpoint()
+	if err != nil {
+		return nil, err
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	// Bound the wait for an answer, not the whole exchange: log streams and
+	// downloads legitimately take long.
+	tr.ResponseHeaderTimeout = 2 * time.Minute
+	c, err := api.NewClient(server, token, &http.Client{Transport: tr})
+	if err != nil {
+		return nil, &UsageError{Err: err}
+	}
+	return c, nil
+}
+
+// endpoint resolves the server URL, token and workspace from flags, the
+// environment and the client config, in that order.
+func (r *run) endpoint() (server, token string, err error) {
 	flagOr := func(name, val, env string) string {
 		if r.cmd != nil && r.cmd.Flags().Changed(name) {
 			return val
@@ -262,26 +284,18 @@ func (r *run) client() (*api.Client, error) {
 	if path == "" {
 		p, err := api.DefaultConfigPath()
 		if err != nil {
-			return nil, err
+			return "", "", err
 		}
 		path = p
 	}
 	cfg, err := api.LoadClientConfig(path)
 	if err != nil {
-		return nil, err
+		return "", "", err
 	}
-	server := firstNonEmpty(flagOr("server", r.server, "TIDE_SERVER"), cfg.Server, "http://"+config.DefaultListen)
-	token := firstNonEmpty(flagOr("token", r.token, "TIDE_TOKEN"), cfg.Token)
+	server = firstNonEmpty(flagOr("server", r.server, "TIDE_SERVER"), cfg.Server, "http://"+config.DefaultListen)
+	token = firstNonEmpty(flagOr("token", r.token, "TIDE_TOKEN"), cfg.Token)
 	r.workspace = firstNonEmpty(flagOr("workspace", r.workspace, "TIDE_WORKSPACE"), cfg.Workspace, api.DefaultWorkspace)
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	// Bound the wait for an answer, not the whole exchange: log streams and
-	// downloads legitimately take long.
-	tr.ResponseHeaderTimeout = 2 * time.Minute
-	c, err := api.NewClient(server, token, &http.Client{Transport: tr})
-	if err != nil {
-		return nil, &UsageError{Err: err}
-	}
-	return c, nil
+	return server, token, nil
 }
 
 func firstNonEmpty(vals ...string) string {
@@ -302,7 +316,8 @@ func (r *run) printer() *printer {
 func (r *run) printError(err error) {
 	w := r.app.Stderr
 	var je *JobOutcomeError
-	if errors.As(err, &je) {
+	var se *SSHExitError
+	if errors.As(err, &je) || errors.As(err, &se) {
 		return
 	}
 	if errors.Is(err, context.Canceled) {

@@ -20,6 +20,7 @@ func (r *run) computeCommand() *cobra.Command {
 	return group("compute", "Manage compute clusters and instances (like az ml compute)", append([]*cobra.Command{
 		r.computeCreate(), r.computeShow(), r.computeList(), r.computeUpdate(), r.computeDelete(),
 		r.computeListSizes(), r.computeListUsage(), r.computeListNodes(), r.computeHistory(), r.computeEvents(), r.computePreemptNode(),
+		r.computeConnectSSH(), r.computeSSHProxy(),
 	}, r.instanceVerbs()...)...)
 }
 
@@ -297,8 +298,28 @@ func (r *run) computeListNodes() *cobra.Command {
 				return err
 			}
 			p := r.printer()
-			return p.print(ns, func(w io.Writer) { p.nodeTable(w, ns) })
+			return p.print(ns, func(w io.Writer) {
+				p.nodeTable(w, ns)
+				nodeConnections(w, ns)
+			})
 		},
+	}
+}
+
+// nodeConnections prints how to reach each node with OpenSSH (or why one
+// cannot), after the node table.
+func nodeConnections(w io.Writer, ns []api.Node) {
+	if len(ns) == 0 {
+		return
+	}
+	fmt.Fprintln(w)
+	if why, ok := strings.CutPrefix(ns[0].Connection, "no SSH: "); ok {
+		fmt.Fprintf(w, "SSH: none (%s)\n", why)
+		return
+	}
+	fmt.Fprintln(w, "SSH (or tide compute connect-ssh NAME --node-id NODE):")
+	for _, n := range ns {
+		fmt.Fprintf(w, "  %s\n", n.Connection)
 	}
 }
 

@@ -57,6 +57,8 @@ type Server struct {
 	repl     *replication // nil: the store is not shared; this server leads
 	blobs    *blob.Store
 	stopping chan struct{}
+	// ssh pairs SSH clients with the agents they reach.
+	ssh sshRelay
 	// AdminToken is set when this start created the admin token.
 	AdminToken string
 	// Addr is the address the API listens on, once listening.

@@ -156,6 +156,7 @@ func (s *Service) Register(ctx context.Context, nodeID string, h api.AgentHello)
 		n.LastHeartbeat = now
 		n.Address = h.Address
 		n.Runtime = h.Runtime
+		n.SSHHostKey = h.SSHHostKey
 		n.VCPUs, n.MemoryGB, n.GPUs, n.GPUDevices = h.Capacity.VCPUs, h.Capacity.MemoryGB, h.Capacity.GPUs, h.Capacity.GPUDevices
 		kept := false
 		for _, r := range h.Running {

@@ -309,10 +309,13 @@ func (s *Service) DeleteCompute(ctx context.Context, ws, name, ifMatch string) e
 func (s *Service) Nodes(ctx context.Context, ws, name string) ([]api.Node, error) {
 	var out []api.Node
 	err := s.Store.View(ctx, func(tx store.Tx) (err error) {
-		if _, err := s.compute(ctx, tx, ws, name); err != nil {
+		c, err := s.compute(ctx, tx, ws, name)
+		if err != nil {
 			return err
 		}
-		out, err = tx.ListNodes(ctx, ws, name)
+		if out, err = tx.ListNodes(ctx, ws, name); err == nil {
+			nodeConnection(ws, c, out)
+		}
 		return err
 	})
 	sort.Slice(out, func(i, j int) bool { return out[i].CreatedOn.Before(out[j].CreatedOn) })

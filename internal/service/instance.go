@@ -197,6 +197,9 @@ func (s *Service) describeInstance(ctx context.Context, tx store.Tx, c *api.Comp
 	in.Applications = []api.Application{jup}
 	if running {
 		in.Connection.SSH = "tide compute connect-ssh " + c.Name
+		if why := sshDenied(c); why != "" {
+			in.Connection.SSH = "no SSH: " + why
+		}
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strings"
 
+	"golang.org/x/crypto/ssh"
 	"gopkg.in/yaml.v3"
 
 	"github.com/tideml/tide/api"
@@ -379,6 +380,9 @@ func checkCompute(c *api.Compute, needName bool, bad func(field, format string, 
 			bad("tags", "keys must not be empty")
 		}
 	}
+	if s := c.SSHSettings; s != nil {
+		checkSSHKeys(s.SSHKeyValue, bad)
+	}
 	if s := c.SSHSettings; s != nil && !c.IsInstance() {
 		if s.AdminUsername == "" {
 			bad("ssh_settings.admin_username", "required when ssh_settings is set")
@@ -413,6 +417,25 @@ func checkCompute(c *api.Compute, needName bool, bad func(field, format string, 
 // computeNameProblem applies Azure's compute name rule: 3 to 24 letters,
 // digits and '-', starting with a letter, and every '-' followed later by at
 // least one letter (so a name never ends in "-" or "-123").
+// checkSSHKeys checks that ssh_key_value holds public keys, one per line
+// as in authorized_keys (the node's SSH server accepts each of them).
+func checkSSHKeys(v string, bad func(field, format string, args ...any)) {
+	for i, line := range strings.Split(v, "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		if strings.Contains(line, "PRIVATE KEY") {
+			bad("ssh_settings.ssh_key_value", "line %d is a private key: give the public one (the .pub file, such as ~/.ssh/id_ed25519.pub), and keep the private key to yourself", i+1)
+			return
+		}
+		if _, _, _, _, err := ssh.ParseAuthorizedKey([]byte(line)); err != nil {
+			bad("ssh_settings.ssh_key_value", "line %d is not an SSH public key (%v): give the contents of a .pub file, such as ~/.ssh/id_ed25519.pub", i+1, err)
+			return
+		}
+	}
+}
+
 func computeNameProblem(name string) string {
 	const rule = "3-24 letters, digits and '-', starting with a letter, and every '-' followed later by a letter"
 	if len(name) < 3 || len(name) > 24 {

@@ -45,7 +45,7 @@ tags: {team: ml}
 idle_time_before_shutdown_minutes: 30
 ssh_public_access_enabled: true
 ssh_settings:
-  ssh_key_value: ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIB alice@laptop
+  ssh_key_value: ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAINgSN2E/jyroLrZU1cZ/2og4GNMyhMFeXhn2eK22zESf alice@laptop
 create_on_behalf_of:
   user_tenant_id: t1
   user_object_id: o1
@@ -98,6 +98,8 @@ func TestInstanceErrors(t *testing.T) {
 		"unsupported":    {"enable_sso: true\n", `enable_sso: single sign-on (enable_sso) are not supported yet`},
 		"min_instances":  {"min_instances: 1\n", `min_instances: does not apply to a compute instance`},
 		"admin user":     {"ssh_settings: {admin_username: azureuser, admin_password: x}\n", `a compute instance takes only ssh_settings.ssh_key_value`},
+		"not a key":      {"ssh_settings: {ssh_key_value: my-laptop-key}\n", `ssh_settings.ssh_key_value: line 1 is not an SSH public key`},
+		"private key":    {"ssh_settings:\n  ssh_key_value: |\n    -----BEGIN OPENSSH PRIVATE KEY-----\n    b3BlbnNzaC1rZXktdjEAAAAA\n", `ssh_settings.ssh_key_value: line 1 is a private key`},
 	} {
 		_, err := ParseCompute("ci.yml", []byte("name: ci-x\ntype: computeinstance\n"+tt.yml), nil)
 		if err == nil || !strings.Contains(err.Error(), tt.want) {

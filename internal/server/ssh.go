@@ -1,0 +1,172 @@
+package server
+
+import (
+	"bufio"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/tideml/tide/api"
+	"github.com/tideml/tide/internal/controller"
+)
+
+// sshDialBack bounds the wait for a node's agent to dial back after it was
+// asked to serve SSH.
+const sshDialBack = 30 * time.Second
+
+// sshRelay pairs a client's upgraded connection with the one the node's
+// agent opens back to the server when asked: SSH reaches nodes behind NAT,
+// in containers and in pods through the connection the agent already
+// keeps, with no port opened on the node. The bytes relayed are SSH's own
+// (encrypted end to end between the client and the agent).
+type sshRelay struct {
+	mu      sync.Mutex
+	waiting map[string]sshWait
+}
+
+type sshWait struct {
+	node string
+	conn chan net.Conn
+}
+
+func (s *Server) sshRoutes(ws string) []route {
+	return []route{
+		{method: "GET", pattern: ws + "/computes/{name}/ssh", auth: authAdmin,
+			summary: "Open an SSH connection to a node of a compute (HTTP upgrade to tide-ssh; query node=ID): what tide compute ssh-proxy uses", status: 101, handler: s.sshConnect},
+		{method: "GET", pattern: "/v1/agent/ssh/{id}", auth: authNode, summary: "Agent: the connection an ssh event asked for (HTTP upgrade to tide-ssh)", status: 101, handler: s.agentSSH},
+	}
+}
+
+// sshConnect authorizes a client, asks the node's agent to dial back, and
+// then relays bytes between the two until either side closes.
+func (s *Server) sshConnect(w http.ResponseWriter, r *http.Request) {
+	if !upgradeTo(r, api.SSHUpgrade) {
+		writeProblem(w, &api.Problem{Status: 400, Code: api.CodeBadRequest, Detail: "this endpoint carries SSH: send 'Connection: Upgrade' and 'Upgrade: " + api.SSHUpgrade + "' (tide compute ssh-proxy does)"})
+		return
+	}
+	t, err := s.svc.SSH(r.Context(), r.PathValue("workspace"), r.PathValue("name"), r.URL.Query().Get("node"))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	id := randomID()
+	t.Open.ID = id
+	ch := make(chan net.Conn, 1)
+	s.ssh.mu.Lock()
+	if s.ssh.waiting == nil {
+		s.ssh.waiting = map[string]sshWait{}
+	}
+	s.ssh.waiting[id] = sshWait{node: t.Node, conn: ch}
+	s.ssh.mu.Unlock()
+	defer func() {
+		s.ssh.mu.Lock()
+		delete(s.ssh.waiting, id)
+		s.ssh.mu.Unlock()
+	}()
+	if !s.hub.Deliver(t.Node, controller.Message{Kind: "ssh", Data: t.Open}) {
+		writeProblem(w, &api.Problem{Status: 503, Code: "Unavailable", Detail: fmt.Sprintf("the agent of node %s is not connected to this server (it may be starting or reconnecting); retry in a few seconds", t.Node)})
+		return
+	}
+	var agent net.Conn
+	timer := time.NewTimer(sshDialBack)
+	defer timer.Stop()
+	select {
+	case agent = <-ch:
+	case <-timer.C:
+		writeProblem(w, &api.Problem{Status: 504, Code: "GatewayTimeout", Detail: fmt.Sprintf("the agent of node %s did not answer the SSH request within %s; see the node's agent log", t.Node, sshDialBack)})
+		return
+	case <-r.Context().Done():
+		return
+	case <-s.stopping:
+		return
+	}
+	client, err := hijack(w)
+	if err != nil {
+		agent.Close()
+		s.log.WarnContext(r.Context(), "ssh: taking over the client's connection", "error", err)
+		return
+	}
+	s.log.InfoContext(r.Context(), "ssh session relayed", "node", t.Node, "compute", r.PathValue("name"))
+	splice(client, agent, s.stopping)
+}
+
+// agentSSH takes the connection an agent opened back for an SSH request
+// and hands it to the client waiting for it.
+func (s *Server) agentSSH(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	s.ssh.mu.Lock()
+	wt, ok := s.ssh.waiting[id]
+	if ok && wt.node == principalOf(r).node {
+		delete(s.ssh.waiting, id)
+	}
+	s.ssh.mu.Unlock()
+	if !ok || wt.node != principalOf(r).node {
+		writeProblem(w, &api.Problem{Status: 404, Code: api.CodeNotFound, Detail: "no client waits for SSH connection " + id + " (it gave up, or it was for another node)"})
+		return
+	}
+	c, err := hijack(w)
+	if err != nil {
+		s.log.WarnContext(r.Context(), "ssh: taking over the agent's connection", "error", err)
+		return
+	}
+	wt.conn <- c
+}
+
+// upgradeTo reports whether r asks to switch to protocol.
+func upgradeTo(r *http.Request, protocol string) bool {
+	return strings.EqualFold(r.Header.Get("Upgrade"), protocol) &&
+		strings.Contains(strings.ToLower(r.Header.Get("Connection")), "upgrade")
+}
+
+// hijack answers 101 Switching Protocols and takes over the connection,
+// with no deadline (an SSH session lasts as long as its user wants).
+func hijack(w http.ResponseWriter) (net.Conn, error) {
+	c, brw, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		return nil, err
+	}
+	_ = c.SetDeadline(time.Time{})
+	if _, err := io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: "+api.SSHUpgrade+"\r\n\r\n"); err != nil {
+		c.Close()
+		return nil, err
+	}
+	if brw.Reader.Buffered() > 0 {
+		return &bufferedConn{Conn: c, r: brw.Reader}, nil
+	}
+	return c, nil
+}
+
+// bufferedConn reads what the HTTP server had already buffered first.
+type bufferedConn struct {
+	net.Conn
+	r *bufio.Reader
+}
+
+func (c *bufferedConn) Read(p []byte) (int, error) { return c.r.Read(p) }
+
+// splice copies both ways until one side ends, then closes both; a
+// stopping server closes them too.
+func splice(a, b net.Conn, stopping <-chan struct{}) {
+	done := make(chan struct{}, 2)
+	go func() { _, _ = io.Copy(a, b); done <- struct{}{} }()
+	go func() { _, _ = io.Copy(b, a); done <- struct{}{} }()
+	select {
+	case <-done:
+	case <-stopping:
+	}
+	a.Close()
+	b.Close()
+	<-done
+}
+
+func randomID() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
