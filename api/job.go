@@ -97,6 +97,9 @@ type Job struct {
 	// Usage sums what the job's ranks used (CPU time added up, the
 	// largest peak memory, the mean GPU utilisation).
 	Usage *JobUsage `json:"usage,omitempty"`
+	// Metrics are the latest value of each metric the job logged
+	// (tide job metrics lists the series).
+	Metrics map[string]float64 `json:"metrics,omitempty"`
 	// Serverless describes the nodes of a serverless job (one whose file
 	// names no compute, or compute: serverless): Compute then names the
 	// hidden compute that holds them for this job only.
