@@ -89,12 +89,16 @@ func (s *Service) serverless(ctx context.Context, tx store.Tx, ws string, j *api
 		Message: fmt.Sprintf("serverless nodes of job %s: %d × %s (%s), location %s", j.Name, j.InstanceCount(), c.Size, c.Tier, c.Location)})
 }
 
-// ignoredInstanceType tells, in the log and events of job j (which runs on
-// compute c), that its resources.instance_type has no effect: as in Azure,
-// a compute's own size decides its nodes.
-func ignoredInstanceType(ctx context.Context, tx store.Tx, j *api.Job, c *api.Compute) error {
+// ignoredInstanceType tells, in the log and events of job j, that its
+// resources.instance_type has no effect when it runs on a compute: as in
+// Azure, the compute's own size decides its nodes.
+func ignoredInstanceType(ctx context.Context, tx store.Tx, j *api.Job) error {
 	if j.Resources == nil || j.Resources.InstanceType == "" || j.Serverless != nil {
 		return nil
+	}
+	c, err := tx.GetCompute(ctx, j.Workspace, j.Compute)
+	if err != nil {
+		return err
 	}
 	msg := fmt.Sprintf("resources.instance_type %s is ignored: the job runs on compute %s, whose nodes are %s; remove compute: to run serverless on %s nodes", j.Resources.InstanceType, c.Name, c.Size, j.Resources.InstanceType)
 	now := j.CreatedOn
