@@ -14,7 +14,7 @@ import (
 
 func (r *run) jobCommand() *cobra.Command {
 	return group("job", "Submit and follow command jobs (like az ml job)",
-		r.jobCreate(), r.jobShow(), r.jobList(), r.jobStream(), r.jobCancel(), r.jobDownload(), r.jobEvents(),
+		r.jobCreate(), r.jobShow(), r.jobList(), r.jobStream(), r.jobCancel(), r.jobDownload(), r.jobEvents(), r.jobMetrics(),
 	)
 }
 
@@ -49,6 +49,18 @@ With --stream, follow the job's log until it ends.` + streamExitHelp,
 			cl, err := r.client()
 			if err != nil {
 				return err
+			}
+			// The server checks everything it can (compute, environment,
+			// datastores, name) before code and data go up, and says
+			// every problem at once. (A pipeline's steps are prepared
+			// from local component files first.)
+			if j.Type != api.JobTypePipeline {
+				vctx, vcancel := context.WithTimeout(cmd.Context(), requestTimeout)
+				err = cl.ValidateJob(vctx, r.workspace, j)
+				vcancel()
+				if err != nil {
+					return err
+				}
 			}
 			if j.Type == api.JobTypePipeline {
 				err = r.preparePipeline(cmd.Context(), cl, file, j)

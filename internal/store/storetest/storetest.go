@@ -46,6 +46,7 @@ func Run(t *testing.T, newDB func(t *testing.T) Opener) {
 		{"EnvironmentEtags", testEnvironmentEtags},
 		{"Components", testComponents},
 		{"DataAssets", testDataAssets},
+		{"Metrics", testMetrics},
 		{"Nodes", testNodes},
 		{"Tokens", testTokens},
 		{"Settings", testSettings},
