@@ -6,7 +6,7 @@ PKGS    ?= ./...
 # 2-core machine; -race catches data races in the controller and agent.
 TESTFLAGS ?= -race -count=1 -timeout 20m -p 2
 
-.PHONY: help build test test-python test-short bench fuzz vet fmt demo clean
+.PHONY: help build test test-python test-short bench fuzz vet fmt demo studio-vendor studio-screenshots clean
 
 help: ## List the targets.
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -43,6 +43,12 @@ vet: ## go vet and a gofmt check.
 
 demo: build ## Run tide's main job: a cluster that scales 0 -> 2 -> 0 around example jobs.
 	$(BIN) demo
+
+studio-vendor: ## Re-fetch Studio's chart library (uPlot) from npm into internal/studio/assets/vendor.
+	internal/studio/vendor.sh
+
+studio-screenshots: ## Drive Studio in headless Chromium and save its pages at 1280 and 390 px in docs/studio/.
+	TIDE_STUDIO_SCREENSHOTS=$(CURDIR)/docs/studio $(GO) test -count=1 -run '^TestStudio$$' ./internal/server
 
 clean: ## Remove build output.
 	rm -rf bin

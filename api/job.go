@@ -97,7 +97,10 @@ type Job struct {
 	// Usage sums what the job's ranks used (CPU time added up, the
 	// largest peak memory, the mean GPU utilisation).
 	Usage *JobUsage `json:"usage,omitempty"`
-	Etag  string    `json:"etag,omitempty"`
+	// Metrics are the latest value of each metric the job logged
+	// (tide job metrics lists the series).
+	Metrics map[string]float64 `json:"metrics,omitempty"`
+	Etag    string             `json:"etag,omitempty"`
 }
 
 // JobRank is one node of a running or finished job attempt.

@@ -64,6 +64,12 @@ func setup(env *testscript.Env) error {
 	env.Setenv("HOME", filepath.Join(env.WorkDir, "home"))
 	// Azure's example files, which scripts run as users would.
 	env.Setenv("EXAMPLES", "/work/shared/data/azureml-examples/cli")
+	// This repository, for its examples/.
+	repo, err := filepath.Abs("../..")
+	if err != nil {
+		return err
+	}
+	env.Setenv("REPO", repo)
 	// Agents of the local provider run detached from the server (a server
 	// restart must not kill them), so a script that fails halfway could
 	// leave some behind: stop those this script's server started.

@@ -14,7 +14,7 @@ import (
 
 func (r *run) jobCommand() *cobra.Command {
 	return group("job", "Submit and follow command jobs (like az ml job)",
-		r.jobCreate(), r.jobShow(), r.jobList(), r.jobStream(), r.jobCancel(), r.jobDownload(), r.jobEvents(),
+		r.jobCreate(), r.jobShow(), r.jobList(), r.jobStream(), r.jobCancel(), r.jobDownload(), r.jobEvents(), r.jobMetrics(),
 	)
 }
 

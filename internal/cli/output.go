@@ -385,6 +385,13 @@ func (p *printer) jobDetails(w io.Writer, j *api.Job) {
 	if j.QueuePosition > 0 {
 		lines = append(lines, kv{"queue_position", fmt.Sprintf("%d (%d job(s) ahead on %s)", j.QueuePosition, j.QueuePosition-1, j.Compute)})
 	}
+	if len(j.Metrics) > 0 {
+		var ms []string
+		for _, name := range sortedKeys(j.Metrics) {
+			ms = append(ms, name+"="+strconv.FormatFloat(j.Metrics[name], 'g', -1, 64))
+		}
+		lines = append(lines, kv{"metrics", strings.Join(ms, " ")})
+	}
 	if j.Type == api.JobTypePipeline {
 		details(w, lines)
 		p.pipelineSteps(w, j)

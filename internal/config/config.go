@@ -97,6 +97,11 @@ type Server struct {
 	// NAME:VERSION or NAME@latest. A registered environment of the same
 	// name wins over the mapping.
 	Environments map[string]string `yaml:"environments"`
+	// DefaultDatastores point workspaceblobstore or workspaceartifactstore
+	// at a folder or a blob container (the same for every workspace).
+	// Without it each workspace's is a folder under DataDir/datastores.
+	// A workspace may register its own datastore of the same name instead.
+	DefaultDatastores map[string]DatastoreConfig `yaml:"default_datastores"`
 }
 
 // Location is one place nodes come from.
@@ -293,7 +298,7 @@ func (c *Server) Validate() error {
 	if c.UnusableAfter < c.HeartbeatInterval {
 		return fmt.Errorf("unusable_after: must be at least heartbeat_interval (%s)", c.HeartbeatInterval)
 	}
-	return nil
+	return c.validateDatastores()
 }
 
 // Runtimes are the values of a location's runtime.

@@ -51,6 +51,21 @@ func TestLoad(t *testing.T) {
 		},
 		{name: "unknown field", file: "replicas: 2\n", wantErr: "field replicas not found"},
 		{name: "bad listen", file: "listen: nowhere\n", wantErr: "listen: want HOST:PORT"},
+		{
+			name: "default datastore on blob storage",
+			file: "data_dir: /srv/tide\ndefault_datastores:\n  workspaceblobstore:\n    type: azure_blob\n    account_name: acct\n    container_name: data\n    account_key: a2V5\n",
+			check: func(t *testing.T, c Server) {
+				d := c.DefaultDatastore("team", "workspaceblobstore")
+				if d.Type != "azure_blob" || d.ContainerName != "data" || d.Credentials.Kind() != "account_key" {
+					t.Errorf("workspaceblobstore = %+v", d)
+				}
+				if a := c.DefaultDatastore("team", "workspaceartifactstore"); a.Type != "local" || a.Path != "/srv/tide/datastores/team/workspaceartifactstore" {
+					t.Errorf("workspaceartifactstore = %+v", a)
+				}
+			},
+		},
+		{name: "unknown default datastore", file: "default_datastores:\n  mystore:\n    type: local\n    path: /x\n", wantErr: "default_datastores.mystore: not a default datastore"},
+		{name: "bad default datastore", file: "default_datastores:\n  workspaceblobstore:\n    type: azure_blob\n    account_name: acct\n", wantErr: "default_datastores.workspaceblobstore: container_name: required"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -95,6 +95,9 @@ func Run(ctx context.Context, o Options) (err error) {
 		}
 	}()
 	say("tide demo: server on %s, data in %s (SQLite store, local provider)", cfg.AdvertiseURL, dir)
+	// The demo's server is its own (its token is written nowhere else), so
+	// the token to paste into Studio is printed with its URL.
+	say("Studio: open %s/ and sign in with this demo's token %s", cfg.AdvertiseURL, srv.AdminToken)
 
 	c, err := api.NewClient(cfg.AdvertiseURL, srv.AdminToken, nil)
 	if err != nil {

@@ -33,10 +33,10 @@ func TestAzureBlobDatastoreForReal(t *testing.T) {
 		t.Fatal(err)
 	}
 	list, err := in.client.Datastores(ctx, "default")
-	if err != nil || len(list) == 0 {
+	if err != nil || len(list) != 2 || list[1].Name != "workspaceblobstore" {
 		t.Fatalf("Datastores: %v %v", list, err)
 	}
-	for _, d := range []*api.Datastore{out, got, &list[0]} {
+	for _, d := range []*api.Datastore{out, got, &list[1]} {
 		if c := d.Credentials; c == nil || c.AccountKey != "" || c.SASToken != "" || c.Type != api.CredentialAccountKey {
 			t.Fatalf("datastore as users see it carries %+v; want only type account_key", c)
 		}

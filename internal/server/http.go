@@ -16,6 +16,7 @@ import (
 	"github.com/tideml/tide/api"
 	"github.com/tideml/tide/internal/service"
 	"github.com/tideml/tide/internal/store"
+	"github.com/tideml/tide/internal/studio"
 )
 
 // maxBody bounds request bodies other than artifact uploads.
@@ -69,6 +70,7 @@ func (s *Server) mux() http.Handler {
 		rt := rt
 		mux.HandleFunc(rt.method+" "+rt.pattern, s.measure(rt, s.wrap(rt)))
 	}
+	s.studio.Register(mux)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, &api.Problem{Status: 404, Code: "RouteNotFound", Title: "Not Found",
 			Detail: fmt.Sprintf("no route %s %s; see /v1/openapi.json for the API", r.Method, r.URL.Path)})
@@ -86,6 +88,10 @@ func (s *Server) wrap(rt route) http.HandlerFunc {
 			}
 		}()
 		if rt.auth != authNone {
+			if token, ok := studio.CookieToken(r); ok && r.Header.Get("Authorization") == "" && !studio.Safe(r.Method) && !s.studio.ValidCSRF(r, token) {
+				writeProblem(w, &api.Problem{Status: 403, Code: "Forbidden", Title: "Forbidden", Detail: "missing or wrong " + studio.CSRFHeader + " header: a request signed in by Studio's cookie must come from Studio's own pages"})
+				return
+			}
 			p, err := s.authenticate(r)
 			if err != nil && !errors.Is(err, errUnauthorized) {
 				s.fail(w, r, err)
@@ -112,9 +118,15 @@ func (s *Server) wrap(rt route) http.HandlerFunc {
 // authenticate are the store's.
 var errUnauthorized = errors.New("unauthorized")
 
+// authenticate finds who calls: the Authorization header's bearer token,
+// or else Studio's session cookie (which holds the same kind of token, so
+// the route's rule applies to Studio as to the CLI).
 func (s *Server) authenticate(r *http.Request) (principal, error) {
 	h := r.Header.Get("Authorization")
 	secret, ok := strings.CutPrefix(h, "Bearer ")
+	if h == "" {
+		secret, ok = studio.CookieToken(r)
+	}
 	if !ok || secret == "" {
 		return principal{}, fmt.Errorf("%w: missing 'Authorization: Bearer <token>'; the server wrote a token to the CLI config on its first start (or set TIDE_TOKEN)", errUnauthorized)
 	}

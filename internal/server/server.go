@@ -39,6 +39,7 @@ import (
 	"github.com/tideml/tide/internal/store"
 	"github.com/tideml/tide/internal/store/postgres"
 	"github.com/tideml/tide/internal/store/sqlite"
+	"github.com/tideml/tide/internal/studio"
 )
 
 // Server is a running control plane.
@@ -56,6 +57,7 @@ type Server struct {
 	nodeKey  []byte
 	repl     *replication // nil: the store is not shared; this server leads
 	blobs    *blob.Store
+	studio   *studio.Studio
 	stopping chan struct{}
 	// ssh pairs SSH clients with the agents they reach.
 	ssh sshRelay
@@ -119,6 +121,7 @@ func New(ctx context.Context, cfg config.Server, log *slog.Logger) (*Server, err
 		st.Close()
 		return nil, err
 	}
+	s.studio = s.newStudio()
 	providers := map[string]provider.Provider{}
 	for _, l := range cfg.Locations {
 		p, err := builtin.Providers().New(l.Provider, l.Settings, provider.Deps{Logger: log.With("location", l.Name), DataDir: filepath.Join(cfg.DataDir, "locations", l.Name)})

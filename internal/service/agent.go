@@ -11,6 +11,7 @@ import (
 
 	"github.com/tideml/tide/api"
 	"github.com/tideml/tide/internal/instance"
+	"github.com/tideml/tide/internal/runmetrics"
 	"github.com/tideml/tide/internal/store"
 )
 
@@ -297,7 +298,22 @@ func (s *Service) AppendLogs(ctx context.Context, nodeID, assignment string, lin
 		lines[i].Attempt = attempt
 	}
 	return s.Store.Update(ctx, func(tx store.Tx) error {
-		return tx.AppendLog(ctx, ws, name, lines)
+		if err := tx.AppendLog(ctx, ws, name, lines); err != nil {
+			return err
+		}
+		// Metric lines are read once the store numbered the lines, so
+		// a resent batch stores its metrics once.
+		ms, problems := runmetrics.FromLines(lines)
+		if len(problems) > 0 {
+			msg := fmt.Sprintf("metric line not stored: %s (the form is %sNAME=VALUE [step=N])", problems[0], api.MetricPrefix)
+			if len(problems) > 1 {
+				msg += fmt.Sprintf("; and %d more in the same batch", len(problems)-1)
+			}
+			if err := tx.AddEvent(ctx, ws, "job/"+name, &api.Event{Time: s.now(), Kind: "Metrics", Message: msg}); err != nil {
+				return err
+			}
+		}
+		return tx.AddMetrics(ctx, ws, name, ms)
 	})
 }
 

@@ -103,7 +103,7 @@ func (s *Service) resolveDataPath(ctx context.Context, tx store.Tx, ws, kind, p,
 		if !ok {
 			return p, nil
 		}
-		all, err := tx.ListDatastores(ctx, ws)
+		all, err := s.allDatastores(ctx, tx, ws)
 		if err != nil {
 			return "", err
 		}
@@ -133,7 +133,7 @@ func (s *Service) resolveDataPath(ctx context.Context, tx store.Tx, ws, kind, p,
 		return "", bad(field, "%q names workspace %s, but the job runs in workspace %s; use azureml://datastores/NAME/paths/PATH or submit to workspace %s", p, other, ws, other)
 	}
 	dsName, rel, _ := spec.ParseDatastorePath(p)
-	ds, err := tx.GetDatastore(ctx, ws, dsName)
+	ds, err := s.findDatastore(ctx, tx, ws, dsName)
 	if store.IsNotFound(err) {
 		return "", bad(field, "datastore %q not found in workspace %s; create it with 'tide datastore create -f ds.yml' (type: local with path: /a/folder, or type: azure_blob)", dsName, ws)
 	}

@@ -2,8 +2,12 @@ package service
 
 import (
 	"context"
+	"os"
+	"slices"
+	"strings"
 
 	"github.com/tideml/tide/api"
+	"github.com/tideml/tide/internal/config"
 	"github.com/tideml/tide/internal/spec"
 	"github.com/tideml/tide/internal/store"
 )
@@ -86,11 +90,47 @@ func redact(d *api.Datastore) *api.Datastore {
 	return &c
 }
 
+// findDatastore returns a registered datastore or, for the default names,
+// the server's default; a store NotFound error otherwise.
+func (s *Service) findDatastore(ctx context.Context, tx store.Tx, ws, name string) (*api.Datastore, error) {
+	d, err := tx.GetDatastore(ctx, ws, name)
+	if store.IsNotFound(err) && slices.Contains(config.DefaultDatastoreNames, name) {
+		return s.defaultDatastore(ws, name), nil
+	}
+	return d, err
+}
+
+// defaultDatastore is workspace ws's default datastore name. Its local
+// folder is made here, so the first job can write to it.
+func (s *Service) defaultDatastore(ws, name string) *api.Datastore {
+	d := s.Config.DefaultDatastore(ws, name)
+	if d.Type == api.DatastoreLocal {
+		_ = os.MkdirAll(d.Path, 0o755)
+	}
+	return d
+}
+
+// allDatastores lists a workspace's registered datastores and the
+// defaults it has not replaced, by name.
+func (s *Service) allDatastores(ctx context.Context, tx store.Tx, ws string) ([]api.Datastore, error) {
+	ds, err := tx.ListDatastores(ctx, ws)
+	if err != nil {
+		return nil, err
+	}
+	for _, name := range config.DefaultDatastoreNames {
+		if !slices.ContainsFunc(ds, func(d api.Datastore) bool { return d.Name == name }) {
+			ds = append(ds, *s.defaultDatastore(ws, name))
+		}
+	}
+	slices.SortFunc(ds, func(a, b api.Datastore) int { return strings.Compare(a.Name, b.Name) })
+	return ds, nil
+}
+
 func (s *Service) datastore(ctx context.Context, tx store.Tx, ws, name string) (*api.Datastore, error) {
 	if _, err := s.workspace(ctx, tx, ws); err != nil {
 		return nil, err
 	}
-	d, err := tx.GetDatastore(ctx, ws, name)
+	d, err := s.findDatastore(ctx, tx, ws, name)
 	if store.IsNotFound(err) {
 		return nil, notFound("datastore", name, "run 'tide datastore list' to see the datastores of workspace "+ws+", or create it with 'tide datastore create -f ds.yml' (type: local, path: /a/folder)")
 	}
@@ -124,7 +164,7 @@ func (s *Service) Datastores(ctx context.Context, ws string) ([]api.Datastore, e
 		if _, err := s.workspace(ctx, tx, ws); err != nil {
 			return err
 		}
-		ds, err := tx.ListDatastores(ctx, ws)
+		ds, err := s.allDatastores(ctx, tx, ws)
 		for i := range ds {
 			out = append(out, *redact(&ds[i]))
 		}
@@ -134,11 +174,16 @@ func (s *Service) Datastores(ctx context.Context, ws string) ([]api.Datastore, e
 }
 
 // DeleteDatastore deletes a datastore. A queued job that references it
-// fails when it starts, with the reason.
+// fails when it starts, with the reason. A default datastore that the
+// workspace replaced with its own comes back; one it did not cannot be
+// deleted.
 func (s *Service) DeleteDatastore(ctx context.Context, ws, name string) error {
 	return s.Store.Update(ctx, func(tx store.Tx) error {
 		if _, err := s.datastore(ctx, tx, ws, name); err != nil {
 			return err
+		}
+		if _, err := tx.GetDatastore(ctx, ws, name); store.IsNotFound(err) {
+			return errorf(409, api.CodeConflict, "datastore %s is workspace %s's default datastore, set by the server config (default_datastores); it cannot be deleted. Register your own with 'tide datastore create' to replace it", name, ws)
 		}
 		return tx.DeleteDatastore(ctx, ws, name)
 	})

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/tideml/tide/api"
+	"github.com/tideml/tide/internal/runmetrics"
 	"github.com/tideml/tide/internal/spec"
 	"github.com/tideml/tide/internal/store"
 )
@@ -195,6 +196,11 @@ func (s *Service) Job(ctx context.Context, ws, name string) (*api.Job, error) {
 		}
 		out.Cost = s.jobCost(ctx, tx, out)
 		jobUsage(ctx, tx, out)
+		ms, err := tx.ListMetrics(ctx, ws, name, "")
+		if err != nil {
+			return err
+		}
+		out.Metrics = runmetrics.Latest(ms)
 		if out.Status != api.JobQueued {
 			return nil
 		}
@@ -314,6 +320,32 @@ func (s *Service) cancel(ctx context.Context, tx store.Tx, j *api.Job, why strin
 		return err
 	}
 	return tx.AddEvent(ctx, j.Workspace, "job/"+j.Name, &api.Event{Time: now, Kind: "Cancel", Message: msg})
+}
+
+// JobMetrics returns the metric values a job logged (of one metric when
+// name is not empty), each with its step.
+func (s *Service) JobMetrics(ctx context.Context, ws, job, name string) ([]api.Metric, error) {
+	var out []api.Metric
+	err := s.Store.View(ctx, func(tx store.Tx) error {
+		if _, err := s.job(ctx, tx, ws, job); err != nil {
+			return err
+		}
+		all, err := tx.ListMetrics(ctx, ws, job, "")
+		if err != nil {
+			return err
+		}
+		runmetrics.NumberSteps(all)
+		for _, m := range all {
+			if name == "" || m.Name == name {
+				out = append(out, m)
+			}
+		}
+		return nil
+	})
+	if out == nil {
+		out = []api.Metric{}
+	}
+	return out, err
 }
 
 // Logs returns up to limit log lines after seq.

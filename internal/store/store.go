@@ -126,6 +126,14 @@ type Tx interface {
 	// ReadLog returns up to limit lines with Seq > after, in order.
 	ReadLog(ctx context.Context, workspace, job string, after int64, limit int) ([]api.LogLine, error)
 
+	// AddMetrics stores metric values a job logged. A value whose (Seq,
+	// Name) is stored already is skipped, so a resent log batch stores it
+	// once.
+	AddMetrics(ctx context.Context, workspace, job string, ms []api.Metric) error
+	// ListMetrics returns a job's metric values (of one name when name is
+	// not empty) by Seq.
+	ListMetrics(ctx context.Context, workspace, job, name string) ([]api.Metric, error)
+
 	// AddEvent records an event on a resource ("compute/NAME" or "job/NAME") and sets its Seq.
 	AddEvent(ctx context.Context, workspace, resource string, e *api.Event) error
 	ListEvents(ctx context.Context, workspace, resource string, after int64, limit int) ([]api.Event, error)

@@ -1,0 +1,255 @@
+// Computes: the list, a compute's page (details, nodes, events,
+// monitoring) and the create form.
+'use strict';
+
+const nodeStates = ['idle', 'running', 'preparing', 'unusable', 'leaving', 'preempted'];
+
+function isInstance(c) { return c.type === 'computeinstance'; }
+
+function computeState(c) {
+  if (c.provisioning_state && c.provisioning_state !== 'Succeeded') return c.provisioning_state;
+  if (isInstance(c)) return c.state || c.allocation_state || '';
+  return c.allocation_state || '';
+}
+
+Studio.pages.push({re: /^computes$/, render: async () => {
+  const body = h('div', {});
+  const canCreate = h('a', {href: '#/create', class: 'button', id: 'create-compute'}, 'Create compute');
+  render(h('div', {class: 'title'}, h('h1', {}, 'Computes'), canCreate), body);
+  every(3000, async () => {
+    const cs = (await api('GET', 'computes')).value;
+    if (!cs.length) {
+      body.replaceChildren(h('p', {class: 'empty'}, 'No computes yet — ', h('a', {href: '#/create'}, 'create one'), ', or run tide compute create -f FILE.'));
+      return;
+    }
+    body.replaceChildren(table(
+      ['Name', 'Type', 'Size', 'Tier', 'State', 'Nodes (current/target)', ...nodeStates.map(s => s[0].toUpperCase() + s.slice(1)), 'Min/Max', 'Idle before scale-down', 'Cost/hour'],
+      cs.map(c => {
+        const n = c.node_state_counts || {};
+        const price = c.cost ? c.cost.price_per_hour * Math.max(c.current_node_count, 0) : undefined;
+        return [h('a', {href: '#/computes/' + encodeURIComponent(c.name)}, c.name), c.type, c.size, c.tier, badge(computeState(c)),
+          h('span', {class: 'nodes'}, c.current_node_count + ' / ' + c.target_node_count),
+          ...nodeStates.map(s => n[s] || 0), c.min_instances + ' / ' + c.max_instances,
+          fmtDuration(c.idle_time_before_scale_down), c.cost ? money(price, c.cost.currency) : ''];
+      }), ''));
+  });
+}});
+
+Studio.pages.push({re: /^computes\/([^/]+)(?:\/(details|nodes|events|monitoring))?$/, render: async (name, tab) => {
+  tab = tab || 'details';
+  const head = h('div', {class: 'title'});
+  const tabs = h('nav', {class: 'tabs', 'aria-label': 'Compute tabs'}, ['details', 'nodes', 'events', 'monitoring'].map(t =>
+    h('a', {href: '#/computes/' + encodeURIComponent(name) + '/' + t, class: t === tab ? 'active' : '', 'aria-current': t === tab ? 'page' : false}, t[0].toUpperCase() + t.slice(1))));
+  const body = h('div', {id: 'tab-' + tab});
+  const note = h('div', {role: 'status'});
+  render(head, note, tabs, body);
+  let current = null, drawn = false;
+  const refresh = async () => {
+    let c;
+    try {
+      c = await api('GET', 'computes/' + encodeURIComponent(name));
+    } catch (e) {
+      if (e.status === 404) {
+        note.replaceChildren(h('p', {class: 'error', role: 'alert'}, 'Compute ' + name + ' does not exist (it was deleted). ', h('a', {href: '#/computes'}, 'Back to computes')));
+        return;
+      }
+      throw e;
+    }
+    note.replaceChildren();
+    current = c;
+    head.replaceChildren(h('h1', {}, c.name, ' ', badge(computeState(c))), computeActions(c, note));
+    if (tab === 'details' && !drawn) { body.replaceChildren(computeDetails(c, note)); drawn = true; }
+    if (tab === 'details' && drawn) updateDetails(body, c);
+    if (tab === 'nodes') await drawNodes(body, c);
+    if (tab === 'events') await drawEvents(body, 'computes/' + encodeURIComponent(name) + '/events');
+  };
+  if (tab === 'monitoring') await drawMonitoring(body, name);
+  every(3000, refresh);
+}});
+
+function computeActions(c, note) {
+  const act = (label, fn) => h('button', {type: 'button', onclick: async () => {
+    try { await fn(); } catch (e) { note.replaceChildren(errorBox(e)); }
+  }}, label);
+  const path = 'computes/' + encodeURIComponent(c.name);
+  const out = h('div', {class: 'actions'});
+  if (isInstance(c)) {
+    out.append(act('Start', () => api('POST', path + '/start')), act('Stop', () => api('POST', path + '/stop')), act('Restart', () => api('POST', path + '/restart')));
+    out.append(h('a', {class: 'button', href: '/v1/workspaces/' + encodeURIComponent(Studio.ws) + '/instances/' + encodeURIComponent(c.name) + '/jupyter/', target: '_blank', rel: 'noopener'}, 'Jupyter'));
+  }
+  out.append(act('Delete', async () => {
+    if (!confirm('Delete compute ' + c.name + '? Its nodes are released.')) return;
+    await api('DELETE', path);
+    location.hash = '#/computes';
+  }));
+  return out;
+}
+
+function detailPairs(c) {
+  return [['Type', c.type], ['Size', c.size], ['Location', c.location], ['Tier', c.tier],
+    ['Provisioning', c.provisioning_state], ['Allocation', c.allocation_state],
+    ['Nodes', c.current_node_count + ' current, ' + c.target_node_count + ' target'],
+    ['Price per node-hour', c.cost ? money(c.cost.price_per_hour, c.cost.currency) : ''],
+    ['Cost so far', c.cost ? money(c.cost.amount, c.cost.currency) + ' (' + c.cost.node_hours.toFixed(2) + ' node-hours)' : ''],
+    ['Runtime', c.runtime], ['Description', c.description], ['Created', fmtTime(c.created_on)],
+    ['Errors', (c.errors || []).map(e => e.code + ': ' + e.message).join('; ')]];
+}
+
+function computeDetails(c, note) {
+  const info = h('div', {class: 'details'}, kv(detailPairs(c)));
+  if (isInstance(c)) return info;
+  const num = (name, label, v) => [h('label', {for: 'f-' + name}, label), h('input', {type: 'number', min: 0, id: 'f-' + name, name, value: v, required: true})];
+  const form = h('form', {class: 'card', id: 'scale-form', onsubmit: async ev => {
+    ev.preventDefault();
+    const f = new FormData(form);
+    try {
+      await api('PATCH', 'computes/' + encodeURIComponent(c.name), {
+        min_instances: Number(f.get('min_instances')), max_instances: Number(f.get('max_instances')),
+        idle_time_before_scale_down: Number(f.get('idle_time_before_scale_down'))});
+      showFieldErrors(form, null);
+      form.querySelector('.form-errors').replaceChildren(h('li', {class: 'ok'}, 'Saved.'));
+    } catch (e) { showFieldErrors(form, e); }
+  }}, h('h2', {}, 'Scale settings'),
+  num('min_instances', 'Min nodes', c.min_instances), num('max_instances', 'Max nodes', c.max_instances),
+  num('idle_time_before_scale_down', 'Idle seconds before scale-down', c.idle_time_before_scale_down),
+  h('ul', {class: 'form-errors', 'aria-live': 'polite'}), h('button', {type: 'submit'}, 'Save'));
+  return h('div', {}, info, form);
+}
+
+function updateDetails(body, c) {
+  const dl = body.querySelector('dl.kv');
+  if (dl) dl.replaceWith(kv(detailPairs(c)));
+}
+
+// connection is what a user pastes to reach a node: ssh when the compute
+// has an admin user, else the node's address.
+function connection(c, n) {
+  if (!n.address) return '';
+  const user = c.ssh_settings && c.ssh_settings.admin_username;
+  const [host, port] = n.address.split(':');
+  return user ? 'ssh ' + (port ? '-p ' + port + ' ' : '') + user + '@' + host : n.address;
+}
+
+function copyButton(text) {
+  return h('button', {type: 'button', class: 'small', 'aria-label': 'Copy ' + text, onclick: ev => {
+    navigator.clipboard && navigator.clipboard.writeText(text);
+    ev.target.textContent = 'Copied';
+  }}, 'Copy');
+}
+
+async function drawNodes(body, c) {
+  const ns = (await api('GET', 'computes/' + encodeURIComponent(c.name) + '/nodes')).value;
+  body.replaceChildren(table(['Node', 'State', 'Job', 'Address', 'Runtime', 'In state for', 'Connection'], ns.map(n => {
+    const conn = connection(c, n);
+    // A node's job is its assignment: WORKSPACE/JOB/ATTEMPT.
+    const [, job, attempt] = (n.job || '').split('/');
+    return [n.id, badge(n.state), job ? h('span', {}, h('a', {href: '#/jobs/' + encodeURIComponent(job)}, job), attempt > 1 ? ' (attempt ' + attempt + ')' : '') : '',
+      n.address || '', n.runtime || '', n.state_since ? fmtDuration((Date.now() - new Date(n.state_since)) / 1000) : '',
+      conn ? h('span', {class: 'conn'}, h('code', {}, conn), ' ', copyButton(conn)) : ''];
+  }), 'No nodes now: the compute is at ' + c.min_instances + ' (its minimum). Submit a job to it and a node starts.'));
+}
+
+async function drawEvents(body, path) {
+  const evs = (await api('GET', path)).value;
+  body.replaceChildren(table(['Time', 'Kind', 'Message'], evs.slice().reverse().map(e => [fmtTime(e.time), e.kind, e.message]), 'No events yet.'));
+}
+
+// drawMonitoring charts nodes by state and queued jobs over time from the
+// server's history, with the scale-up and scale-down events as markers.
+async function drawMonitoring(body, name) {
+  const range = h('select', {id: 'range', 'aria-label': 'Time range'}, [['1h', 'Last hour'], ['6h', '6 hours'], ['24h', '24 hours'], ['7d', 'A week']].map(([v, l]) => h('option', {value: v}, l)));
+  const chart = h('div', {class: 'chart', id: 'chart'});
+  const summary = h('p', {class: 'hint', id: 'chart-summary'});
+  body.replaceChildren(h('label', {for: 'range'}, 'Range '), range, chart, summary);
+  let plot = null;
+  const draw = async () => {
+    try { await drawChart(); } catch (e) { summary.replaceChildren(errorBox(e)); }
+  };
+  const drawChart = async () => {
+    const path = 'computes/' + encodeURIComponent(name);
+    const [hist, evs] = await Promise.all([api('GET', path + '/history?since=' + range.value + '&points=240'), api('GET', path + '/events').then(l => l.value)]);
+    const xs = hist.map(s => new Date(s.time).getTime() / 1000);
+    const series = nodeStates.map(st => hist.map(s => s.nodes[st] || 0));
+    const queued = hist.map(s => s.queued || 0);
+    const from = xs.length ? xs[0] : 0;
+    const marks = evs.filter(e => (e.kind === 'ScaleUp' || e.kind === 'ScaleDown') && new Date(e.time).getTime() / 1000 >= from)
+      .map(e => ({x: new Date(e.time).getTime() / 1000, up: e.kind === 'ScaleUp'}));
+    const peak = Math.max(0, ...hist.map(s => nodeStates.reduce((a, st) => a + (s.nodes[st] || 0), 0)));
+    summary.textContent = hist.length ? hist.length + ' samples; at most ' + peak + ' node(s); ' + marks.filter(m => m.up).length + ' scale-up and ' + marks.filter(m => !m.up).length + ' scale-down event(s).' : 'No samples yet: the server records the compute once a minute.';
+    chart.dataset.peak = peak;
+    chart.dataset.last = hist.length ? nodeStates.reduce((a, st) => a + (hist[hist.length - 1].nodes[st] || 0), 0) : '';
+    if (plot) plot.destroy();
+    if (!hist.length) return;
+    const colors = ['#7a8b99', '#1f77b4', '#e6a700', '#d62728', '#9467bd', '#8c564b'];
+    const opts = {
+      width: Math.max(240, chart.clientWidth - 16), height: 280,
+      series: [{}, ...nodeStates.map((st, i) => ({label: st, stroke: colors[i], width: 2})),
+        {label: 'queued jobs', stroke: '#2ca02c', dash: [6, 4], width: 2}],
+      axes: [{}, {label: 'count'}],
+      scales: {y: {range: (u, lo, hi) => [0, Math.max(1, hi + 1)]}},
+      plugins: [{hooks: {draw: u => {
+        const ctx = u.ctx;
+        ctx.save();
+        for (const m of marks) {
+          const x = u.valToPos(m.x, 'x', true);
+          ctx.strokeStyle = m.up ? 'rgba(31,119,180,0.5)' : 'rgba(214,39,40,0.5)';
+          ctx.setLineDash([2, 3]);
+          ctx.beginPath(); ctx.moveTo(x, u.bbox.top); ctx.lineTo(x, u.bbox.top + u.bbox.height); ctx.stroke();
+        }
+        ctx.restore();
+      }}}],
+    };
+    plot = new uPlot(opts, [xs, ...series, queued], chart);
+  };
+  range.addEventListener('change', draw);
+  every(5000, draw);
+  // The chart follows its box's width (a phone turned, a window resized).
+  const fit = new ResizeObserver(() => plot && plot.setSize({width: Math.max(240, chart.clientWidth - 16), height: 280}));
+  fit.observe(chart);
+  onLeave(() => { fit.disconnect(); if (plot) plot.destroy(); });
+}
+
+// The create form: Azure's fields, or a pasted YAML file read by the same
+// parser as the CLI's (so errors name the line and the field).
+Studio.pages.push({re: /^create$/, render: async () => {
+  const [sizes, locs] = await Promise.all([api('GET', '/v1/sizes'), api('GET', '/v1/locations')]);
+  const field = (label, input) => [h('label', {for: input.id}, label), input];
+  const form = h('form', {class: 'card', id: 'create-form', novalidate: true, onsubmit: async ev => {
+    ev.preventDefault();
+    const f = new FormData(form);
+    const c = {name: f.get('name'), type: 'amlcompute', size: f.get('size'), tier: f.get('tier'),
+      min_instances: Number(f.get('min_instances')), max_instances: Number(f.get('max_instances')),
+      idle_time_before_scale_down: Number(f.get('idle_time_before_scale_down'))};
+    if (f.get('location')) c.location = f.get('location');
+    if (f.get('description')) c.description = f.get('description');
+    if (!c.name) { showFieldErrors(form, {problem: {field: 'name'}, message: 'name: give the compute a name'}); return; }
+    try {
+      await api('PUT', 'computes/' + encodeURIComponent(c.name), c);
+      location.hash = '#/computes/' + encodeURIComponent(c.name);
+    } catch (e) { showFieldErrors(form, e); }
+  }},
+  h('h2', {}, 'From fields'),
+  field('Name', h('input', {id: 'c-name', name: 'name', required: true, autocomplete: 'off'})),
+  field('Size', h('select', {id: 'c-size', name: 'size'}, sizes.value.map(s => h('option', {value: s.name, selected: s.name === 'Standard_DS3_v2'},
+    s.name + ' (' + s.vcpus + ' vCPU, ' + s.memory_gb + ' GB' + (s.gpus ? ', ' + s.gpus + ' GPU' : '') + ', ' + money(s.price_per_hour) + '/h)')))),
+  field('Location', h('select', {id: 'c-location', name: 'location'}, h('option', {value: ''}, 'default'), locs.value.map(l => h('option', {value: l.name}, l.name + ' (' + l.provider + ')')))),
+  field('Tier', h('select', {id: 'c-tier', name: 'tier'}, h('option', {value: 'dedicated'}, 'dedicated'), h('option', {value: 'low_priority'}, 'low_priority'))),
+  field('Min nodes', h('input', {id: 'c-min', name: 'min_instances', type: 'number', value: 0})),
+  field('Max nodes', h('input', {id: 'c-max', name: 'max_instances', type: 'number', value: 2})),
+  field('Idle seconds before scale-down', h('input', {id: 'c-idle', name: 'idle_time_before_scale_down', type: 'number', value: 120})),
+  field('Description', h('input', {id: 'c-desc', name: 'description'})),
+  h('ul', {class: 'form-errors', 'aria-live': 'polite'}),
+  h('button', {type: 'submit'}, 'Create'));
+  const yaml = h('textarea', {id: 'c-yaml', name: 'yaml', rows: 10, spellcheck: 'false',
+    placeholder: '$schema: https://azuremlschemas.azureedge.net/latest/amlCompute.schema.json\nname: cpu-cluster\ntype: amlcompute\nsize: Standard_DS3_v2\nmin_instances: 0\nmax_instances: 2'});
+  const yform = h('form', {class: 'card', id: 'yaml-form', onsubmit: async ev => {
+    ev.preventDefault();
+    try {
+      const c = await api('POST', '/v1/parse/compute?file=compute.yml', yaml.value, {type: 'application/yaml'});
+      await api('PUT', 'computes/' + encodeURIComponent(c.name), yaml.value, {type: 'application/yaml'});
+      location.hash = '#/computes/' + encodeURIComponent(c.name);
+    } catch (e) { showFieldErrors(yform, e, true); }
+  }}, h('h2', {}, 'From YAML'), h('label', {for: 'c-yaml'}, 'Azure ML compute YAML'), yaml,
+  h('ul', {class: 'form-errors', 'aria-live': 'polite'}), h('button', {type: 'submit'}, 'Create from YAML'));
+  render(h('h1', {}, 'Create compute'), h('div', {class: 'grid2'}, form, yform));
+}});

@@ -1,0 +1,159 @@
+// Jobs: the list with filters and a job's page with its live log.
+'use strict';
+
+const jobStatuses = ['NotStarted', 'Queued', 'Preparing', 'Starting', 'Running', 'Finalizing', 'Completed', 'Failed', 'Canceled', 'CancelRequested'];
+const terminal = new Set(['Completed', 'Failed', 'Canceled', 'NotResponding']);
+
+function jobDuration(j) {
+  if (!j.start_time) return '';
+  const end = j.end_time ? new Date(j.end_time) : new Date();
+  return fmtDuration((end - new Date(j.start_time)) / 1000);
+}
+
+Studio.pages.push({re: /^jobs$/, render: async () => {
+  const q = new URLSearchParams(location.hash.split('?')[1] || '');
+  const computes = (await api('GET', 'computes')).value;
+  let limit = 50;
+  const compute = h('select', {id: 'f-compute', name: 'compute', 'aria-label': 'Compute'}, h('option', {value: ''}, 'All computes'),
+    computes.map(c => h('option', {value: c.name, selected: q.get('compute') === c.name}, c.name)));
+  const status = h('select', {id: 'f-status', name: 'status', 'aria-label': 'Status'}, h('option', {value: ''}, 'Any status'),
+    jobStatuses.map(s => h('option', {value: s, selected: q.get('status') === s}, s)));
+  const search = h('input', {id: 'f-search', type: 'search', placeholder: 'Search name, display name, experiment', 'aria-label': 'Search', value: q.get('q') || ''});
+  const body = h('div', {});
+  const more = h('button', {type: 'button', id: 'more', onclick: () => { limit += 50; load(); }}, 'Show more');
+  render(h('div', {class: 'title'}, h('h1', {}, 'Jobs')), h('div', {class: 'filters'}, compute, status, search), body, more);
+  const load = async () => {
+    const p = new URLSearchParams({limit: String(limit)});
+    if (compute.value) p.set('compute', compute.value);
+    if (status.value) p.set('status', status.value);
+    const js = (await api('GET', 'jobs?' + p)).value;
+    const needle = search.value.trim().toLowerCase();
+    const shown = js.filter(j => !needle || [j.name, j.display_name, j.experiment_name].some(s => (s || '').toLowerCase().includes(needle)));
+    more.hidden = js.length < limit;
+    body.replaceChildren(table(['Name', 'Display name', 'Experiment', 'Status', 'Compute', 'Created', 'Duration'], shown.map(j => [
+      h('a', {href: '#/jobs/' + encodeURIComponent(j.name)}, j.name), j.display_name || '', j.experiment_name || '', badge(j.status),
+      j.compute ? h('a', {href: '#/computes/' + encodeURIComponent(j.compute)}, j.compute) : '', fmtTime(j.created_on), jobDuration(j)]),
+    js.length ? 'No job matches these filters.' : 'No jobs yet — submit one with tide job create -f job.yml.'));
+  };
+  for (const el of [compute, status]) el.addEventListener('change', load);
+  search.addEventListener('input', load);
+  every(3000, load);
+}});
+
+// The log view keeps every line in memory (for download) but only the
+// last maxShown in the page, so a job with 100,000 lines stays responsive.
+const maxShown = 2000;
+
+function logView(job) {
+  const lines = [];
+  let tab = 'all', follow = true, paused = false, pending = [];
+  const pre = h('pre', {class: 'log', id: 'log', tabindex: 0, 'aria-label': 'Log', 'aria-live': 'off'});
+  const tabs = h('div', {class: 'tabs', role: 'tablist', id: 'log-tabs'});
+  const info = h('span', {class: 'hint', id: 'log-info'});
+  const followBox = h('input', {type: 'checkbox', id: 'follow', checked: true, onchange: ev => { follow = ev.target.checked; }});
+  const pauseBtn = h('button', {type: 'button', id: 'pause', onclick: () => {
+    paused = !paused;
+    pauseBtn.textContent = paused ? 'Resume' : 'Pause';
+    if (!paused) { const p = pending; pending = []; for (const l of p) append(l); }
+  }}, 'Pause');
+  const download = h('button', {type: 'button', id: 'download-log', onclick: () => {
+    const text = lines.filter(l => tab === 'all' || l.node === tab).map(l => l.text).join('\n') + '\n';
+    const a = h('a', {href: URL.createObjectURL(new Blob([text], {type: 'text/plain'})), download: job + (tab === 'all' ? '' : '.node' + tab) + '.log'});
+    document.body.append(a); a.click(); a.remove();
+  }}, 'Download');
+  const nodes = new Set();
+  const drawTabs = () => tabs.replaceChildren(...['all', ...[...nodes].sort((a, b) => a - b)].map(t =>
+    h('button', {type: 'button', role: 'tab', 'aria-selected': String(t === tab), class: t === tab ? 'active' : '', onclick: () => { tab = t; redraw(); drawTabs(); }},
+      t === 'all' ? 'All nodes' : 'Node ' + t)));
+  const visible = l => tab === 'all' || l.node === tab;
+  const line = l => h('div', {class: l.stream === 'stderr' ? 'stderr' : ''}, (tab === 'all' && nodes.size > 1 ? '[' + l.node + '] ' : '') + l.text);
+  const redraw = () => {
+    const shown = lines.filter(visible);
+    const tail = shown.slice(-maxShown);
+    pre.replaceChildren(...tail.map(line));
+    note(shown.length);
+    if (follow) pre.scrollTop = pre.scrollHeight;
+  };
+  const note = n => { info.textContent = n > maxShown ? 'Showing the last ' + maxShown + ' of ' + n + ' lines; Download has them all.' : n + ' line(s)'; };
+  const append = l => {
+    if (!nodes.has(l.node)) { nodes.add(l.node); drawTabs(); }
+    if (!visible(l)) return;
+    pre.append(line(l));
+    while (pre.childElementCount > maxShown) pre.firstChild.remove();
+    if (follow) pre.scrollTop = pre.scrollHeight;
+  };
+  let counted = 0;
+  const add = l => {
+    lines.push(l);
+    if (paused) { pending.push(l); return; }
+    append(l);
+    if (++counted % 200 === 0 || lines.length < 200) note(lines.filter(visible).length);
+  };
+  drawTabs();
+  const el = h('section', {class: 'card'}, h('h2', {}, 'Log'),
+    h('div', {class: 'log-bar'}, tabs, h('label', {for: 'follow'}, followBox, ' Follow'), pauseBtn, download, info), pre);
+  return {el, add, done: () => note(lines.filter(visible).length)};
+}
+
+Studio.pages.push({re: /^jobs\/([^/]+)$/, render: async name => {
+  const path = 'jobs/' + encodeURIComponent(name);
+  let j = await api('GET', path);
+  const head = h('div', {class: 'title'});
+  const note = h('div', {role: 'status', id: 'job-note'});
+  const details = h('div', {class: 'details'});
+  const events = h('section', {class: 'card'}, h('h2', {}, 'Events'), h('div', {id: 'job-events'}));
+  const arts = h('section', {class: 'card'}, h('h2', {}, 'Outputs and logs'), h('div', {id: 'artifacts'}));
+  const log = logView(name);
+  render(head, note, details, log.el, events, arts);
+
+  const cancel = h('button', {type: 'button', id: 'cancel', onclick: async () => {
+    try { j = await api('POST', path + '/cancel'); draw(); } catch (e) { note.replaceChildren(errorBox(e)); }
+  }}, 'Cancel');
+  const resubmit = h('button', {type: 'button', id: 'resubmit', onclick: async () => {
+    // The server drops the status fields it knows; these are the rest of
+    // what a job page holds that is not the job's spec.
+    const spec = Object.assign({}, j);
+    for (const k of ['name', 'retried', 'queue_position', 'resolved_environment']) delete spec[k];
+    try {
+      const nj = await api('POST', 'jobs', spec);
+      location.hash = '#/jobs/' + encodeURIComponent(nj.name);
+    } catch (e) { note.replaceChildren(errorBox(e)); }
+  }}, 'Re-submit');
+
+  const draw = () => {
+    cancel.hidden = terminal.has(j.status) || j.status === 'CancelRequested';
+    head.replaceChildren(h('h1', {}, j.display_name || j.name, ' ', h('span', {id: 'job-status'}, badge(j.status))), h('div', {class: 'actions'}, cancel, resubmit));
+    details.replaceChildren(kv([
+      ['Name', j.name], ['Experiment', j.experiment_name], ['Compute', j.compute ? h('a', {href: '#/computes/' + encodeURIComponent(j.compute)}, j.compute) : ''],
+      ['Waiting because', j.pending_reason ? h('span', {id: 'pending-reason'}, j.pending_reason) : ''],
+      ['Queue position', j.queue_position || ''],
+      ['Command', h('code', {}, j.command)], ['Created', fmtTime(j.created_on)], ['Started', fmtTime(j.start_time)],
+      ['Ended', fmtTime(j.end_time)], ['Duration', jobDuration(j)], ['Attempt', j.attempt > 1 ? j.attempt : ''],
+      ['Exit code', j.exit_code === undefined ? '' : j.exit_code], ['Error', j.error],
+      ['Nodes', (j.ranks || []).map((r, i) => h('div', {}, 'rank ' + i + ': ' + r.node + (r.status ? ' (' + r.status + ')' : '')))],
+      ['Cost', j.cost ? money(j.cost.amount, j.cost.currency) : ''],
+    ]));
+  };
+  draw();
+
+  const drawSide = async () => {
+    const [evs, as] = await Promise.all([api('GET', path + '/events'), api('GET', path + '/artifacts')]);
+    events.querySelector('#job-events').replaceChildren(table(['Time', 'Kind', 'Message'], evs.value.map(e => [fmtTime(e.time), e.kind, e.message]), 'No events yet.'));
+    const base = '/v1/workspaces/' + encodeURIComponent(Studio.ws) + '/' + path + '/artifacts/';
+    arts.querySelector('#artifacts').replaceChildren(table(['File', 'Size'], as.value.map(a => [
+      h('a', {href: base + a.path.split('/').map(encodeURIComponent).join('/'), download: a.path.split('/').pop()}, a.path), a.size + ' B']),
+    terminal.has(j.status) ? 'The job kept no files.' : 'Files in outputs/ and logs/ appear here when the job ends.'));
+  };
+  every(5000, async () => {
+    if (!terminal.has(j.status)) { j = await api('GET', path); draw(); }
+    await drawSide();
+  });
+
+  // The log streams over server-sent events from the same endpoint as
+  // 'tide job stream'; EventSource resumes from the last line it saw.
+  const es = new EventSource('/v1/workspaces/' + encodeURIComponent(Studio.ws) + '/' + path + '/logs');
+  es.addEventListener('log', ev => log.add(JSON.parse(ev.data)));
+  es.addEventListener('status', ev => { j = JSON.parse(ev.data); draw(); });
+  es.addEventListener('end', ev => { j = JSON.parse(ev.data); draw(); log.done(); es.close(); drawSide(); });
+  onLeave(() => es.close());
+}});
