@@ -5,8 +5,10 @@ PKGS    ?= ./...
 # Tests that start servers and agents run one package at a time on this
 # 2-core machine; -race catches data races in the controller and agent.
 TESTFLAGS ?= -race -count=1 -timeout 20m -p 2
+# How long `make fuzz` runs each fuzz target: executions (1000000x) or a duration.
+FUZZTIME ?= 1000000x
 
-.PHONY: help build test test-python test-short bench fuzz vet fmt demo studio-vendor studio-screenshots clean
+.PHONY: help build test test-python test-short bench fuzz chaos vet fmt demo studio-vendor studio-screenshots clean
 
 help: ## List the targets.
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -33,9 +35,11 @@ bench: ## Compare tide with Slurm and fork/exec (installs slurm-wlm, munge), the
 	$(GO) test -run '^$$' -bench . -benchtime 200x ./internal/server
 	GOMAXPROCS=1 $(GO) test -run '^$$' -bench Philly -benchtime 3x ./internal/simulate
 
-fuzz: ## Fuzz the spec parsers for 30s each.
-	$(GO) test -run '^$$' -fuzz FuzzParseCompute -fuzztime 30s ./internal/spec
-	$(GO) test -run '^$$' -fuzz FuzzParseJob -fuzztime 30s ./internal/spec
+chaos: ## The full chaos suite (1,000 jobs through server kills, preemption storms, a full disk); prints its table.
+	TIDE_CHAOS=full $(GO) test -count=1 -v -timeout 90m ./internal/chaos
+
+fuzz: ## Run every fuzz target to a million executions (FUZZTIME=...); corpora kept in testdata/fuzz.
+	GO=$(GO) FUZZTIME=$(FUZZTIME) .ci/fuzz
 
 vet: ## go vet and a gofmt check.
 	$(GO) vet $(PKGS)

@@ -327,6 +327,14 @@ func (c *Client) CreateJob(ctx context.Context, ws string, j *Job) (*Job, error)
 	return &out, nil
 }
 
+// ValidateJob asks the server to check a job before its local code and
+// data are uploaded: its fields, compute, environment, datastores and name.
+// The error lists every problem at once (Problem.Errors).
+func (c *Client) ValidateJob(ctx context.Context, ws string, j *Job) error {
+	_, err := c.do(ctx, http.MethodPost, v1("workspaces", ws, "jobs", "validate"), nil, j, nil)
+	return err
+}
+
 // Jobs lists the jobs of workspace ws in creation order.
 func (c *Client) Jobs(ctx context.Context, ws string, f JobFilter) ([]Job, error) {
 	q := url.Values{}

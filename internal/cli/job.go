@@ -50,6 +50,18 @@ With --stream, follow the job's log until it ends.` + streamExitHelp,
 			if err != nil {
 				return err
 			}
+			// The server checks everything it can (compute, environment,
+			// datastores, name) before code and data go up, and says
+			// every problem at once. (A pipeline's steps are prepared
+			// from local component files first.)
+			if j.Type != api.JobTypePipeline {
+				vctx, vcancel := context.WithTimeout(cmd.Context(), requestTimeout)
+				err = cl.ValidateJob(vctx, r.workspace, j)
+				vcancel()
+				if err != nil {
+					return err
+				}
+			}
 			if j.Type == api.JobTypePipeline {
 				err = r.preparePipeline(cmd.Context(), cl, file, j)
 			} else {

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"runtime/debug"
 	"strings"
+	"syscall"
 
 	"github.com/tideml/tide/api"
 	"github.com/tideml/tide/internal/service"
@@ -183,6 +184,13 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	case errors.Is(err, store.ErrUnavailable):
 		w.Header().Set("Retry-After", "1")
 		writeProblem(w, &api.Problem{Status: 503, Code: "StoreUnavailable", Detail: "the store cannot be reached; retry shortly: " + err.Error()})
+	case noSpace(err):
+		// Nothing was written; clients and agents retry (5xx), and the
+		// server works again as soon as space frees.
+		s.log.Error("data dir full", "method", r.Method, "path", r.URL.Path, "err", err)
+		w.Header().Set("Retry-After", "5")
+		writeProblem(w, &api.Problem{Status: 507, Code: "InsufficientStorage", Detail: fmt.Sprintf(
+			"the server's data dir %s (or its store) has no space left on its disk, so nothing was written: %v; free some space there (tide recovers by itself) and retry", s.cfg.DataDir, err)})
 	case errors.Is(err, context.Canceled):
 		writeProblem(w, &api.Problem{Status: 499, Code: "Canceled", Detail: "request canceled"})
 	default:
@@ -214,4 +222,15 @@ func logRequests(log *slog.Logger, next http.Handler) http.Handler {
 		log.Debug("request", "method", r.Method, "path", r.URL.Path)
 		next.ServeHTTP(w, r)
 	})
+}
+
+// noSpace reports whether err comes from a full disk: a write that failed
+// with ENOSPC, SQLite's SQLITE_FULL or PostgreSQL's disk_full (53100).
+func noSpace(err error) bool {
+	if errors.Is(err, syscall.ENOSPC) {
+		return true
+	}
+	msg := err.Error()
+	return strings.Contains(msg, "database or disk is full") || strings.Contains(msg, "no space left on device") ||
+		strings.Contains(msg, "SQLSTATE 53100")
 }

@@ -40,6 +40,7 @@ func (s *Server) routes() []route {
 		{method: "GET", pattern: ws + "/computes/{name}/events", auth: authAdmin, summary: "List a compute's events", response: api.List[api.Event]{}, handler: s.computeEvents},
 
 		{method: "POST", pattern: ws + "/jobs", auth: authAdmin, summary: "Submit a job", request: api.Job{}, response: api.Job{}, status: 201, handler: s.createJob},
+		{method: "POST", pattern: ws + "/jobs/validate", auth: authAdmin, summary: "Check a job before its code and data are uploaded (every problem at once)", request: api.Job{}, status: 204, handler: s.validateJob},
 		{method: "GET", pattern: ws + "/jobs", auth: authAdmin, summary: "List jobs, newest first (filters: compute, status; limit=N; order=oldest)", response: api.List[api.Job]{}, handler: s.listJobs},
 		{method: "GET", pattern: ws + "/jobs/{name}", auth: authAdmin, summary: "Get a job", response: api.Job{}, handler: s.getJob},
 		{method: "POST", pattern: ws + "/jobs/{name}/cancel", auth: authAdmin, summary: "Cancel a job", response: api.Job{}, status: 202, handler: s.cancelJob},
@@ -300,6 +301,24 @@ func (s *Server) createJob(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, 201, out)
+}
+
+func (s *Server) validateJob(w http.ResponseWriter, r *http.Request) {
+	b, err := readBody(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	j, err := s.svc.ParseJob(stripReadOnly(b))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if err := s.svc.CheckJob(r.Context(), r.PathValue("workspace"), j); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	w.WriteHeader(204)
 }
 
 func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) {

@@ -119,6 +119,18 @@ func TestStudio(t *testing.T) {
 	})
 	keep()
 
+	// A job with 20,000 lines: every line counted, only the last 2,000 in
+	// the page.
+	many := submit(t, in, "command: seq 1 20000\ncompute: studio\n")
+	b.run("the long log's page", chromedp.Navigate(base+"/#/jobs/"+many.Name))
+	b.waitJS("all 20,000 lines counted", `document.querySelector('#log-info') && document.querySelector('#log-info').innerText.includes('of 20000 lines')`, 90*time.Second)
+	if n := eval[int](b, `document.querySelector('#log').childElementCount`); n != 2000 {
+		t.Errorf("the log view holds %d lines in the page, want the last 2000", n)
+	}
+	if last := eval[string](b, `document.querySelector('#log').lastElementChild.innerText`); last != "20000" {
+		t.Errorf("the log view's last line is %q, want 20000", last)
+	}
+
 	// The jobs list, cost and usage pages render.
 	for _, p := range []struct{ hash, want string }{{"jobs", j.Name}, {"cost", "Total"}, {"usage", "standardDSv2Family"}} {
 		b.run("the "+p.hash+" page", chromedp.Navigate(base+"/#/"+p.hash))
@@ -134,6 +146,14 @@ func TestStudio(t *testing.T) {
 			t.Errorf("page %d holds a token:\n%s", i, html)
 		}
 	}
+
+	// A compute deleted while its page is open: the page says so.
+	b.run("the compute's page", chromedp.Navigate(base+"/#/computes/studio/details"))
+	b.waitJS("the compute's details", `document.querySelector('dl.kv') !== null`, 30*time.Second)
+	if err := in.client.DeleteCompute(ctx, "default", "studio"); err != nil {
+		t.Fatal(err)
+	}
+	b.waitJS("the page saying the compute was deleted", `document.body.innerText.includes('does not exist (it was deleted)')`, 60*time.Second)
 
 	// Signing out forgets the token: the API refuses the browser.
 	b.run("sign out", chromedp.Navigate(base+"/#/computes"), chromedp.WaitVisible(chromedp.CSS("#signout")), chromedp.Click(chromedp.CSS("#signout")))

@@ -3,7 +3,9 @@ package service
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -57,54 +59,7 @@ func (s *Service) SubmitJob(ctx context.Context, ws string, j *api.Job) (*api.Jo
 // environment, shape) and queues it, in tx. engineErr is what asking the
 // Docker engine answered (nil: not asked, or it answered).
 func (s *Service) admit(ctx context.Context, tx store.Tx, ws string, j *api.Job, engineErr error) error {
-	if err := s.resolveCompute(ctx, tx, ws, j); err != nil {
-		return err
-	}
-	if err := s.resolveEnvironment(ctx, tx, ws, j); err != nil {
-		return err
-	}
-	c, err := tx.GetCompute(ctx, ws, j.Compute)
-	if err != nil {
-		return err
-	}
-	if err := s.checkGPUs(c); err != nil {
-		return err
-	}
-	if rt := s.Config.Runtime(c.Location); rt == "docker" && j.Environment == nil {
-		e := errorf(400, api.CodeValidation, "environment: required on compute %q, which runs jobs in Docker containers (location %s, runtime docker); add environment: {image: IMAGE} or environment: {build: {path: DIR}}", c.Name, c.Location)
-		e.Field = "environment"
-		return e
-	} else if rt == "docker" && engineErr != nil {
-		e := errorf(400, api.CodeValidation, "environment: compute %q runs jobs in Docker containers (location %s, runtime docker) but no Docker engine answers: %v; start dockerd on the nodes' host, or use a compute whose location has runtime process", c.Name, c.Location, engineErr)
-		e.Field = "environment"
-		return e
-	}
-	if n := j.InstanceCount(); c.IsInstance() && n > 1 {
-		e := errorf(400, api.CodeValidation, "resources.instance_count: %d nodes, but compute instance %q is one node; use instance_count 1 or a compute cluster", n, c.Name)
-		e.Field = "resources.instance_count"
-		return e
-	}
-	// A paused cluster (max_instances 0) queues jobs until it is
-	// raised again.
-	if n := j.InstanceCount(); n > c.MaxInstances && c.MaxInstances > 0 {
-		e := errorf(400, api.CodeValidation, "resources.instance_count: %d nodes exceeds max_instances %d of compute %q, so the job could never start; lower instance_count or run 'tide compute update %s --max-instances %d'", n, c.MaxInstances, c.Name, c.Name, n)
-		e.Field = "resources.instance_count"
-		return e
-	}
-	if j.Name == "" {
-		for {
-			j.Name = newJobName()
-			if _, err := tx.GetJob(ctx, ws, j.Name); store.IsNotFound(err) {
-				break
-			}
-		}
-	} else if _, err := tx.GetJob(ctx, ws, j.Name); err == nil {
-		e := errorf(409, api.CodeConflict, "name: job %q already exists in workspace %s; job names are unique: choose another name or omit it to get a generated one", j.Name, ws)
-		e.Field = "name"
-		return e
-	}
-	// After the name: output paths may say ${{name}}.
-	if err := s.checkData(ctx, tx, ws, j); err != nil {
+	if err := s.checkAdmission(ctx, tx, ws, j, engineErr, false); err != nil {
 		return err
 	}
 	if j.ExperimentName == "" {
@@ -128,6 +83,176 @@ func (s *Service) admit(ctx context.Context, tx store.Tx, ws string, j *api.Job,
 		return err
 	}
 	return tx.AddEvent(ctx, ws, "job/"+j.Name, &api.Event{Time: now, Kind: "Queued", Message: fmt.Sprintf("submitted to compute %s (%d node(s))", j.Compute, j.InstanceCount())})
+}
+
+// CheckJob runs the checks SubmitJob runs, before the client uploads the
+// job's code and data: the job's fields, its compute, environment,
+// datastores and name, reporting every problem at once. Local paths (code,
+// inputs) are left for SubmitJob, since they are uploaded after.
+func (s *Service) CheckJob(ctx context.Context, ws string, j *api.Job) error {
+	var ps problems
+	if err := spec.ValidateJob(j); err != nil {
+		ps.add(validation(err))
+	}
+	if j.Type == api.JobTypePipeline {
+		return ps.err() // its steps are checked at submission
+	}
+	j.Compute = strings.TrimPrefix(j.Compute, "azureml:")
+	engineErr := s.engineCheck(ctx, j)
+	err := s.Store.View(ctx, func(tx store.Tx) error {
+		if _, err := s.workspace(ctx, tx, ws); err != nil {
+			return err
+		}
+		if err := ps.add(s.checkAdmission(ctx, tx, ws, j, engineErr, true)); err != nil {
+			return err
+		}
+		return ps.err()
+	})
+	return s.mapStoreErr(err, "job", j.Name)
+}
+
+// engineCheck asks the Docker engine whether it answers, for a job with
+// an image when a location runs jobs in Docker (outside any transaction;
+// the compute's runtime decides later whether the answer matters).
+func (s *Service) engineCheck(ctx context.Context, j *api.Job) error {
+	if e := j.Environment; e != nil && (e.Image != "" || e.Build != nil) && s.DockerEngine != nil && slices.Contains(s.runtimes(), "docker") {
+		return s.DockerEngine(ctx)
+	}
+	return nil
+}
+
+// checkAdmission checks j against the workspace: compute, environment,
+// GPUs, runtime, shape, name and data, collecting every problem. It names
+// the job when it has no name. preUpload leaves out the local code and
+// inputs the client uploads after this check.
+func (s *Service) checkAdmission(ctx context.Context, tx store.Tx, ws string, j *api.Job, engineErr error, preUpload bool) error {
+	var ps problems
+	n := len(ps)
+	if err := ps.add(s.resolveCompute(ctx, tx, ws, j)); err != nil {
+		return err
+	}
+	computeOK := len(ps) == n
+	if err := ps.add(s.resolveEnvironment(ctx, tx, ws, j)); err != nil {
+		return err
+	}
+	if computeOK {
+		c, err := tx.GetCompute(ctx, ws, j.Compute)
+		if err != nil {
+			return err
+		}
+		if err := ps.add(s.checkGPUs(c)); err != nil {
+			return err
+		}
+		if rt := s.Config.Runtime(c.Location); rt == "docker" && j.Environment == nil {
+			e := errorf(400, api.CodeValidation, "environment: required on compute %q, which runs jobs in Docker containers (location %s, runtime docker); add environment: {image: IMAGE} or environment: {build: {path: DIR}}", c.Name, c.Location)
+			e.Field = "environment"
+			ps.add(e)
+		} else if rt == "docker" && engineErr != nil {
+			e := errorf(400, api.CodeValidation, "environment: compute %q runs jobs in Docker containers (location %s, runtime docker) but no Docker engine answers: %v; start dockerd on the nodes' host, or use a compute whose location has runtime process", c.Name, c.Location, engineErr)
+			e.Field = "environment"
+			ps.add(e)
+		}
+		if n := j.InstanceCount(); c.IsInstance() && n > 1 {
+			e := errorf(400, api.CodeValidation, "resources.instance_count: %d nodes, but compute instance %q is one node; use instance_count 1 or a compute cluster", n, c.Name)
+			e.Field = "resources.instance_count"
+			ps.add(e)
+		} else if n > c.MaxInstances && c.MaxInstances > 0 {
+			// A paused cluster (max_instances 0) queues jobs until it
+			// is raised again.
+			e := errorf(400, api.CodeValidation, "resources.instance_count: %d nodes exceeds max_instances %d of compute %q, so the job could never start; lower instance_count or run 'tide compute update %s --max-instances %d'", n, c.MaxInstances, c.Name, c.Name, n)
+			e.Field = "resources.instance_count"
+			ps.add(e)
+		}
+	}
+	if j.Name == "" {
+		if !preUpload {
+			for {
+				j.Name = newJobName()
+				if _, err := tx.GetJob(ctx, ws, j.Name); store.IsNotFound(err) {
+					break
+				}
+			}
+		}
+	} else if _, err := tx.GetJob(ctx, ws, j.Name); err == nil {
+		e := errorf(409, api.CodeConflict, "name: job %q already exists in workspace %s; job names are unique: choose another name or omit it to get a generated one", j.Name, ws)
+		e.Field = "name"
+		ps.add(e)
+	} else if !store.IsNotFound(err) {
+		return err
+	}
+	// After the name: output paths may say ${{name}}.
+	probe := j
+	if preUpload {
+		probe = withoutLocalData(j)
+	}
+	if err := ps.add(s.checkData(ctx, tx, ws, probe)); err != nil {
+		return err
+	}
+	return ps.err()
+}
+
+// withoutLocalData is a copy of j without the code and inputs that are
+// paths on the client's machine (not uploaded yet), for checking the rest
+// of its data before the upload.
+func withoutLocalData(j *api.Job) *api.Job {
+	c := *j
+	if _, _, ok := api.ParseBlobRef(c.Code); !ok {
+		c.Code = ""
+	}
+	c.Inputs = map[string]api.JobInput{}
+	for name, in := range j.Inputs {
+		if kind, _ := spec.ClassifyDataPath(in.Path); (in.Type == api.InputURIFile || in.Type == api.InputURIFolder) && kind == spec.PathLocal {
+			continue
+		}
+		c.Inputs[name] = in
+	}
+	c.Outputs = maps.Clone(j.Outputs)
+	return &c
+}
+
+// problems collects the user errors of several checks, to report at once.
+type problems []*Error
+
+// add records err when it is a user error and returns other errors (the
+// store failing) for the caller to stop on.
+func (p *problems) add(err error) error {
+	if err == nil {
+		return nil
+	}
+	var e *Error
+	if errors.As(err, &e) {
+		if len(e.parts) > 0 {
+			*p = append(*p, e.parts...)
+		} else {
+			*p = append(*p, e)
+		}
+		return nil
+	}
+	return err
+}
+
+// err is nil, the one problem, or all of them in one 400 whose message
+// lists each and whose fields are every problem's.
+func (p problems) err() error {
+	switch len(p) {
+	case 0:
+		return nil
+	case 1:
+		return p[0]
+	}
+	out := &Error{Status: 400, Code: api.CodeValidation, parts: p}
+	msgs := make([]string, 0, len(p))
+	for _, e := range p {
+		msgs = append(msgs, e.Msg)
+		if len(e.Fields) > 0 {
+			out.Fields = append(out.Fields, e.Fields...)
+		} else {
+			out.Fields = append(out.Fields, api.FieldProblem{Field: e.Field, Message: e.Msg})
+		}
+	}
+	out.Field = out.Fields[0].Field
+	out.Msg = fmt.Sprintf("%d problems:\n  %s", len(p), strings.Join(msgs, "\n  "))
+	return out
 }
 
 // runtimes lists the configured locations' runtimes.

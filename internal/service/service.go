@@ -31,6 +31,8 @@ type Error struct {
 	Msg    string
 	Field  string
 	Fields []api.FieldProblem
+	// parts are the problems an error of several problems gathers.
+	parts problems
 }
 
 func (e *Error) Error() string { return e.Msg }

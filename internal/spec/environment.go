@@ -1,8 +1,10 @@
 package spec
 
 import (
+	"maps"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 
 	"gopkg.in/yaml.v3"
@@ -166,9 +168,9 @@ func checkEnvironment(e *api.Environment, hasCondaPath bool, bad func(field, for
 				bad("tide.path", "%q must be an absolute folder without ':'", p)
 			}
 		}
-		for k := range h.Variables {
-			if k == "" || strings.ContainsAny(k, "=\x00") {
-				bad("tide.variables", "%q is not a valid variable name", k)
+		for _, k := range slices.Sorted(maps.Keys(h.Variables)) {
+			if !varNameRE.MatchString(k) {
+				bad("tide.variables."+k, "%q is not a valid variable name: use letters, digits and '_', not starting with a digit (e.g. MY_VAR)", k)
 			}
 		}
 	}

@@ -1,6 +1,7 @@
 package spec
 
 import (
+	"maps"
 	"math/rand/v2"
 	"regexp"
 	"slices"
@@ -443,6 +444,9 @@ func defaultJob(j *api.Job) {
 	}
 }
 
+// varNameRE is an environment variable name a shell can read.
+var varNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
 // ValidateJob checks a command job in full: type, names, command and its
 // ${{inputs.x}} / ${{outputs.y}} bindings, inputs, outputs, environment,
 // resources, distribution and limits. It does not apply defaults; ParseJob
@@ -519,9 +523,9 @@ func checkJobBody(j *api.Job, bad func(field, format string, args ...any)) {
 			bad("environment.image", "required for an inline environment (a Docker image such as python:3.11, or build: {path: DIR}); or name a registered environment")
 		}
 	}
-	for k := range j.EnvironmentVariables {
-		if k == "" || strings.ContainsAny(k, "=\x00") {
-			bad("environment_variables", "%q is not a valid variable name", k)
+	for _, k := range slices.Sorted(maps.Keys(j.EnvironmentVariables)) {
+		if !varNameRE.MatchString(k) {
+			bad("environment_variables."+k, "%q is not a valid variable name: use letters, digits and '_', not starting with a digit (a shell could not read it, e.g. MY_VAR)", k)
 		}
 	}
 	for _, name := range sortedNames(j.Inputs) {

@@ -125,6 +125,9 @@ func TestJobErrors(t *testing.T) {
 		{"typo", "command: ls\nenviroment: python\n", nil, `j.yml:2: unknown field "enviroment"; did you mean "environment"?`},
 		{"inline environment without image", "command: ls\nenvironment:\n  conda_file: env.yml\n", nil,
 			"j.yml:2: environment.image: required for an inline environment (a Docker image such as python:3.11, or build: {path: DIR}); or name a registered environment"},
+		{"variable names a shell cannot read", "command: ls\nenvironment_variables:\n  OK_1: a\n  1BAD: b\n  A-B: c\n", nil,
+			"j.yml:4: environment_variables.1BAD: \"1BAD\" is not a valid variable name: use letters, digits and '_', not starting with a digit (a shell could not read it, e.g. MY_VAR)\n" +
+				"j.yml:5: environment_variables.A-B: \"A-B\" is not a valid variable name: use letters, digits and '_', not starting with a digit (a shell could not read it, e.g. MY_VAR)"},
 		{"build and image", "command: ls\nenvironment:\n  image: busybox\n  build:\n    path: docker\n", nil,
 			"j.yml:3: environment.image: give either image or build, not both"},
 		{"build without path", "command: ls\nenvironment:\n  build:\n    dockerfile_path: Dockerfile\n", nil,

@@ -75,7 +75,8 @@ function computeActions(c, note) {
   const out = h('div', {class: 'actions'});
   if (isInstance(c)) {
     out.append(act('Start', () => api('POST', path + '/start')), act('Stop', () => api('POST', path + '/stop')), act('Restart', () => api('POST', path + '/restart')));
-    out.append(h('a', {class: 'button', href: '/v1/workspaces/' + encodeURIComponent(Studio.ws) + '/instances/' + encodeURIComponent(c.name) + '/jupyter/', target: '_blank', rel: 'noopener'}, 'Jupyter'));
+    // No Jupyter link yet: Jupyter's own pages post without Studio's CSRF
+    // header, so the proxy would refuse them when signed in by the cookie.
   }
   out.append(act('Delete', async () => {
     if (!confirm('Delete compute ' + c.name + '? Its nodes are released.')) return;

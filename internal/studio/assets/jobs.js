@@ -46,7 +46,7 @@ const maxShown = 2000;
 
 function logView(job) {
   const lines = [];
-  let tab = 'all', follow = true, paused = false, pending = [];
+  let tab = 'all', follow = true, paused = false;
   const pre = h('pre', {class: 'log', id: 'log', tabindex: 0, 'aria-label': 'Log', 'aria-live': 'off'});
   const tabs = h('div', {class: 'tabs', role: 'tablist', id: 'log-tabs'});
   const info = h('span', {class: 'hint', id: 'log-info'});
@@ -54,45 +54,57 @@ function logView(job) {
   const pauseBtn = h('button', {type: 'button', id: 'pause', onclick: () => {
     paused = !paused;
     pauseBtn.textContent = paused ? 'Resume' : 'Pause';
-    if (!paused) { const p = pending; pending = []; for (const l of p) append(l); }
+    if (!paused) redraw();
   }}, 'Pause');
   const download = h('button', {type: 'button', id: 'download-log', onclick: () => {
-    const text = lines.filter(l => tab === 'all' || l.node === tab).map(l => l.text).join('\n') + '\n';
+    const text = lines.filter(visible).map(l => l.text).join('\n') + '\n';
     const a = h('a', {href: URL.createObjectURL(new Blob([text], {type: 'text/plain'})), download: job + (tab === 'all' ? '' : '.node' + tab) + '.log'});
     document.body.append(a); a.click(); a.remove();
   }}, 'Download');
   const nodes = new Set();
+  const counts = {all: 0};
   const drawTabs = () => tabs.replaceChildren(...['all', ...[...nodes].sort((a, b) => a - b)].map(t =>
     h('button', {type: 'button', role: 'tab', 'aria-selected': String(t === tab), class: t === tab ? 'active' : '', onclick: () => { tab = t; redraw(); drawTabs(); }},
       t === 'all' ? 'All nodes' : 'Node ' + t)));
   const visible = l => tab === 'all' || l.node === tab;
   const line = l => h('div', {class: l.stream === 'stderr' ? 'stderr' : ''}, (tab === 'all' && nodes.size > 1 ? '[' + l.node + '] ' : '') + l.text);
+  const note = () => {
+    const n = counts[tab] || 0;
+    info.textContent = n > maxShown ? 'Showing the last ' + maxShown + ' of ' + n + ' lines; Download has them all.' : n + ' line(s)';
+  };
   const redraw = () => {
-    const shown = lines.filter(visible);
-    const tail = shown.slice(-maxShown);
-    pre.replaceChildren(...tail.map(line));
-    note(shown.length);
+    queue = [];
+    pre.replaceChildren(...lines.filter(visible).slice(-maxShown).map(line));
+    note();
     if (follow) pre.scrollTop = pre.scrollHeight;
   };
-  const note = n => { info.textContent = n > maxShown ? 'Showing the last ' + maxShown + ' of ' + n + ' lines; Download has them all.' : n + ' line(s)'; };
-  const append = l => {
-    if (!nodes.has(l.node)) { nodes.add(l.node); drawTabs(); }
-    if (!visible(l)) return;
-    pre.append(line(l));
-    while (pre.childElementCount > maxShown) pre.firstChild.remove();
+  // Lines arrive a thousand at a time: they are drawn in batches, with one
+  // layout per batch rather than per line.
+  let queue = [], scheduled = false;
+  const flush = () => {
+    scheduled = false;
+    const batch = queue.slice(-maxShown);
+    queue = [];
+    const frag = document.createDocumentFragment();
+    for (const l of batch) frag.append(line(l));
+    pre.append(frag);
+    for (let extra = pre.childElementCount - maxShown; extra > 0; extra--) pre.firstElementChild.remove();
+    note();
     if (follow) pre.scrollTop = pre.scrollHeight;
   };
-  let counted = 0;
   const add = l => {
     lines.push(l);
-    if (paused) { pending.push(l); return; }
-    append(l);
-    if (++counted % 200 === 0 || lines.length < 200) note(lines.filter(visible).length);
+    counts.all++;
+    counts[l.node] = (counts[l.node] || 0) + 1;
+    if (!nodes.has(l.node)) { nodes.add(l.node); drawTabs(); }
+    if (paused || !visible(l)) return;
+    queue.push(l);
+    if (!scheduled) { scheduled = true; setTimeout(flush, 50); }
   };
   drawTabs();
   const el = h('section', {class: 'card'}, h('h2', {}, 'Log'),
     h('div', {class: 'log-bar'}, tabs, h('label', {for: 'follow'}, followBox, ' Follow'), pauseBtn, download, info), pre);
-  return {el, add, done: () => note(lines.filter(visible).length)};
+  return {el, add, done: () => { if (!paused) flush(); }};
 }
 
 Studio.pages.push({re: /^jobs\/([^/]+)$/, render: async name => {

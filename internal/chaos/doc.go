@@ -1,0 +1,12 @@
+// Package chaos is tide's chaos suite: tests that break the control plane
+// on purpose while jobs run, and check that nothing is lost and nothing
+// runs twice. Its tests start real `tide server` processes (SQLite and
+// PostgreSQL), real agents and real jobs, then kill the server with
+// SIGKILL every few seconds, preempt half of a low-priority compute at
+// once, and fill the disk under the data dir. Each prints a row of the
+// table `make chaos` shows (jobs, kills, preemptions, lost, duplicated);
+// docs/reliability.md quotes a full run.
+//
+// The package has no code of its own: `go test ./internal/chaos` runs the
+// short form (in `make test`), TIDE_CHAOS=full the full one (`make chaos`).
+package chaos
