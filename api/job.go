@@ -100,7 +100,26 @@ type Job struct {
 	// Metrics are the latest value of each metric the job logged
 	// (tide job metrics lists the series).
 	Metrics map[string]float64 `json:"metrics,omitempty"`
-	Etag    string             `json:"etag,omitempty"`
+	// Serverless describes the nodes of a serverless job (one whose file
+	// names no compute, or compute: serverless): Compute then names the
+	// hidden compute that holds them for this job only.
+	Serverless *JobServerless `json:"serverless,omitempty"`
+	Etag       string         `json:"etag,omitempty"`
+}
+
+// JobServerless is what a serverless job runs on: nodes created for it
+// alone and deleted when it ends.
+type JobServerless struct {
+	// InstanceType is the nodes' VM size (resources.instance_type, or the
+	// server's default).
+	InstanceType string `json:"instance_type"`
+	// InstanceCount is how many nodes the job gets.
+	InstanceCount int `json:"instance_count"`
+	// Tier is low_priority (job_tier spot) or dedicated.
+	Tier string `json:"tier"`
+	// Location is where the nodes come from (the workspace's serverless
+	// location).
+	Location string `json:"location"`
 }
 
 // JobRank is one node of a running or finished job attempt.
@@ -240,6 +259,9 @@ type JobOutput struct {
 
 // JobResources is the job's shape on its compute.
 type JobResources struct {
+	// InstanceType is the VM size of a serverless job's nodes; a job on a
+	// compute runs on the compute's size, as in Azure, which ignores it.
+	InstanceType  string `json:"instance_type,omitempty"`
 	InstanceCount int    `json:"instance_count,omitempty"`
 	ShmSize       string `json:"shm_size,omitempty"`
 }

@@ -80,7 +80,16 @@ type Compute struct {
 	// compute's schedules: a firing between then and a server start was
 	// missed and is applied once.
 	SchedulesCheckedOn time.Time `json:"schedules_checked_on,omitzero"`
+	// ServerlessJob is set on the hidden compute that holds a serverless
+	// job's nodes: the job's name. Such a compute is created with the job,
+	// left out of compute lists and deleted when the job ends.
+	ServerlessJob string `json:"serverless_job,omitempty"`
 }
+
+// ServerlessPrefix starts the name of every serverless job's hidden
+// compute; users cannot create computes named so, nor one named
+// "serverless", which a job file uses to ask for serverless nodes.
+const ServerlessPrefix = "serverless-"
 
 // ComputeExtensions are the compute settings tide adds to Azure ML's
 // schema, under the key tide.

@@ -108,6 +108,7 @@ func TestPreemptionStorm(t *testing.T) {
 		log := text.String()
 		if !strings.Contains(log, "step 20\n") {
 			t.Errorf("job %s never reached step 20:\n%s", n, log)
+			lost++
 		}
 		// A resumed attempt starts where the checkpoint left off: the
 		// steps after it are printed once per attempt at most, and a

@@ -81,7 +81,7 @@ With --stream, follow the job's log until it ends.` + streamExitHelp,
 				return r.streamPipeline(cmd.Context(), cl, out.Name)
 			}
 			if stream {
-				fmt.Fprintf(r.app.Stderr, "Job %s submitted to %s.\n", out.Name, out.Compute)
+				fmt.Fprintf(r.app.Stderr, "Job %s submitted to %s.\n", out.Name, jobComputeDetail(out))
 				return r.streamJob(cmd.Context(), cl, out.Name)
 			}
 			p := r.printer()
@@ -170,6 +170,11 @@ func (r *run) exportTrace(ctx context.Context, cl *api.Client, js []api.Job, pat
 	sizes := make(map[string]string, len(cs))
 	for _, c := range cs {
 		sizes[c.Name] = c.Size
+	}
+	for _, j := range js {
+		if j.Serverless != nil {
+			sizes[j.Compute] = j.Serverless.InstanceType
+		}
 	}
 	w := r.app.Stdout
 	var file *os.File

@@ -346,7 +346,7 @@ func (p *printer) jobTable(w io.Writer, js []api.Job) {
 				waiting = fmt.Sprintf("#%d: %s", j.QueuePosition, waiting)
 			}
 		}
-		rows = append(rows, []string{j.Name, j.Status, j.Compute, p.ago(j.CreatedOn), p.jobDuration(j), dash(j.DisplayName), dash(waiting)})
+		rows = append(rows, []string{j.Name, j.Status, jobCompute(j), p.ago(j.CreatedOn), p.jobDuration(j), dash(j.DisplayName), dash(waiting)})
 	}
 	table(w, []string{"NAME", "STATUS", "COMPUTE", "AGE", "DURATION", "DISPLAY_NAME", "WAITING_FOR"}, rows)
 }
@@ -361,7 +361,7 @@ func (p *printer) jobDetails(w io.Writer, j *api.Job) {
 		{"display_name", j.DisplayName},
 		{"experiment_name", j.ExperimentName},
 		{"status", j.Status},
-		{"compute", j.Compute},
+		{"compute", jobComputeDetail(j)},
 		{"instance_count", itoa(j.InstanceCount())},
 		{"distribution", jobDistribution(j.Distribution)},
 		{"environment", jobEnvironment(j)},
@@ -464,4 +464,22 @@ func usageLine(u *api.JobUsage) string {
 		s += fmt.Sprintf(", gpu %.0f%% (peak memory %s)", *u.GPUPercent, bytesize(u.GPUMemoryBytes))
 	}
 	return s
+}
+
+// jobCompute names where a job runs, for tables: its compute, or
+// "serverless" for a job on nodes of its own.
+func jobCompute(j *api.Job) string {
+	if j.Serverless != nil {
+		return "serverless"
+	}
+	return j.Compute
+}
+
+// jobComputeDetail is jobCompute with a serverless job's nodes.
+func jobComputeDetail(j *api.Job) string {
+	sl := j.Serverless
+	if sl == nil {
+		return j.Compute
+	}
+	return fmt.Sprintf("serverless: %d × %s (%s, location %s; nodes of its own, compute %s)", sl.InstanceCount, sl.InstanceType, sl.Tier, sl.Location, j.Compute)
 }

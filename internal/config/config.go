@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -55,6 +56,10 @@ type Server struct {
 	Sizes []api.Size `yaml:"sizes"`
 	// Quotas are the vCPU limits per VM family, tier and location.
 	Quotas catalog.Quotas `yaml:"quotas"`
+	// Serverless configures serverless jobs (a job file with no compute,
+	// or compute: serverless): where their nodes come from and their size
+	// when the job names none.
+	Serverless Serverless `yaml:"serverless"`
 	// Clock is the server's clock (schedules, idle times, heartbeats);
 	// nil means time.Now. Tests set one to put the server at a chosen
 	// time; it is not read from the file.
@@ -128,6 +133,35 @@ type Location struct {
 	Oversubscribe bool `yaml:"oversubscribe"`
 }
 
+// Serverless configures the nodes of serverless jobs.
+type Serverless struct {
+	// InstanceType is the VM size of a serverless job that sets no
+	// resources.instance_type. Default Standard_DS3_v2, as Azure's.
+	InstanceType string `yaml:"instance_type"`
+	// Location is where serverless nodes come from. Default: the default
+	// location.
+	Location string `yaml:"location"`
+	// Workspaces overrides Location for single workspaces (keys are
+	// workspace names), as an Azure workspace's region decides where its
+	// serverless jobs run.
+	Workspaces map[string]string `yaml:"workspaces"`
+}
+
+// DefaultServerlessInstanceType is Azure ML's default serverless VM size.
+const DefaultServerlessInstanceType = "Standard_DS3_v2"
+
+// ServerlessLocation returns the location of workspace ws's serverless
+// nodes.
+func (c *Server) ServerlessLocation(ws string) string {
+	if l := c.Serverless.Workspaces[ws]; l != "" {
+		return l
+	}
+	if c.Serverless.Location != "" {
+		return c.Serverless.Location
+	}
+	return c.DefaultLocation()
+}
+
 // Default returns the configuration with every default filled in.
 func Default() Server {
 	c := Server{Quotas: catalog.DefaultQuotas()}
@@ -155,6 +189,9 @@ func (c *Server) fill() {
 			{Name: "local", Provider: "local", Default: true},
 			{Name: "westus", Provider: "local"},
 		}
+	}
+	if c.Serverless.InstanceType == "" {
+		c.Serverless.InstanceType = DefaultServerlessInstanceType
 	}
 	for i := range c.Locations {
 		if c.Locations[i].Runtime == "" {
@@ -286,6 +323,14 @@ func (c *Server) Validate() error {
 	}
 	if defaults > 1 {
 		return errors.New("locations: more than one location is marked default")
+	}
+	if l := c.Serverless.Location; l != "" && !seen[l] {
+		return fmt.Errorf("serverless.location: %q is not a configured location; use one of %s", l, strings.Join(c.LocationNames(), ", "))
+	}
+	for _, ws := range slices.Sorted(maps.Keys(c.Serverless.Workspaces)) {
+		if l := c.Serverless.Workspaces[ws]; !seen[l] {
+			return fmt.Errorf("serverless.workspaces.%s: %q is not a configured location; use one of %s", ws, l, strings.Join(c.LocationNames(), ", "))
+		}
 	}
 	if err := c.Quotas.Validate(); err != nil {
 		return err

@@ -272,6 +272,8 @@ func (c *Controller) Step(ctx context.Context) (time.Time, error) {
 	writes := c.store.(*writeCounter).n.Load()
 	var errs []error
 	errs = append(errs, c.provisioning(ctx, s, now))
+	waits, err := c.serverless(ctx, s, now)
+	errs = append(errs, err)
 	errs = append(errs, c.liveness(ctx, s, now))
 	errs = append(errs, c.preempting(ctx, s, now))
 	errs = append(errs, c.stopping(ctx, s, now))
@@ -288,7 +290,7 @@ func (c *Controller) Step(ctx context.Context) (time.Time, error) {
 	}
 	c.recovered(s)
 	c.learnStartTimes(s.nodes)
-	wake, err := c.decide(ctx, s, now)
+	wake, err := c.decide(ctx, s, waits, now)
 	errs = append(errs, err, c.sample(ctx, s, now))
 	if !instWake.IsZero() && (wake.IsZero() || instWake.Before(wake)) {
 		wake = instWake
@@ -500,7 +502,7 @@ func (c *Controller) pushCancel(node, id, reason string, now time.Time) {
 }
 
 // decide places queued jobs, plans nodes and applies both.
-func (c *Controller) decide(ctx context.Context, s *snapshot, now time.Time) (time.Time, error) {
+func (c *Controller) decide(ctx context.Context, s *snapshot, serverlessWaits map[string]string, now time.Time) (time.Time, error) {
 	computes := map[string]*api.Compute{}
 	caps := map[string]int{}
 	for i := range s.computes {
@@ -605,7 +607,7 @@ func (c *Controller) decide(ctx context.Context, s *snapshot, now time.Time) (ti
 			}
 		}
 	}
-	if err := c.explain(ctx, placed.Waiting, plan, s, now); err != nil {
+	if err := c.explain(ctx, placed.Waiting, plan, s, serverlessWaits, now); err != nil {
 		return time.Time{}, err
 	}
 	if err := c.status(ctx, s, plan, now); err != nil {
@@ -861,7 +863,7 @@ func (c *Controller) forget(ctx context.Context, id string) {
 
 // explain stores why each queued job waits, when that changed: what it
 // waits for, with the numbers a user needs to judge how long.
-func (c *Controller) explain(ctx context.Context, waiting []scheduler.Waiting, plan autoscaler.Result, s *snapshot, now time.Time) error {
+func (c *Controller) explain(ctx context.Context, waiting []scheduler.Waiting, plan autoscaler.Result, s *snapshot, serverlessWaits map[string]string, now time.Time) error {
 	unsched := map[string]string{}
 	for _, u := range plan.Unschedulable {
 		unsched[u.Job] = u.Reason
@@ -918,6 +920,8 @@ func (c *Controller) explain(ctx context.Context, waiting []scheduler.Waiting, p
 		switch b := failing[k]; {
 		case byKey[k] != nil && byKey[k].IsInstance():
 			reason = instanceWaitReason(byKey[k], nodeJobs[byKey[k].Instance.Node], w.Reason == scheduler.ReasonReserved, w.Head)
+		case serverlessWaits[k] != "":
+			reason = serverlessWaits[k]
 		case maxNodes[k] == 0:
 			reason = pausedReason(byKey[k])
 		case unsched[w.Job] != "":

@@ -160,6 +160,14 @@ func cleanup(t testing.TB, in *instance) {
 	for _, c := range cs {
 		_ = in.client.DeleteCompute(ctx, "default", c.Name)
 	}
+	// Serverless jobs' computes go when their jobs end.
+	js, _ := in.client.Jobs(ctx, "default", api.JobFilter{})
+	for _, j := range js {
+		if j.Serverless != nil {
+			_, _ = in.client.CancelJob(ctx, "default", j.Name)
+			cs = append(cs, api.Compute{Name: j.Compute})
+		}
+	}
 	for _, c := range cs {
 		for ctx.Err() == nil {
 			if _, err := in.client.Compute(ctx, "default", c.Name); api.IsNotFound(err) {

@@ -100,6 +100,10 @@ func New(ctx context.Context, cfg config.Server, log *slog.Logger) (*Server, err
 		st.Close()
 		return nil, fmt.Errorf("sizes: %w", err)
 	}
+	if _, ok := cat.Lookup(cfg.Serverless.InstanceType); cfg.Serverless.InstanceType != "" && !ok {
+		st.Close()
+		return nil, fmt.Errorf("serverless.instance_type: unknown VM size %q; run 'tide compute list-sizes' or add it under sizes:", cfg.Serverless.InstanceType)
+	}
 	s := &Server{cfg: cfg, log: log.With("replica", cfg.Replica), store: st, hub: controller.NewHub(),
 		changes: controller.NewBroadcast(), stopping: make(chan struct{})}
 	log = s.log

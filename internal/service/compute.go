@@ -172,6 +172,9 @@ func (s *Service) PatchCompute(ctx context.Context, ws, name string, p *api.Comp
 		if ifMatch != "" && ifMatch != c.Etag {
 			return errorf(412, api.CodePrecondition, "compute %q changed since etag %s (now %s); read it again and retry", name, ifMatch, c.Etag)
 		}
+		if err := serverlessOwned(c, "changed"); err != nil {
+			return err
+		}
 		if p.Description != nil {
 			c.Description = *p.Description
 		}
@@ -246,8 +249,15 @@ func (s *Service) Computes(ctx context.Context, ws string) ([]api.Compute, error
 		if _, err := s.workspace(ctx, tx, ws); err != nil {
 			return err
 		}
-		if out, err = tx.ListComputes(ctx, ws); err != nil {
+		all, err := tx.ListComputes(ctx, ws)
+		if err != nil {
 			return err
+		}
+		// Serverless jobs' computes are theirs, shown by the jobs.
+		for _, c := range all {
+			if c.ServerlessJob == "" {
+				out = append(out, c)
+			}
 		}
 		for i := range out {
 			s.describeInstance(ctx, tx, &out[i])
@@ -273,6 +283,9 @@ func (s *Service) DeleteCompute(ctx context.Context, ws, name, ifMatch string) e
 			return err
 		}
 		if err := checkEtag("compute", name, c.Etag, ifMatch); err != nil {
+			return err
+		}
+		if err := serverlessOwned(c, "deleted"); err != nil {
 			return err
 		}
 		if c.ProvisioningState == api.ProvisioningDeleting {

@@ -217,7 +217,12 @@ func (s *Service) computeCost(ctx context.Context, tx store.Tx, c *api.Compute) 
 // jobCost is what a job's run has cost so far.
 func (s *Service) jobCost(ctx context.Context, tx store.Tx, j *api.Job) *api.Cost {
 	prices := map[string]float64{}
-	if c, err := tx.GetCompute(ctx, j.Workspace, j.Compute); err == nil {
+	if sl := j.Serverless; sl != nil {
+		// Its compute goes with its nodes; the job keeps their shape.
+		if size, ok := s.Catalog.Lookup(sl.InstanceType); ok {
+			prices[j.Compute] = PricePerHour(size, sl.Tier)
+		}
+	} else if c, err := tx.GetCompute(ctx, j.Workspace, j.Compute); err == nil {
 		if size, ok := s.Catalog.Lookup(c.Size); ok {
 			prices[j.Compute] = PricePerHour(size, c.Tier)
 		}

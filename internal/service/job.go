@@ -36,6 +36,7 @@ func (s *Service) SubmitJob(ctx context.Context, ws string, j *api.Job) (*api.Jo
 		return s.submitPipeline(ctx, ws, j)
 	}
 	j.Compute = strings.TrimPrefix(j.Compute, "azureml:")
+	j.Serverless = nil // set by the server, from the job's resources
 	// The engine is asked outside the transaction; the compute's runtime
 	// decides inside it whether the answer matters.
 	var engineErr error
@@ -82,7 +83,14 @@ func (s *Service) admit(ctx context.Context, tx store.Tx, ws string, j *api.Job,
 	if err := tx.PutJob(ctx, j, ""); err != nil {
 		return err
 	}
-	return tx.AddEvent(ctx, ws, "job/"+j.Name, &api.Event{Time: now, Kind: "Queued", Message: fmt.Sprintf("submitted to compute %s (%d node(s))", j.Compute, j.InstanceCount())})
+	if err := ignoredInstanceType(ctx, tx, j); err != nil {
+		return err
+	}
+	msg := fmt.Sprintf("submitted to compute %s (%d node(s))", j.Compute, j.InstanceCount())
+	if sl := j.Serverless; sl != nil {
+		msg = fmt.Sprintf("submitted serverless: %d × %s (%s) in location %s, on nodes of its own (compute %s)", sl.InstanceCount, sl.InstanceType, sl.Tier, sl.Location, j.Compute)
+	}
+	return tx.AddEvent(ctx, ws, "job/"+j.Name, &api.Event{Time: now, Kind: "Queued", Message: msg})
 }
 
 // CheckJob runs the checks SubmitJob runs, before the client uploads the
@@ -127,8 +135,33 @@ func (s *Service) engineCheck(ctx context.Context, j *api.Job) error {
 // inputs the client uploads after this check.
 func (s *Service) checkAdmission(ctx context.Context, tx store.Tx, ws string, j *api.Job, engineErr error, preUpload bool) error {
 	var ps problems
+	// The name comes first: a serverless job's compute carries it.
+	if j.Name == "" {
+		if !preUpload {
+			for {
+				j.Name = newJobName()
+				if _, err := tx.GetJob(ctx, ws, j.Name); store.IsNotFound(err) {
+					break
+				}
+			}
+		}
+	} else if _, err := tx.GetJob(ctx, ws, j.Name); err == nil {
+		e := errorf(409, api.CodeConflict, "name: job %q already exists in workspace %s; job names are unique: choose another name or omit it to get a generated one", j.Name, ws)
+		e.Field = "name"
+		ps.add(e)
+	} else if !store.IsNotFound(err) {
+		return err
+	}
 	n := len(ps)
-	if err := ps.add(s.resolveCompute(ctx, tx, ws, j)); err != nil {
+	if spec.IsServerless(j) && preUpload {
+		// Its nodes are made when it is submitted; now only their shape
+		// is checked.
+		_, _, err := s.serverlessShape(ws, j)
+		if err := ps.add(err); err != nil {
+			return err
+		}
+		n = -1
+	} else if err := ps.add(s.resolveCompute(ctx, tx, ws, j)); err != nil {
 		return err
 	}
 	computeOK := len(ps) == n
@@ -163,22 +196,6 @@ func (s *Service) checkAdmission(ctx context.Context, tx store.Tx, ws string, j 
 			e.Field = "resources.instance_count"
 			ps.add(e)
 		}
-	}
-	if j.Name == "" {
-		if !preUpload {
-			for {
-				j.Name = newJobName()
-				if _, err := tx.GetJob(ctx, ws, j.Name); store.IsNotFound(err) {
-					break
-				}
-			}
-		}
-	} else if _, err := tx.GetJob(ctx, ws, j.Name); err == nil {
-		e := errorf(409, api.CodeConflict, "name: job %q already exists in workspace %s; job names are unique: choose another name or omit it to get a generated one", j.Name, ws)
-		e.Field = "name"
-		ps.add(e)
-	} else if !store.IsNotFound(err) {
-		return err
 	}
 	// After the name: output paths may say ${{name}}.
 	probe := j
@@ -264,35 +281,28 @@ func (s *Service) runtimes() []string {
 	return out
 }
 
-// resolveCompute checks the job's compute, or picks the workspace's only
-// compute when the file names none (Azure ML's example files often do not).
+// resolveCompute checks the job's compute, or, for a serverless job (no
+// compute, or compute: serverless), creates the hidden compute of its
+// nodes.
 func (s *Service) resolveCompute(ctx context.Context, tx store.Tx, ws string, j *api.Job) error {
+	if spec.IsServerless(j) {
+		return s.serverless(ctx, tx, ws, j)
+	}
+	j.Serverless = nil
 	computes, err := tx.ListComputes(ctx, ws)
 	if err != nil {
 		return err
 	}
 	var names []string
 	for _, c := range computes {
-		if c.ProvisioningState != api.ProvisioningDeleting {
+		if c.ProvisioningState != api.ProvisioningDeleting && c.ServerlessJob == "" {
 			names = append(names, c.Name)
 		}
 	}
-	if j.Compute == "" {
-		if len(names) == 1 {
-			j.Compute = names[0]
-			return nil
-		}
-		e := errorf(400, api.CodeValidation, "compute: required when the workspace has %d computes (%s); add 'compute: azureml:NAME' to the file or pass --set compute=NAME", len(names), strings.Join(names, ", "))
-		if len(names) == 0 {
-			e.Msg = "compute: the job names no compute and workspace " + ws + " has none; create one with 'tide compute create -f cluster.yml'"
-		}
-		e.Field = "compute"
-		return e
-	}
 	if !contains(names, j.Compute) {
-		hint := "create it with 'tide compute create -f FILE'"
+		hint := "create it with 'tide compute create -f FILE', or remove compute: to run the job serverless"
 		if len(names) > 0 {
-			hint = "known computes: " + strings.Join(names, ", ")
+			hint = "known computes: " + strings.Join(names, ", ") + "; or remove compute: to run the job serverless"
 		}
 		e := errorf(400, api.CodeValidation, "compute: compute %q not found in workspace %s; %s", j.Compute, ws, hint)
 		e.Field = "compute"

@@ -140,8 +140,8 @@ func (s *Service) resolveComponents(ctx context.Context, tx store.Tx, ws string,
 
 // checkStep checks what a step needs from the workspace before the
 // pipeline is accepted: its compute (the step's, else
-// settings.default_compute, else the pipeline's, else the workspace's only
-// one) and its code and data snapshots.
+// settings.default_compute, else the pipeline's, else serverless) and its
+// code and data snapshots.
 func (s *Service) checkStep(ctx context.Context, tx store.Tx, ws string, p *api.Job, name string) error {
 	step, field := p.Jobs[name], "jobs."+name+"."
 	probe := &api.Job{Compute: strings.TrimPrefix(step.Compute, "azureml:")}
@@ -149,7 +149,18 @@ func (s *Service) checkStep(ctx context.Context, tx store.Tx, ws string, p *api.
 		probe.Compute = p.Settings.DefaultCompute
 	}
 	probe.Compute = cmp.Or(probe.Compute, p.Compute)
-	if err := s.resolveCompute(ctx, tx, ws, probe); err != nil {
+	if spec.IsServerless(probe) {
+		// The step's job gets nodes of its own when it starts; here its
+		// shape is only checked.
+		probe.Resources, probe.QueueSettings = step.Resources, step.QueueSettings
+		if probe.Resources == nil && step.Component != nil {
+			probe.Resources = step.Component.Resources
+		}
+		if _, _, err := s.serverlessShape(ws, probe); err != nil {
+			return prefixed(err, field)
+		}
+		probe.Compute = "serverless"
+	} else if err := s.resolveCompute(ctx, tx, ws, probe); err != nil {
 		return prefixed(err, field)
 	}
 	step.Compute = probe.Compute

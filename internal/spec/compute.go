@@ -46,7 +46,7 @@ var computeStatusFields = map[string]bool{
 	"id": true, "workspace": true, "provisioning_state": true, "allocation_state": true,
 	"current_node_count": true, "target_node_count": true, "node_state_counts": true,
 	"created_on": true, "modified_on": true, "errors": true, "etag": true,
-	"provisioning_errors": true,
+	"provisioning_errors": true, "serverless_job": true,
 }
 
 // ParseCompute parses a compute file (YAML or JSON). sets are "--set
@@ -335,6 +335,8 @@ func checkCompute(c *api.Compute, needName bool, bad func(field, format string, 
 	case c.Name != "":
 		if msg := computeNameProblem(c.Name); msg != "" {
 			bad("name", "%s", msg)
+		} else if ReservedComputeName(c.Name) {
+			bad("name", "%q is reserved: a job file's compute: serverless asks for serverless nodes, and %s* names their hidden computes; choose another name", c.Name, api.ServerlessPrefix)
 		}
 	}
 	switch {
@@ -452,6 +454,13 @@ func computeNameProblem(name string) string {
 		return errorf("%q: every '-' must be followed later by a letter (Azure's rule), e.g. %q", name, strings.TrimRight(name[:i], "-")+"-x"+name[i+1:])
 	}
 	return ""
+}
+
+// ReservedComputeName reports whether name is "serverless" or starts with
+// api.ServerlessPrefix (in any case): names users cannot give a compute.
+func ReservedComputeName(name string) bool {
+	l := strings.ToLower(name)
+	return l == "serverless" || strings.HasPrefix(l, api.ServerlessPrefix)
 }
 
 func isLetter(ch byte) bool { return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') }

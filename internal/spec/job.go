@@ -54,6 +54,7 @@ var jobStatusFields = map[string]bool{
 	"id": true, "workspace": true, "status": true, "created_on": true, "start_time": true,
 	"end_time": true, "exit_code": true, "error": true, "log_tail": true, "ranks": true,
 	"attempt": true, "pending_reason": true, "etag": true, "parent": true, "step": true, "metrics": true, "steps": true, "reuse_key": true, "resolved_environment": true, "creation_context": true, "retried": true, "queue_position": true,
+	"serverless": true,
 }
 
 var (
@@ -336,8 +337,10 @@ func (d *decoder) resources(n *yaml.Node, path string) *api.JobResources {
 		return nil
 	}
 	r := &api.JobResources{}
-	d.mapping(n, path, []string{"instance_count", "shm_size"}, func(key string, v *yaml.Node, fp string) bool {
+	d.mapping(n, path, []string{"instance_type", "instance_count", "shm_size"}, func(key string, v *yaml.Node, fp string) bool {
 		switch key {
+		case "instance_type":
+			r.InstanceType, _ = d.str(v, fp)
 		case "instance_count":
 			r.InstanceCount, _ = d.integer(v, fp)
 			if r.InstanceCount < 1 && !isNull(v) {
@@ -345,8 +348,8 @@ func (d *decoder) resources(n *yaml.Node, path string) *api.JobResources {
 			}
 		case "shm_size":
 			r.ShmSize, _ = d.str(v, fp)
-		case "instance_type", "properties", "docker_args", "locations":
-			d.notSupported(fp, "not supported yet; the compute's size decides the node shape; remove it")
+		case "properties", "docker_args", "locations":
+			d.notSupported(fp, "not supported yet; the compute's size (or a serverless job's instance_type) decides the node shape; remove it")
 		default:
 			return false
 		}
