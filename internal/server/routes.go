@@ -57,7 +57,7 @@ func (s *Server) routes() []route {
 		{method: "GET", pattern: "/v1/agent/assignments/{id}/checkpoint", auth: authNode, summary: "Agent: download the job's latest checkpoint (404: none)", handler: s.agentGetCheckpoint},
 		{method: "PUT", pattern: "/v1/agent/assignments/{id}/artifacts", auth: authNode, summary: "Agent: upload outputs/ and logs/ as tar.gz", status: 204, handler: s.agentArtifacts},
 		{method: "POST", pattern: "/v1/agent/assignments/{id}/status", auth: authNode, summary: "Agent: report an assignment's status", request: api.AssignmentStatus{}, status: 204, handler: s.agentStatus},
-	}, s.dataRoutes(), s.environmentRoutes(ws), s.componentRoutes(ws), s.metricRoutes(ws), s.parseRoutes(), s.instanceRoutes(ws), s.sshRoutes(ws), s.costRoutes(ws), s.budgetRoutes(ws), s.historyRoutes(ws))
+	}, s.dataRoutes(), s.environmentRoutes(ws), s.componentRoutes(ws), s.dataAssetRoutes(ws), s.metricRoutes(ws), s.parseRoutes(), s.instanceRoutes(ws), s.sshRoutes(ws), s.costRoutes(ws), s.budgetRoutes(ws), s.historyRoutes(ws))
 }
 
 func (s *Server) livez(w http.ResponseWriter, r *http.Request) {

@@ -87,6 +87,9 @@ func TestStudio(t *testing.T) {
 	b.waitJS("the job completed", `document.querySelector('#job-status').innerText.includes('Completed')`, 60*time.Second)
 	b.shot("job")
 	keep()
+	b.run("re-submit", chromedp.Click(chromedp.CSS("#resubmit")))
+	b.waitJS("the re-submitted job's page", fmt.Sprintf(`location.hash.startsWith('#/jobs/') && location.hash !== '#/jobs/%s'`, j.Name), 30*time.Second)
+	b.waitJS("the re-submitted job's log", `document.querySelector('#log') && document.querySelector('#log').innerText.includes('studio-line-2')`, 60*time.Second)
 
 	// The monitoring chart shows the node going 0 -> 1 -> 0.
 	b.run("the monitoring tab", chromedp.Navigate(base+"/#/computes/studio/monitoring"))

@@ -45,6 +45,14 @@ func (s *Service) checkData(ctx context.Context, tx store.Tx, ws string, j *api.
 			continue
 		}
 		kind, _ := spec.ClassifyDataPath(in.Path)
+		if kind == spec.PathAsset {
+			var err error
+			if in, err = s.resolveDataAsset(ctx, tx, ws, in, field, bad); err != nil {
+				return err
+			}
+			j.Inputs[name] = in
+			kind, _ = spec.ClassifyDataPath(in.Path)
+		}
 		switch kind {
 		case spec.PathLocal, spec.PathBlob:
 			if err := s.checkSnapshot(in.Path, field, bad); err != nil {

@@ -29,6 +29,9 @@ const (
 	// server turns it into a PathDatastore of the datastore registered
 	// for that account and container.
 	PathWASB = "wasb"
+	// PathAsset is a data asset, azureml:NAME:VERSION or azureml:NAME@latest;
+	// the server replaces it with the asset's path.
+	PathAsset = "asset"
 )
 
 // azureSchemes are Azure storage URL schemes tide cannot read.
@@ -44,7 +47,10 @@ func ClassifyDataPath(p string) (kind, problem string) {
 	scheme, _, hasScheme := strings.Cut(p, "://")
 	if !hasScheme || strings.ContainsAny(scheme, "/\\") {
 		if strings.HasPrefix(p, "azureml:") {
-			return "", fmt.Sprintf("%q refers to an Azure ML data or code asset, which tide does not have; point path at a local path, a file:// or http(s):// URL, or azureml://datastores/NAME/paths/PATH", p)
+			if _, problem := ParseDataAssetRef(p); problem != "" {
+				return "", problem
+			}
+			return PathAsset, ""
 		}
 		return PathLocal, ""
 	}

@@ -25,8 +25,10 @@ func TestClassifyDataPath(t *testing.T) {
 		{"azureml://subscriptions/x/resourcegroups/y/workspaces/z/datastores/d/paths/p", PathDatastore, ""},
 		{"azureml://subscriptions/x/resourceGroups/y/providers/Microsoft.MachineLearningServices/workspaces/z/datastores/d/paths/p", PathDatastore, ""},
 		{"azureml://subscriptions/x/workspaces/z/datastores/d/paths/p", "", "want azureml://subscriptions/SUB/resourcegroups/RG/workspaces/WS"},
-		{"azureml:sampledata@latest", "", "data or code asset"},
-		{"azureml:sampledata:1", "", "data or code asset"},
+		{"azureml:sampledata@latest", PathAsset, ""},
+		{"azureml:sampledata:1", PathAsset, ""},
+		{"azureml:sampledata@stable", "", "tide knows only the label latest"},
+		{"azureml:sampledata", "", "refer to a data asset as azureml:NAME:VERSION or azureml:NAME@latest"},
 		{"wasbs://datasets@azuremlexamples.blob.core.windows.net/", PathWASB, ""},
 		{"wasbs://azuremlexamples.blob.core.windows.net/iris.csv", "", "want wasbs://CONTAINER@ACCOUNT"},
 		{"abfss://fs@acct.dfs.core.windows.net/p", "", "abfss:// is Azure storage"},
@@ -50,6 +52,29 @@ func TestClassifyDataPath(t *testing.T) {
 	}
 	if ws, ok := LongDatastoreWorkspace(long); !ok || ws != "team" {
 		t.Fatalf("LongDatastoreWorkspace = %q, %v", ws, ok)
+	}
+}
+
+func TestParseDataAsset(t *testing.T) {
+	tests := []struct{ yaml, want string }{
+		{"name: iris\nversion: 3\ntype: uri_file\npath: azureml://datastores/d/paths/iris.csv\n", ""},
+		{"name: iris\npath: ./data\n", ""},
+		{"name: iris\ntype: table\npath: ./data\n", `d.yml:2: type: "table": want uri_file, uri_folder or mltable`},
+		{"name: iris\n", "d.yml: path: required"},
+		{"name: iris\nversion: latest\npath: ./x\n", `d.yml:2: version: "latest" is not a version`},
+		{"name: iris\npath: azureml:other:1\n", "is a data asset; a data asset's path is where the data is"},
+	}
+	for _, tt := range tests {
+		a, err := ParseDataAsset("d.yml", []byte(tt.yaml), nil)
+		if tt.want == "" {
+			if err != nil || a.Name != "iris" || (a.Type != "uri_folder" && a.Version != "3") {
+				t.Errorf("%q: %+v, %v", tt.yaml, a, err)
+			}
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%q: err = %v, want %q", tt.yaml, err, tt.want)
+		}
 	}
 }
 

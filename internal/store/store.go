@@ -95,6 +95,14 @@ type Tx interface {
 	PutComponent(ctx context.Context, c *api.Component, ifMatch string) error
 	DeleteComponent(ctx context.Context, workspace, name, version string) error
 
+	// GetDataAsset returns one version of a data asset.
+	GetDataAsset(ctx context.Context, workspace, name, version string) (*api.DataAsset, error)
+	// ListDataAssets lists a workspace's data assets, or the versions of
+	// one name (name not empty), by name and then in creation order.
+	ListDataAssets(ctx context.Context, workspace, name string) ([]api.DataAsset, error)
+	PutDataAsset(ctx context.Context, d *api.DataAsset, ifMatch string) error
+	DeleteDataAsset(ctx context.Context, workspace, name, version string) error
+
 	GetNode(ctx context.Context, id string) (*api.Node, error)
 	// ListNodes lists the nodes of one compute, or all nodes when compute is empty.
 	ListNodes(ctx context.Context, workspace, compute string) ([]api.Node, error)

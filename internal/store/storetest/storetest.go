@@ -45,6 +45,7 @@ func Run(t *testing.T, newDB func(t *testing.T) Opener) {
 		{"Environments", testEnvironments},
 		{"EnvironmentEtags", testEnvironmentEtags},
 		{"Components", testComponents},
+		{"DataAssets", testDataAssets},
 		{"Metrics", testMetrics},
 		{"Nodes", testNodes},
 		{"Tokens", testTokens},

@@ -57,7 +57,13 @@ Studio.pages.push({re: /^computes\/([^/]+)(?:\/(details|nodes|events|monitoring)
     }
     note.replaceChildren();
     current = c;
-    head.replaceChildren(h('h1', {}, c.name, ' ', badge(computeState(c))), computeActions(c, note));
+    // The buttons are drawn once (redrawn only when the state changes), so
+    // a click never lands on a button being replaced.
+    const state = computeState(c);
+    if (head.dataset.state !== state) {
+      head.dataset.state = state;
+      head.replaceChildren(h('h1', {}, c.name, ' ', badge(state)), computeActions(c, note));
+    }
     if (tab === 'details' && !drawn) { body.replaceChildren(computeDetails(c, note)); drawn = true; }
     if (tab === 'details' && drawn) updateDetails(body, c);
     if (tab === 'nodes') await drawNodes(body, c);

@@ -133,8 +133,12 @@ Studio.pages.push({re: /^jobs\/([^/]+)$/, render: async name => {
   }}, 'Re-submit');
 
   const draw = () => {
+    // The heading and its buttons stay in place (a button replaced under
+    // the pointer or the keyboard focus would lose the click).
     cancel.hidden = terminal.has(j.status) || j.status === 'CancelRequested';
-    head.replaceChildren(h('h1', {}, j.display_name || j.name, ' ', h('span', {id: 'job-status'}, badge(j.status))), h('div', {class: 'actions'}, cancel, resubmit));
+    if (!head.firstChild) head.append(h('h1', {}, j.display_name || j.name, ' ', h('span', {id: 'job-status'})), h('div', {class: 'actions'}, cancel, resubmit));
+    const st = head.querySelector('#job-status');
+    if (st.textContent !== j.status) st.replaceChildren(badge(j.status));
     details.replaceChildren(kv([
       ['Name', j.name], ['Experiment', j.experiment_name], ['Compute', j.compute ? h('a', {href: '#/computes/' + encodeURIComponent(j.compute)}, j.compute) : ''],
       ['Waiting because', j.pending_reason ? h('span', {id: 'pending-reason'}, j.pending_reason) : ''],
