@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/http"
 	"strconv"
 	"strings"
 
@@ -34,6 +35,9 @@ type Flags struct {
 	// network of the docker runtime's containers; "none" gives jobs no
 	// network on the docker and sandbox runtimes. Empty: the default.
 	Network string
+	// CAFingerprint pins the CA the server's certificate must chain to
+	// (--ca-fingerprint); empty trusts the system's CAs.
+	CAFingerprint string
 }
 
 // Args returns the command-line arguments for f (without the "agent" verb).
@@ -50,6 +54,7 @@ func (f Flags) Args() []string {
 		"--address", f.Address,
 		"--runtime", cmp.Or(f.Runtime, "process"),
 		"--network", f.Network,
+		"--ca-fingerprint", f.CAFingerprint,
 	}
 }
 
@@ -71,6 +76,7 @@ func ParseFlags(args []string) (Flags, error) {
 	fs.StringVar(&f.Address, "address", "", "address other nodes of a distributed job reach this node at")
 	fs.StringVar(&f.Runtime, "runtime", "process", "how jobs run: process, docker or sandbox")
 	fs.StringVar(&f.Network, "network", "", "the jobs' network (docker and sandbox runtimes): a Docker network name, or none")
+	fs.StringVar(&f.CAFingerprint, "ca-fingerprint", "", "SHA-256 of the CA the server's certificate must chain to")
 	if err := fs.Parse(args); err != nil {
 		return Flags{}, fmt.Errorf("agent flags: %w", err)
 	}
@@ -93,5 +99,13 @@ func ParseFlags(args []string) (Flags, error) {
 // Config returns an agent Config for f, with the given token; the caller
 // sets the logger and anything else.
 func (f Flags) Config(token string) Config {
-	return Config{ServerURLs: f.ServerURLs, NodeID: f.NodeID, Token: token, Dir: f.Dir, Capacity: f.Capacity, Address: f.Address, RuntimeName: f.Runtime}
+	c := Config{ServerURLs: f.ServerURLs, NodeID: f.NodeID, Token: token, Dir: f.Dir, Capacity: f.Capacity, Address: f.Address, RuntimeName: f.Runtime}
+	if f.CAFingerprint != "" {
+		// A server whose certificate does not chain to the pinned CA is
+		// refused, and every request's error says so.
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.TLSClientConfig = api.PinnedTLS(f.CAFingerprint)
+		c.HTTPClient = &http.Client{Transport: tr}
+	}
+	return c
 }

@@ -194,15 +194,17 @@ func applyServerFlags(cfg *config.Server, cmd *cobra.Command, dataDir, listen, s
 		cfg.Store = store
 	}
 	if changed(cmd, "listen") {
-		if cfg.AdvertiseURL == "http://"+cfg.Listen {
-			cfg.AdvertiseURL = "http://" + listen
-		}
+		defaultURL := cfg.AdvertiseURL == cfg.Scheme()+"://"+cfg.Listen
 		host, _ := os.Hostname()
 		if _, port, _ := strings.Cut(cfg.Listen, ":"); cfg.Replica == host+":"+port {
 			_, port, _ = strings.Cut(listen, ":")
 			cfg.Replica = host + ":" + port
 		}
 		cfg.Listen = listen
+		if defaultURL {
+			// The scheme follows the new address: https beyond loopback.
+			cfg.AdvertiseURL = cfg.Scheme() + "://" + listen
+		}
 	}
 	if err := cfg.Validate(); err != nil {
 		return &UsageError{Err: fmt.Errorf("server config: %w", err)}

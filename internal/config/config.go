@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -39,6 +40,17 @@ type Server struct {
 	// AdvertiseURL is the URL agents and clients use to reach this server.
 	// Default: http://<Listen>.
 	AdvertiseURL string `yaml:"advertise_url"`
+	// TLS is "auto" (the default: HTTPS with the server's own certificate
+	// authority, created in the data dir on first start, unless Listen is
+	// a loopback address) or "off" (plain HTTP; only behind a proxy that
+	// terminates TLS). TLSCert and TLSKey, PEM files, replace the server's
+	// own CA and certificate.
+	TLS     string `yaml:"tls"`
+	TLSCert string `yaml:"tls_cert"`
+	TLSKey  string `yaml:"tls_key"`
+	// CAFingerprint is set by the server when it serves TLS: the CA its
+	// certificate chains to, which agents and clients pin.
+	CAFingerprint string `yaml:"-"`
 	// AgentURLs are the URLs agents are given to reach the servers: every
 	// replica's, or one address in front of them. Default: AdvertiseURL.
 	AgentURLs []string `yaml:"agent_urls"`
@@ -176,8 +188,11 @@ func (c *Server) fill() {
 	if c.Listen == "" {
 		c.Listen = DefaultListen
 	}
+	if c.TLS == "" {
+		c.TLS = "auto"
+	}
 	if c.AdvertiseURL == "" {
-		c.AdvertiseURL = "http://" + c.Listen
+		c.AdvertiseURL = c.Scheme() + "://" + c.Listen
 	}
 	if c.Replica == "" {
 		host, _ := os.Hostname()
@@ -401,4 +416,34 @@ func (c *Server) LocationNames() []string {
 		names = append(names, l.Name)
 	}
 	return names
+}
+
+// UseTLS says whether the server serves HTTPS: with a certificate given,
+// or by default on any address beyond loopback.
+func (c *Server) UseTLS() bool {
+	if c.TLSCert != "" {
+		return true
+	}
+	return c.TLS != "off" && !IsLoopback(c.Listen)
+}
+
+// Scheme is https when the server serves TLS, else http.
+func (c *Server) Scheme() string {
+	if c.UseTLS() {
+		return "https"
+	}
+	return "http"
+}
+
+// IsLoopback reports whether a HOST:PORT listens on loopback only.
+func IsLoopback(hostport string) bool {
+	host, _, err := net.SplitHostPort(hostport)
+	if err != nil {
+		host = hostport
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }

@@ -69,6 +69,9 @@ type NodeRequest struct {
 	// ServerURL is where the agent registers; several URLs may be given
 	// separated by commas (server replicas).
 	ServerURL string
+	// CAFingerprint pins the CA of the server's certificate; the agent
+	// refuses a server that does not chain to it ("" without TLS).
+	CAFingerprint string
 	// Token is the node's bearer token. Providers must not put it on a
 	// command line (other users can read argv).
 	Token  string

@@ -11,6 +11,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -62,6 +63,7 @@ type Server struct {
 	// caFingerprint is the SHA-256 of the CA this server's certificate
 	// chains to ("" without TLS); clients and agents pin it.
 	caFingerprint string
+	tls           *tls.Config // nil: plain HTTP
 	// ssh pairs SSH clients with the agents they reach.
 	ssh sshRelay
 	// AdminToken is set when this start created the admin token.
@@ -111,6 +113,12 @@ func New(ctx context.Context, cfg config.Server, log *slog.Logger) (*Server, err
 		changes: controller.NewBroadcast(), stopping: make(chan struct{}), access: newAccessCache()}
 	log = s.log
 	s.audit = newAuditLog(st, log, s.now)
+	if s.tls, s.caFingerprint, err = serverTLS(cfg); err != nil {
+		st.Close()
+		return nil, err
+	}
+	cfg.CAFingerprint = s.caFingerprint
+	s.cfg = cfg
 	if s.blobs, err = blob.New(filepath.Join(cfg.DataDir, "blobs"), int64(cfg.MaxDataSize)); err != nil {
 		st.Close()
 		return nil, err
@@ -295,6 +303,9 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		}
 	}
 	s.Addr = ln.Addr().String()
+	if s.tls != nil {
+		ln = tls.NewListener(ln, s.tls)
+	}
 	srv := &http.Server{Handler: logRequests(s.log, s.mux()), ReadHeaderTimeout: 10 * time.Second}
 	ctrlCtx, stopCtrl := context.WithCancel(context.WithoutCancel(ctx))
 	ctrlDone := make(chan struct{})
@@ -378,3 +389,8 @@ func MintOwnerToken(ctx context.Context, cfg config.Server, name string, expires
 	})
 	return t, err
 }
+
+// CAFingerprint is the SHA-256 of the CA the server's TLS certificate
+// chains to ("" when it serves plain HTTP or a certificate from tls_cert
+// without its CA).
+func (s *Server) CAFingerprint() string { return s.caFingerprint }
