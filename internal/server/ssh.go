@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/tideml/tide/api"
-	"github.com/tideml/tide/internal/service"
 	"github.com/tideml/tide/internal/controller"
+	"github.com/tideml/tide/internal/service"
 )
 
 // sshDialBack bounds the wait for a node's agent to dial back after it was
