@@ -91,6 +91,10 @@ func Decide(p *api.Job) Decision {
 		d.Status = api.JobFailed
 		var names []string
 		for _, f := range failed {
+			if job[f] == "" {
+				names = append(names, f+" (could not start; see the pipeline's events)")
+				continue
+			}
 			names = append(names, fmt.Sprintf("%s (job %s, %s)", f, job[f], strings.ToLower(status[f])))
 		}
 		d.Error = "step " + strings.Join(names, ", step ") + " did not complete"

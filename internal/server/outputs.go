@@ -27,8 +27,11 @@ func (o stepOutputs) dir(ws, job, output string) string {
 // PackOutput implements service.StepOutputs.
 func (o stepOutputs) PackOutput(ctx context.Context, ws, job, output string, file bool) (string, error) {
 	src := o.dir(ws, job, output)
-	if err := os.MkdirAll(src, 0o755); err != nil { // an output the job left empty
-		return "", err
+	// The agent uploads every declared output folder, empty or not, so a
+	// missing one means the job's artifacts are gone: never hand on an
+	// empty folder in its place.
+	if _, err := os.Stat(src); err != nil {
+		return "", fmt.Errorf("job %s kept no output %s (its artifacts are missing); run the step again with settings.force_rerun: true", job, output)
 	}
 	name := ""
 	if file {
