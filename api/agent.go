@@ -87,11 +87,18 @@ type Assignment struct {
 	// Inputs are literal input values, bound into ${{inputs.NAME}}.
 	Inputs map[string]string `json:"inputs,omitempty"`
 	// Outputs are the names of outputs; each is bound to a folder under ./outputs.
-	Outputs        []string          `json:"outputs,omitempty"`
-	Env            map[string]string `json:"env,omitempty"`
-	ExperimentName string            `json:"experiment_name,omitempty"`
-	TimeoutSeconds int               `json:"timeout_seconds,omitempty"`
-	GraceSeconds   int               `json:"grace_seconds,omitempty"`
+	Outputs []string          `json:"outputs,omitempty"`
+	Env     map[string]string `json:"env,omitempty"`
+	// Masks are secret values the job's environment holds; the agent
+	// replaces them with *** in the job's log.
+	Masks []string `json:"masks,omitempty"`
+	// IdentityToken is the token the job's code acts with
+	// (TIDE_IDENTITY_TOKEN), for this attempt only; empty when the job acts
+	// as nobody.
+	IdentityToken  string `json:"identity_token,omitempty"`
+	ExperimentName string `json:"experiment_name,omitempty"`
+	TimeoutSeconds int    `json:"timeout_seconds,omitempty"`
+	GraceSeconds   int    `json:"grace_seconds,omitempty"`
 	// Code is the SHA-256 of the job's code snapshot (GET
 	// /v1/agent/blobs/{digest}), unpacked as the job's working folder.
 	Code string `json:"code,omitempty"`

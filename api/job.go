@@ -46,6 +46,8 @@ type Job struct {
 	Distribution         *Distribution        `json:"distribution,omitempty"`
 	Limits               *JobLimits           `json:"limits,omitempty"`
 	QueueSettings        *QueueSettings       `json:"queue_settings,omitempty"`
+	// Identity is whom the job's code acts as (see JobIdentity).
+	Identity *JobIdentity `json:"identity,omitempty"`
 	// Tide holds tide's own settings (retries), under `tide:` in YAML.
 	Tide *JobExtensions `json:"tide,omitempty"`
 
@@ -63,6 +65,8 @@ type Job struct {
 	Workspace string    `json:"workspace,omitempty"`
 	Status    string    `json:"status,omitempty"`
 	CreatedOn time.Time `json:"created_on,omitzero"`
+	// CreatedBy is the user who submitted the job.
+	CreatedBy string    `json:"created_by,omitempty"`
 	StartTime time.Time `json:"start_time,omitzero"`
 	EndTime   time.Time `json:"end_time,omitzero"`
 	ExitCode  *int      `json:"exit_code,omitempty"`

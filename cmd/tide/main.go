@@ -36,8 +36,9 @@ func run() int {
 		Stderr:  os.Stderr,
 		Version: version,
 		Roles: cli.Roles{
-			Server: server.Run,
-			Agent:  runAgent,
+			Server:     server.Run,
+			Agent:      runAgent,
+			OwnerToken: server.MintOwnerToken,
 			Demo: func(ctx context.Context, out io.Writer, log *slog.Logger, idle int) error {
 				return demo.Run(ctx, demo.Options{Out: out, Log: log, IdleSeconds: idle})
 			},

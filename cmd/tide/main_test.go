@@ -59,6 +59,11 @@ func setup(env *testscript.Env) error {
 		return err
 	}
 	env.Setenv("PORT", strconv.Itoa(port))
+	port2, err := freePort()
+	if err != nil {
+		return err
+	}
+	env.Setenv("PORT2", strconv.Itoa(port2))
 	env.Setenv("XDG_CONFIG_HOME", filepath.Join(env.WorkDir, "config"))
 	env.Setenv("XDG_DATA_HOME", filepath.Join(env.WorkDir, "share"))
 	env.Setenv("HOME", filepath.Join(env.WorkDir, "home"))
@@ -73,7 +78,10 @@ func setup(env *testscript.Env) error {
 	// Agents of the local provider run detached from the server (a server
 	// restart must not kill them), so a script that fails halfway could
 	// leave some behind: stop those this script's server started.
-	env.Defer(func() { stopAgents(filepath.Join(env.WorkDir, "data")) })
+	env.Defer(func() {
+		stopAgents(filepath.Join(env.WorkDir, "data"))
+		stopAgents(filepath.Join(env.WorkDir, "data2"))
+	})
 	return nil
 }
 

@@ -438,6 +438,7 @@ func (j *job) path(what string) string {
 //	TIDE_WORKSPACE, TIDE_JOB_NAME, TIDE_ATTEMPT, TIDE_NODE_ID, TIDE_NODE_RANK,
 //	TIDE_NODE_COUNT, TIDE_OUTPUTS_DIR, TIDE_LOGS_DIR, TIDE_CHECKPOINT_DIR
 //	TIDE_NODE_DIR                  the node's folder (a compute instance's home, kept across stop and start)
+//	TIDE_SERVER, TIDE_TOKEN, TIDE_IDENTITY_TOKEN, IDENTITY_ENDPOINT, IDENTITY_HEADER   when the job has an identity
 //
 // A registered environment's tide block (variables, PATH) applies before
 // the user's environment_variables; launcher variables (MASTER_ADDR, RANK,
@@ -486,6 +487,17 @@ func (j *job) environ(inherit bool) (map[string]string, error) {
 		"TIDE_LOGS_DIR":              j.logsDir,
 		"TIDE_CHECKPOINT_DIR":        j.checkpointDir,
 		"TIDE_NODE_DIR":              j.a.cfg.Dir,
+	}
+	if tok := as.IdentityToken; tok != "" && len(j.a.cfg.ServerURLs) > 0 {
+		// The job acts as its identity: the tide CLI and SDK read
+		// TIDE_SERVER/TIDE_TOKEN, code written for Azure's managed
+		// identity reads IDENTITY_ENDPOINT/IDENTITY_HEADER.
+		server := strings.TrimSuffix(j.a.cfg.ServerURLs[0], "/")
+		set["TIDE_SERVER"] = server
+		set["TIDE_TOKEN"] = tok
+		set["TIDE_IDENTITY_TOKEN"] = tok
+		set["IDENTITY_ENDPOINT"] = server + "/v1/identity/token"
+		set["IDENTITY_HEADER"] = tok
 	}
 	if devs := j.a.cfg.Capacity.GPUDevices; len(devs) > 0 && j.a.cfg.RuntimeName != "docker" {
 		// The node's own GPUs: nodes sharing a host never share one. (A

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -75,6 +76,9 @@ func (s *shipper) openFile(path string) error {
 // add queues one line.
 func (s *shipper) add(stream, text string) {
 	now := time.Now().UTC()
+	for _, m := range s.j.as.Masks {
+		text = strings.ReplaceAll(text, m, "***")
+	}
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()

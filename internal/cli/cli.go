@@ -54,6 +54,9 @@ type Roles struct {
 	Agent func(ctx context.Context, args []string, log *slog.Logger) error
 	// Demo runs `tide demo`: an embedded server, a cluster and example jobs.
 	Demo func(ctx context.Context, out io.Writer, log *slog.Logger, idleSeconds int) error
+	// OwnerToken mints a token for the bootstrap owner from a server's
+	// data folder (`tide token create --data-dir`).
+	OwnerToken func(ctx context.Context, cfg config.Server, name string, expires time.Duration) (api.Token, error)
 }
 
 // App is one invocation's surroundings: its standard streams, environment
@@ -163,7 +166,10 @@ type run struct {
 	ran bool
 	cmd *cobra.Command
 
-	server, token, workspace, configPath, output string
+	server, token, workspace, configPath, context, output string
+	// caFingerprint is the CA the server's certificate must chain to
+	// (set by endpoint).
+	caFingerprint string
 }
 
 func (r *run) rootCommand() *cobra.Command {
@@ -196,6 +202,7 @@ canceled), 2 usage or validation error, 3 not found.`,
 	pf.StringVar(&r.token, "token", "", "API token (env TIDE_TOKEN; default from the client config)")
 	pf.StringVarP(&r.workspace, "workspace", "w", "", "workspace (env TIDE_WORKSPACE; default from the client config, else \"default\")")
 	pf.StringVar(&r.configPath, "config", "", "client config file (env TIDE_CONFIG; default $XDG_CONFIG_HOME/tide/config.json)")
+	pf.StringVar(&r.context, "context", "", "the server (context) of the client config to use (env TIDE_CONTEXT; default its current one)")
 	pf.StringVarP(&r.output, "output", "o", "table", "output format: table, json or yaml")
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
 		r.cmd = cmd
@@ -216,6 +223,14 @@ canceled), 2 usage or validation error, 3 not found.`,
 		r.adviseCommand(),
 		r.costCommand(),
 		r.budgetCommand(),
+		r.userCommand(),
+		r.identityCommand(),
+		r.tokenCommand(),
+		r.roleCommand(),
+		r.secretCommand(),
+		r.auditCommand(),
+		r.whoamiCommand(),
+		r.configCommand(),
 	)
 	if r.app.Roles.Agent != nil {
 		root.AddCommand(r.agentCommand())
@@ -256,12 +271,31 @@ func (r *run) exactArgs(names ...string) cobra.PositionalArgs {
 
 // client resolves the server, token and workspace (flags, then TIDE_*
 // environment, then the client config file) and returns an API client.
+// flagOr is a global flag's value when given, else the environment's.
+func (r *run) flagOr(name, val, env string) string {
+	if r.cmd != nil && r.cmd.Flags().Changed(name) {
+		return val
+	}
+	return r.app.Getenv(env)
+}
+
+// clientConfigPath is --config, TIDE_CONFIG or the default path.
+func (r *run) clientConfigPath() (string, error) {
+	if path := r.flagOr("config", r.configPath, "TIDE_CONFIG"); path != "" {
+		return path, nil
+	}
+	return api.DefaultConfigPath()
+}
+
 func (r *run) client() (*api.Client, error) {
 	server, token, err := r.endpoint()
 	if err != nil {
 		return nil, err
 	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
+	if r.caFingerprint != "" {
+		tr.TLSClientConfig = api.PinnedTLS(r.caFingerprint)
+	}
 	// Bound the wait for an answer, not the whole exchange: log streams and
 	// downloads legitimately take long.
 	tr.ResponseHeaderTimeout = 2 * time.Minute
@@ -272,30 +306,26 @@ func (r *run) client() (*api.Client, error) {
 	return c, nil
 }
 
-// endpoint resolves the server URL, token and workspace from flags, the
-// environment and the client config, in that order.
+// endpoint resolves the server URL, token, workspace and pinned CA from
+// flags, the environment and the client config's context, in that order.
 func (r *run) endpoint() (server, token string, err error) {
-	flagOr := func(name, val, env string) string {
-		if r.cmd != nil && r.cmd.Flags().Changed(name) {
-			return val
-		}
-		return r.app.Getenv(env)
-	}
-	path := flagOr("config", r.configPath, "TIDE_CONFIG")
-	if path == "" {
-		p, err := api.DefaultConfigPath()
-		if err != nil {
-			return "", "", err
-		}
-		path = p
-	}
-	cfg, err := api.LoadClientConfig(path)
+	flagOr := r.flagOr
+	path, err := r.clientConfigPath()
 	if err != nil {
 		return "", "", err
+	}
+	file, err := api.LoadClientConfigFile(path)
+	if err != nil {
+		return "", "", err
+	}
+	cfg, err := file.Context(flagOr("context", r.context, "TIDE_CONTEXT"))
+	if err != nil {
+		return "", "", &UsageError{Err: err}
 	}
 	server = firstNonEmpty(flagOr("server", r.server, "TIDE_SERVER"), cfg.Server, "http://"+config.DefaultListen)
 	token = firstNonEmpty(flagOr("token", r.token, "TIDE_TOKEN"), cfg.Token)
 	r.workspace = firstNonEmpty(flagOr("workspace", r.workspace, "TIDE_WORKSPACE"), cfg.Workspace, api.DefaultWorkspace)
+	r.caFingerprint = firstNonEmpty(r.app.Getenv("TIDE_CA_FINGERPRINT"), cfg.CAFingerprint)
 	return server, token, nil
 }
 

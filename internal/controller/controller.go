@@ -47,8 +47,9 @@ type Controller struct {
 	policies  autoscaler.Registry
 	gaps      *gapTracker // idle-gap histories of adaptive computes
 	// NodeToken makes the bearer token of a node's agent.
-	nodeToken func(nodeID string) string
-	pipelines Pipelines
+	nodeToken     func(nodeID string) string
+	identityToken func(j *api.Job, c *api.Compute) string
+	pipelines     Pipelines
 
 	kick    chan struct{}
 	started time.Time
@@ -93,6 +94,9 @@ type Options struct {
 	// math/rand/v2.
 	Rand      func() float64
 	NodeToken func(nodeID string) string
+	// IdentityToken mints the token a job attempt acts with; nil gives
+	// jobs none.
+	IdentityToken func(j *api.Job, c *api.Compute) string
 	// Metrics counts controller turns; nil counts nothing.
 	Metrics *metrics.Metrics
 	// Pipelines moves pipeline jobs on; nil leaves them alone.
@@ -110,7 +114,7 @@ type Pipelines interface {
 func New(o Options) *Controller {
 	c := &Controller{
 		store: &writeCounter{Store: o.Store}, catalog: o.Catalog, cfg: o.Config, providers: o.Providers,
-		hub: o.Hub, changes: o.Changes, log: o.Log, now: o.Now, nodeToken: o.NodeToken, stats: o.Metrics, pipelines: o.Pipelines,
+		hub: o.Hub, changes: o.Changes, log: o.Log, now: o.Now, nodeToken: o.NodeToken, identityToken: o.IdentityToken, stats: o.Metrics, pipelines: o.Pipelines,
 		policies:   autoscaler.BuiltinPolicies(),
 		gaps:       newGapTracker(0),
 		kick:       make(chan struct{}, 1),
@@ -631,6 +635,7 @@ func (c *Controller) assign(ctx context.Context, j *api.Job, nodeIDs []string, n
 	var job *api.Job
 	var addrs []string
 	var location string
+	var secrets service.JobSecrets
 	err := c.store.Update(ctx, func(tx store.Tx) error {
 		cur, err := tx.GetJob(ctx, j.Workspace, j.Name)
 		if err != nil {
@@ -642,6 +647,15 @@ func (c *Controller) assign(ctx context.Context, j *api.Job, nodeIDs []string, n
 		cur.Attempt++
 		cur.Status, cur.PendingReason = api.JobPreparing, ""
 		cur.Ranks = nil
+		if secrets, err = service.LoadJobSecrets(ctx, tx, cur, c.identityToken); err != nil {
+			// A secret deleted since submission: the job cannot run.
+			job = nil
+			cur.Status, cur.Error, cur.EndTime, cur.PendingReason = api.JobFailed, err.Error(), now, ""
+			if err := tx.PutJob(ctx, cur, ""); err != nil {
+				return err
+			}
+			return tx.AddEvent(ctx, cur.Workspace, "job/"+cur.Name, &api.Event{Time: now, Kind: "Failed", Message: err.Error()})
+		}
 		id := service.AssignmentID(cur.Workspace, cur.Name, cur.Attempt)
 		addrs = addrs[:0]
 		for _, nid := range nodeIDs {
@@ -670,8 +684,13 @@ func (c *Controller) assign(ctx context.Context, j *api.Job, nodeIDs []string, n
 	if err != nil {
 		return err
 	}
+	if job == nil {
+		c.changes.Notify()
+		return nil
+	}
 	for rank, nid := range nodeIDs {
 		a := service.AssignmentFor(job, rank, addrs, c.Runtime(location), int(c.cfg.CancelGrace.Seconds()))
+		secrets.Apply(&a)
 		c.hub.Push(nid, Message{Kind: "assign", Data: a})
 	}
 	c.changes.Notify()

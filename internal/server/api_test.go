@@ -106,6 +106,10 @@ func TestAuthRequired(t *testing.T) {
 // API as YAML: amlcompute files are created, the others rejected clearly.
 func TestComputeFilesThroughAPI(t *testing.T) {
 	h, token := newHandler(t)
+	// The identity Azure's cluster-user-identity.yml names.
+	if rec := call(h, token, "POST", "/v1/users", []byte(`{"name":"identity_resource_id","kind":"identity"}`)); rec.Code != 201 {
+		t.Fatalf("creating the identity: %d %s", rec.Code, rec.Body)
+	}
 	files, _ := filepath.Glob(filepath.Join(examples, "resources/compute/*.yml"))
 	if len(files) < 10 {
 		t.Fatalf("found %d compute files", len(files))

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -10,21 +11,23 @@ import (
 	"github.com/tideml/tide/api"
 	"github.com/tideml/tide/internal/blob"
 	"github.com/tideml/tide/internal/config"
+	"github.com/tideml/tide/internal/service"
+	"github.com/tideml/tide/internal/store"
 )
 
 // dataRoutes are the routes of code and data snapshots and datastores.
 func (s *Server) dataRoutes() []route {
 	ws := "/v1/workspaces/{workspace}"
 	return []route{
-		{method: "HEAD", pattern: "/v1/blobs/{digest}", auth: authAdmin, summary: "Whether a code or data snapshot (tar.gz, named by its SHA-256) is stored", handler: s.headBlob},
-		{method: "PUT", pattern: "/v1/blobs/{digest}", auth: authAdmin, rawBody: true, summary: "Upload a code or data snapshot: a tar.gz named by its SHA-256, at most max_data_size", status: 201, handler: s.putBlob},
+		{method: "HEAD", pattern: "/v1/blobs/{digest}", auth: authSignedIn, summary: "Whether a code or data snapshot (tar.gz, named by its SHA-256) is stored", handler: s.headBlob},
+		{method: "PUT", pattern: "/v1/blobs/{digest}", auth: authSignedIn, rawBody: true, summary: "Upload a code or data snapshot: a tar.gz named by its SHA-256, at most max_data_size", status: 201, handler: s.putBlob},
 		{method: "GET", pattern: "/v1/agent/blobs/{digest}", auth: authNode, summary: "Agent: download a code or data snapshot", handler: s.agentBlob},
 		{method: "GET", pattern: "/v1/agent/workspaces/{workspace}/datastores/{name}", auth: authNode, summary: "Agent: a datastore with its credentials, to resolve azureml://datastores/ paths", response: api.Datastore{}, handler: s.agentDatastore},
 
-		{method: "GET", pattern: ws + "/datastores", auth: authAdmin, summary: "List datastores", response: api.List[api.Datastore]{}, handler: s.listDatastores},
-		{method: "PUT", pattern: ws + "/datastores/{name}", auth: authAdmin, summary: "Create or replace a datastore", request: api.Datastore{}, response: api.Datastore{}, status: 201, handler: s.putDatastore},
-		{method: "GET", pattern: ws + "/datastores/{name}", auth: authAdmin, summary: "Get a datastore", response: api.Datastore{}, handler: s.getDatastore},
-		{method: "DELETE", pattern: ws + "/datastores/{name}", auth: authAdmin, summary: "Delete a datastore", status: 204, handler: s.deleteDatastore},
+		{method: "GET", pattern: ws + "/datastores", auth: can(service.PermDataRead), summary: "List datastores", response: api.List[api.Datastore]{}, handler: s.listDatastores},
+		{method: "PUT", pattern: ws + "/datastores/{name}", auth: can(service.PermDataWrite), summary: "Create or replace a datastore", request: api.Datastore{}, response: api.Datastore{}, status: 201, handler: s.putDatastore},
+		{method: "GET", pattern: ws + "/datastores/{name}", auth: can(service.PermDataRead), summary: "Get a datastore", response: api.Datastore{}, handler: s.getDatastore},
+		{method: "DELETE", pattern: ws + "/datastores/{name}", auth: can(service.PermDataWrite), summary: "Delete a datastore", status: 204, handler: s.deleteDatastore},
 	}
 }
 
@@ -125,6 +128,12 @@ func (s *Server) putDatastore(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) getDatastore(w http.ResponseWriter, r *http.Request) {
+	if p := principalOf(r); p.kind == "node" {
+		if err := s.nodeInWorkspace(r.Context(), p.node, r.PathValue("workspace")); err != nil {
+			s.fail(w, r, err)
+			return
+		}
+	}
 	d, err := s.svc.Datastore(r.Context(), r.PathValue("workspace"), r.PathValue("name"))
 	if err != nil {
 		s.fail(w, r, err)
@@ -148,4 +157,17 @@ func (s *Server) deleteDatastore(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.WriteHeader(204)
+}
+
+// nodeInWorkspace lets a node read only its own workspace's datastores.
+func (s *Server) nodeInWorkspace(ctx context.Context, node, workspace string) error {
+	var n *api.Node
+	err := s.store.View(ctx, func(tx store.Tx) (err error) {
+		n, err = tx.GetNode(ctx, node)
+		return err
+	})
+	if store.IsNotFound(err) || err == nil && n.Workspace != workspace {
+		return &service.Error{Status: 403, Code: "Forbidden", Msg: fmt.Sprintf("node %s may read only its own workspace's datastores", node)}
+	}
+	return err
 }

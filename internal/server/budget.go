@@ -4,14 +4,15 @@ import (
 	"net/http"
 
 	"github.com/tideml/tide/api"
+	"github.com/tideml/tide/internal/service"
 )
 
 func (s *Server) budgetRoutes(ws string) []route {
 	return []route{
-		{method: "GET", pattern: ws + "/budgets", auth: authAdmin, summary: "List budgets", response: api.List[api.Budget]{}, handler: s.listBudgets},
-		{method: "PUT", pattern: ws + "/budgets/{name}", auth: authAdmin, summary: "Create or replace a budget (its alerts are kept)", request: api.Budget{}, response: api.Budget{}, status: 201, handler: s.putBudget},
-		{method: "GET", pattern: ws + "/budgets/{name}", auth: authAdmin, summary: "Get a budget: spent this period and the alerts sent", response: api.Budget{}, handler: s.getBudget},
-		{method: "DELETE", pattern: ws + "/budgets/{name}", auth: authAdmin, summary: "Delete a budget", status: 204, handler: s.deleteBudget},
+		{method: "GET", pattern: ws + "/budgets", auth: can(service.PermCostRead), summary: "List budgets", response: api.List[api.Budget]{}, handler: s.listBudgets},
+		{method: "PUT", pattern: ws + "/budgets/{name}", auth: can(service.PermCostWrite), summary: "Create or replace a budget (its alerts are kept)", request: api.Budget{}, response: api.Budget{}, status: 201, handler: s.putBudget},
+		{method: "GET", pattern: ws + "/budgets/{name}", auth: can(service.PermCostRead), summary: "Get a budget: spent this period and the alerts sent", response: api.Budget{}, handler: s.getBudget},
+		{method: "DELETE", pattern: ws + "/budgets/{name}", auth: can(service.PermCostWrite), summary: "Delete a budget", status: 204, handler: s.deleteBudget},
 	}
 }
 

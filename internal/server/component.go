@@ -4,14 +4,15 @@ import (
 	"net/http"
 
 	"github.com/tideml/tide/api"
+	"github.com/tideml/tide/internal/service"
 )
 
 func (s *Server) componentRoutes(ws string) []route {
 	return []route{
-		{method: "GET", pattern: ws + "/components", auth: authAdmin, summary: "List components, every version (filter: name)", response: api.List[api.Component]{}, handler: s.listComponents},
-		{method: "POST", pattern: ws + "/components", auth: authAdmin, summary: "Register a component version (an empty version gets the next number)", request: api.Component{}, response: api.Component{}, status: 201, handler: s.createComponent},
-		{method: "GET", pattern: ws + "/components/{name}/versions/{version}", auth: authAdmin, summary: "Get one version of a component (version latest: the newest)", response: api.Component{}, handler: s.getComponent},
-		{method: "DELETE", pattern: ws + "/components/{name}/versions/{version}", auth: authAdmin, summary: "Delete one version of a component", status: 204, handler: s.deleteComponent},
+		{method: "GET", pattern: ws + "/components", auth: can(service.PermDataRead), summary: "List components, every version (filter: name)", response: api.List[api.Component]{}, handler: s.listComponents},
+		{method: "POST", pattern: ws + "/components", auth: can(service.PermDataWrite), summary: "Register a component version (an empty version gets the next number)", request: api.Component{}, response: api.Component{}, status: 201, handler: s.createComponent},
+		{method: "GET", pattern: ws + "/components/{name}/versions/{version}", auth: can(service.PermDataRead), summary: "Get one version of a component (version latest: the newest)", response: api.Component{}, handler: s.getComponent},
+		{method: "DELETE", pattern: ws + "/components/{name}/versions/{version}", auth: can(service.PermDataWrite), summary: "Delete one version of a component", status: 204, handler: s.deleteComponent},
 	}
 }
 

@@ -7,11 +7,12 @@ import (
 	"time"
 
 	"github.com/tideml/tide/api"
+	"github.com/tideml/tide/internal/service"
 )
 
 func (s *Server) costRoutes(ws string) []route {
 	return []route{
-		{method: "GET", pattern: ws + "/cost", auth: authAdmin, summary: "What the workspace's nodes (by=compute|node|workspace) or jobs (by=job|tag|user) cost since a time (since=RFC 3339 or a duration like 7d or 24h; default: all)", response: api.CostReport{}, handler: s.cost},
+		{method: "GET", pattern: ws + "/cost", auth: can(service.PermCostRead), summary: "What the workspace's nodes (by=compute|node|workspace) or jobs (by=job|tag|user) cost since a time (since=RFC 3339 or a duration like 7d or 24h; default: all)", response: api.CostReport{}, handler: s.cost},
 	}
 }
 
@@ -36,7 +37,7 @@ func (s *Server) cost(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) historyRoutes(ws string) []route {
 	return []route{
-		{method: "GET", pattern: ws + "/computes/{name}/history", auth: authAdmin, summary: "A compute's nodes by state, jobs and utilisation over time, sampled once a minute and kept a week (since=RFC 3339 or 6h/7d, default 24h; points=N buckets, default 120)", response: []api.ComputeSample{}, handler: s.computeHistory},
+		{method: "GET", pattern: ws + "/computes/{name}/history", auth: can(service.PermComputesRead), summary: "A compute's nodes by state, jobs and utilisation over time, sampled once a minute and kept a week (since=RFC 3339 or 6h/7d, default 24h; points=N buckets, default 120)", response: []api.ComputeSample{}, handler: s.computeHistory},
 	}
 }
 

@@ -4,15 +4,16 @@ import (
 	"net/http"
 
 	"github.com/tideml/tide/api"
+	"github.com/tideml/tide/internal/service"
 )
 
 func (s *Server) dataAssetRoutes(ws string) []route {
 	return []route{
-		{method: "GET", pattern: ws + "/data", auth: authAdmin, summary: "List data assets, every version (filters: name; archived=true includes archived versions)", response: api.List[api.DataAsset]{}, handler: s.listDataAssets},
-		{method: "POST", pattern: ws + "/data", auth: authAdmin, summary: "Create a data asset version (immutable; an empty version gets the next number)", request: api.DataAsset{}, response: api.DataAsset{}, status: 201, handler: s.createDataAsset},
-		{method: "GET", pattern: ws + "/data/{name}/versions/{version}", auth: authAdmin, summary: "Get one version of a data asset (version latest: the newest not archived)", response: api.DataAsset{}, handler: s.getDataAsset},
-		{method: "POST", pattern: ws + "/data/{name}/versions/{version}/archive", auth: authAdmin, summary: "Archive a data asset version: left out of lists and @latest", response: api.DataAsset{}, handler: s.archiveDataAsset(true)},
-		{method: "POST", pattern: ws + "/data/{name}/versions/{version}/restore", auth: authAdmin, summary: "Restore an archived data asset version", response: api.DataAsset{}, handler: s.archiveDataAsset(false)},
+		{method: "GET", pattern: ws + "/data", auth: can(service.PermDataRead), summary: "List data assets, every version (filters: name; archived=true includes archived versions)", response: api.List[api.DataAsset]{}, handler: s.listDataAssets},
+		{method: "POST", pattern: ws + "/data", auth: can(service.PermDataWrite), summary: "Create a data asset version (immutable; an empty version gets the next number)", request: api.DataAsset{}, response: api.DataAsset{}, status: 201, handler: s.createDataAsset},
+		{method: "GET", pattern: ws + "/data/{name}/versions/{version}", auth: can(service.PermDataRead), summary: "Get one version of a data asset (version latest: the newest not archived)", response: api.DataAsset{}, handler: s.getDataAsset},
+		{method: "POST", pattern: ws + "/data/{name}/versions/{version}/archive", auth: can(service.PermDataWrite), summary: "Archive a data asset version: left out of lists and @latest", response: api.DataAsset{}, handler: s.archiveDataAsset(true)},
+		{method: "POST", pattern: ws + "/data/{name}/versions/{version}/restore", auth: can(service.PermDataWrite), summary: "Restore an archived data asset version", response: api.DataAsset{}, handler: s.archiveDataAsset(false)},
 	}
 }
 

@@ -4,14 +4,15 @@ import (
 	"net/http"
 
 	"github.com/tideml/tide/api"
+	"github.com/tideml/tide/internal/service"
 )
 
 func (s *Server) environmentRoutes(ws string) []route {
 	return []route{
-		{method: "GET", pattern: ws + "/environments", auth: authAdmin, summary: "List environments, every version (filter: name)", response: api.List[api.Environment]{}, handler: s.listEnvironments},
-		{method: "POST", pattern: ws + "/environments", auth: authAdmin, summary: "Register an environment version (an empty version gets the next number)", request: api.Environment{}, response: api.Environment{}, status: 201, handler: s.createEnvironment},
-		{method: "GET", pattern: ws + "/environments/{name}/versions/{version}", auth: authAdmin, summary: "Get one version of an environment (version latest: the newest)", response: api.Environment{}, handler: s.getEnvironment},
-		{method: "DELETE", pattern: ws + "/environments/{name}/versions/{version}", auth: authAdmin, summary: "Delete one version of an environment", status: 204, handler: s.deleteEnvironment},
+		{method: "GET", pattern: ws + "/environments", auth: can(service.PermDataRead), summary: "List environments, every version (filter: name)", response: api.List[api.Environment]{}, handler: s.listEnvironments},
+		{method: "POST", pattern: ws + "/environments", auth: can(service.PermDataWrite), summary: "Register an environment version (an empty version gets the next number)", request: api.Environment{}, response: api.Environment{}, status: 201, handler: s.createEnvironment},
+		{method: "GET", pattern: ws + "/environments/{name}/versions/{version}", auth: can(service.PermDataRead), summary: "Get one version of an environment (version latest: the newest)", response: api.Environment{}, handler: s.getEnvironment},
+		{method: "DELETE", pattern: ws + "/environments/{name}/versions/{version}", auth: can(service.PermDataWrite), summary: "Delete one version of an environment", status: 204, handler: s.deleteEnvironment},
 	}
 }
 

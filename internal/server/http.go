@@ -2,8 +2,6 @@ package server
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -23,14 +21,28 @@ import (
 // maxBody bounds request bodies other than artifact uploads.
 const maxBody = api.MaxRequestBody
 
-// auth says who may call a route.
-type auth int
+// auth says who may call a route: nobody in particular (public), an
+// agent with its node token (authNode), any signed-in user (authSignedIn),
+// a server admin (authServerAdmin), or a principal whose role in the
+// route's {workspace} grants a permission (can(service.PermX)).
+type auth string
 
 const (
-	authNone  auth = iota // health and metrics
-	authAdmin             // users' API tokens
-	authNode              // an agent's node token
+	authPublic      auth = "public"
+	authNode        auth = "node"
+	authSignedIn    auth = "signed-in"
+	authServerAdmin auth = "server-admin"
+	authJobIdentity auth = "job-identity" // a job's identity token
 )
+
+// can is the auth of a workspace route that needs p.
+func can(p service.Perm) auth { return auth("ws:" + string(p)) }
+
+// perm returns the workspace permission an auth names, if it names one.
+func (a auth) perm() (service.Perm, bool) {
+	p, ok := strings.CutPrefix(string(a), "ws:")
+	return service.Perm(p), ok
+}
 
 // route is one API route. The mux and the OpenAPI document are both built
 // from the route table, and a test checks that every documented route is
@@ -47,22 +59,11 @@ type route struct {
 	handler         func(w http.ResponseWriter, r *http.Request)
 }
 
-type principal struct {
-	role string
-	node string
-}
-
 type ctxKey struct{}
 
 func principalOf(r *http.Request) principal {
 	p, _ := r.Context().Value(ctxKey{}).(principal)
 	return p
-}
-
-// hashToken is how tokens are stored: only their SHA-256.
-func hashToken(secret string) string {
-	h := sha256.Sum256([]byte(secret))
-	return hex.EncodeToString(h[:])
 }
 
 func (s *Server) mux() http.Handler {
@@ -79,7 +80,8 @@ func (s *Server) mux() http.Handler {
 	return mux
 }
 
-// wrap adds authentication, panic recovery and body limits to a handler.
+// wrap adds authentication, authorization, auditing, panic recovery and
+// body limits to a handler.
 func (s *Server) wrap(rt route) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		defer func() {
@@ -88,7 +90,12 @@ func (s *Server) wrap(rt route) http.HandlerFunc {
 				writeProblem(w, &api.Problem{Status: 500, Code: api.CodeInternal, Title: "Internal Server Error", Detail: "internal error; the server log has the details"})
 			}
 		}()
-		if rt.auth != authNone {
+		if s.audited(rt, r) {
+			rec := &statusRecorder{ResponseWriter: w}
+			w = rec
+			defer func() { s.audit.add(r, rt, rec.status) }()
+		}
+		if rt.auth != authPublic {
 			if token, ok := studio.CookieToken(r); ok && r.Header.Get("Authorization") == "" && !studio.Safe(r.Method) && !s.studio.ValidCSRF(r, token) {
 				writeProblem(w, &api.Problem{Status: 403, Code: "Forbidden", Title: "Forbidden", Detail: "missing or wrong " + studio.CSRFHeader + " header: a request signed in by Studio's cookie must come from Studio's own pages"})
 				return
@@ -99,59 +106,20 @@ func (s *Server) wrap(rt route) http.HandlerFunc {
 				return
 			}
 			if err != nil {
-				writeProblem(w, &api.Problem{Status: 401, Code: api.CodeUnauthorized, Title: "Unauthorized", Detail: err.Error()})
+				writeProblem(w, &api.Problem{Status: 401, Code: api.CodeUnauthorized, Title: "Unauthorized", Detail: strings.TrimPrefix(err.Error(), "unauthorized: ")})
 				return
 			}
-			if rt.auth == authAdmin && p.role != "admin" || rt.auth == authNode && p.role != "node" {
-				writeProblem(w, &api.Problem{Status: 403, Code: "Forbidden", Title: "Forbidden", Detail: "this token may not call " + rt.pattern})
+			r = r.WithContext(service.WithUser(context.WithValue(r.Context(), ctxKey{}, p), p.user))
+			if err := s.authorize(r, rt, p); err != nil {
+				s.fail(w, r, err)
 				return
 			}
-			r = r.WithContext(context.WithValue(r.Context(), ctxKey{}, p))
 		}
 		if !rt.rawBody && !strings.HasSuffix(rt.pattern, "/artifacts") {
 			r.Body = http.MaxBytesReader(w, r.Body, maxBody)
 		}
 		rt.handler(w, r)
 	}
-}
-
-// errUnauthorized marks authentication failures (401); other errors from
-// authenticate are the store's.
-var errUnauthorized = errors.New("unauthorized")
-
-// authenticate finds who calls: the Authorization header's bearer token,
-// or else Studio's session cookie (which holds the same kind of token, so
-// the route's rule applies to Studio as to the CLI).
-func (s *Server) authenticate(r *http.Request) (principal, error) {
-	h := r.Header.Get("Authorization")
-	secret, ok := strings.CutPrefix(h, "Bearer ")
-	if h == "" {
-		secret, ok = studio.CookieToken(r)
-	}
-	if !ok || secret == "" {
-		return principal{}, fmt.Errorf("%w: missing 'Authorization: Bearer <token>'; the server wrote a token to the CLI config on its first start (or set TIDE_TOKEN)", errUnauthorized)
-	}
-	if id, ok := s.checkNodeToken(secret); ok {
-		return principal{role: "node", node: id}, nil
-	}
-	hash := hashToken(secret)
-	if p, ok := s.tokens.Load(hash); ok {
-		return p.(principal), nil
-	}
-	var t *store.Token
-	err := s.store.View(r.Context(), func(tx store.Tx) (err error) {
-		t, err = tx.GetToken(r.Context(), hash)
-		return err
-	})
-	if store.IsNotFound(err) {
-		return principal{}, fmt.Errorf("%w: invalid token", errUnauthorized)
-	}
-	if err != nil {
-		return principal{}, fmt.Errorf("reading token: %w", err)
-	}
-	p := principal{role: t.Role, node: t.Node}
-	s.tokens.Store(hash, p)
-	return p, nil
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

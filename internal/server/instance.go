@@ -6,20 +6,21 @@ import (
 	"net/url"
 
 	"github.com/tideml/tide/api"
+	"github.com/tideml/tide/internal/service"
 )
 
 // instanceRoutes are the verbs of compute instances and the proxy to
 // their Jupyter servers.
 func (s *Server) instanceRoutes(ws string) []route {
 	routes := []route{
-		{method: "POST", pattern: ws + "/computes/{name}/start", auth: authAdmin, summary: "Start a compute instance", response: api.Compute{}, status: 202, handler: s.instanceOp(api.OperationStart)},
-		{method: "POST", pattern: ws + "/computes/{name}/stop", auth: authAdmin, summary: "Stop a compute instance (its disk is kept)", response: api.Compute{}, status: 202, handler: s.instanceOp(api.OperationStop)},
-		{method: "POST", pattern: ws + "/computes/{name}/restart", auth: authAdmin, summary: "Restart a compute instance", response: api.Compute{}, status: 202, handler: s.instanceOp(api.OperationRestart)},
+		{method: "POST", pattern: ws + "/computes/{name}/start", auth: can(service.PermComputesOperate), summary: "Start a compute instance", response: api.Compute{}, status: 202, handler: s.instanceOp(api.OperationStart)},
+		{method: "POST", pattern: ws + "/computes/{name}/stop", auth: can(service.PermComputesOperate), summary: "Stop a compute instance (its disk is kept)", response: api.Compute{}, status: 202, handler: s.instanceOp(api.OperationStop)},
+		{method: "POST", pattern: ws + "/computes/{name}/restart", auth: can(service.PermComputesOperate), summary: "Restart a compute instance", response: api.Compute{}, status: 202, handler: s.instanceOp(api.OperationRestart)},
 		{method: "POST", pattern: "/v1/agent/setup", auth: authNode, summary: "Agent: a compute instance's setup script ran", request: api.SetupReport{}, status: 204, handler: s.agentSetup},
 	}
 	// Jupyter's own API and pages, WebSockets included (kernels' channels).
 	for _, m := range []string{"GET", "POST", "PUT", "PATCH", "DELETE"} {
-		routes = append(routes, route{method: m, pattern: ws + "/instances/{name}/jupyter/{path...}", auth: authAdmin, rawBody: true,
+		routes = append(routes, route{method: m, pattern: ws + "/instances/{name}/jupyter/{path...}", auth: can(service.PermComputesOperate), rawBody: true,
 			summary: "Jupyter on a compute instance, proxied (WebSockets included)", handler: s.jupyterProxy})
 	}
 	return routes

@@ -4,11 +4,12 @@ import (
 	"net/http"
 
 	"github.com/tideml/tide/api"
+	"github.com/tideml/tide/internal/service"
 )
 
 func (s *Server) metricRoutes(ws string) []route {
 	return []route{
-		{method: "GET", pattern: ws + "/jobs/{name}/metrics", auth: authAdmin, summary: "List the metric values a job logged (##tide metric lines; filter: name)", response: api.List[api.Metric]{}, handler: s.listJobMetrics},
+		{method: "GET", pattern: ws + "/jobs/{name}/metrics", auth: can(service.PermJobsRead), summary: "List the metric values a job logged (##tide metric lines; filter: name)", response: api.List[api.Metric]{}, handler: s.listJobMetrics},
 	}
 }
 

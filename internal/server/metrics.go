@@ -82,9 +82,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 // operator opened it (metrics_open) for a scraper that sends no token.
 func (s *Server) metricsAuth() auth {
 	if s.cfg.MetricsOpen {
-		return authNone
+		return authPublic
 	}
-	return authAdmin
+	return authSignedIn
 }
 
 // measure times a route's requests for tide_http_request_duration_seconds,

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"fmt"
 	"net/http"
 	"reflect"
 	"regexp"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tideml/tide/api"
+	"github.com/tideml/tide/internal/service"
 )
 
 // openapiDoc builds the OpenAPI 3 document from the route table, so the
@@ -35,8 +37,12 @@ func (s *Server) openapiDoc() map[string]any {
 		if len(params) > 0 {
 			op["parameters"] = params
 		}
+		op["x-tide-auth"] = string(rt.auth)
+		if perm, ok := rt.auth.perm(); ok {
+			op["description"] = fmt.Sprintf("Needs %s in the workspace: one of the roles %s.", perm, strings.Join(service.RolesWith(perm), ", "))
+		}
 		switch rt.auth {
-		case authNone:
+		case authPublic:
 			op["security"] = []any{}
 		case authNode:
 			op["tags"] = []string{"agent"}

@@ -6,7 +6,7 @@ import (
 
 func (s *Server) parseRoutes() []route {
 	return []route{
-		{method: "POST", pattern: "/v1/parse/{kind}", auth: authAdmin, summary: "Read an Azure ML YAML file (kind: compute, datastore, environment or job; query file= names it in errors, set= overrides a field) into the JSON the API takes, changing nothing", handler: s.parse},
+		{method: "POST", pattern: "/v1/parse/{kind}", auth: authSignedIn, summary: "Read an Azure ML YAML file (kind: compute, datastore, environment or job; query file= names it in errors, set= overrides a field) into the JSON the API takes, changing nothing", handler: s.parse},
 	}
 }
 

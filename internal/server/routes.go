@@ -17,37 +17,37 @@ import (
 func (s *Server) routes() []route {
 	ws := "/v1/workspaces/{workspace}"
 	return slices.Concat([]route{
-		{method: "GET", pattern: "/livez", auth: authNone, summary: "Liveness: the process serves HTTP", handler: s.livez},
-		{method: "GET", pattern: "/readyz", auth: authNone, summary: "Readiness: the store answers", handler: s.readyz},
+		{method: "GET", pattern: "/livez", auth: authPublic, summary: "Liveness: the process serves HTTP", handler: s.livez},
+		{method: "GET", pattern: "/readyz", auth: authPublic, summary: "Readiness: the store answers", handler: s.readyz},
 		{method: "GET", pattern: "/metrics", auth: s.metricsAuth(), summary: "Prometheus metrics (a token is needed unless the server's metrics_open is set)", handler: s.metrics.ServeHTTP},
-		{method: "GET", pattern: "/v1/openapi.json", auth: authNone, summary: "This API's OpenAPI 3 document", handler: s.openapi},
+		{method: "GET", pattern: "/v1/openapi.json", auth: authPublic, summary: "This API's OpenAPI 3 document", handler: s.openapi},
 
-		{method: "GET", pattern: "/v1/sizes", auth: authAdmin, summary: "List VM sizes", response: api.List[api.Size]{}, handler: s.listSizes},
-		{method: "GET", pattern: "/v1/locations", auth: authAdmin, summary: "List locations", response: api.List[api.Location]{}, handler: s.listLocations},
-		{method: "GET", pattern: "/v1/usages", auth: authAdmin, summary: "Quota usage per location, VM family and tier", response: api.List[api.Usage]{}, handler: s.listUsages},
+		{method: "GET", pattern: "/v1/sizes", auth: authSignedIn, summary: "List VM sizes", response: api.List[api.Size]{}, handler: s.listSizes},
+		{method: "GET", pattern: "/v1/locations", auth: authSignedIn, summary: "List locations", response: api.List[api.Location]{}, handler: s.listLocations},
+		{method: "GET", pattern: "/v1/usages", auth: authSignedIn, summary: "Quota usage per location, VM family and tier", response: api.List[api.Usage]{}, handler: s.listUsages},
 
-		{method: "GET", pattern: "/v1/workspaces", auth: authAdmin, summary: "List workspaces", response: api.List[api.Workspace]{}, handler: s.listWorkspaces},
-		{method: "GET", pattern: ws, auth: authAdmin, summary: "Get a workspace", response: api.Workspace{}, handler: s.getWorkspace},
-		{method: "PUT", pattern: ws, auth: authAdmin, summary: "Create a workspace", request: api.Workspace{}, response: api.Workspace{}, status: 201, handler: s.putWorkspace},
+		{method: "GET", pattern: "/v1/workspaces", auth: authSignedIn, summary: "List workspaces", response: api.List[api.Workspace]{}, handler: s.listWorkspaces},
+		{method: "GET", pattern: ws, auth: can(service.PermWorkspaceRead), summary: "Get a workspace", response: api.Workspace{}, handler: s.getWorkspace},
+		{method: "PUT", pattern: ws, auth: authServerAdmin, summary: "Create a workspace", request: api.Workspace{}, response: api.Workspace{}, status: 201, handler: s.putWorkspace},
 
-		{method: "GET", pattern: ws + "/computes", auth: authAdmin, summary: "List computes", response: api.List[api.Compute]{}, handler: s.listComputes},
-		{method: "PUT", pattern: ws + "/computes/{name}", auth: authAdmin, summary: "Create or update a compute", request: api.Compute{}, response: api.Compute{}, status: 201, handler: s.putCompute},
-		{method: "GET", pattern: ws + "/computes/{name}", auth: authAdmin, summary: "Get a compute", response: api.Compute{}, handler: s.getCompute},
-		{method: "PATCH", pattern: ws + "/computes/{name}", auth: authAdmin, summary: "Update a compute's scale settings", request: api.ComputePatch{}, response: api.Compute{}, handler: s.patchCompute},
-		{method: "DELETE", pattern: ws + "/computes/{name}", auth: authAdmin, summary: "Delete a compute", status: 202, handler: s.deleteCompute},
-		{method: "GET", pattern: ws + "/computes/{name}/nodes", auth: authAdmin, summary: "List a compute's nodes", response: api.List[api.Node]{}, handler: s.listNodes},
-		{method: "POST", pattern: ws + "/computes/{name}/nodes/{node}/preempt", auth: authAdmin, summary: "Preempt a low-priority node, as an eviction would", response: api.Node{}, status: 202, handler: s.preemptNode},
-		{method: "GET", pattern: ws + "/computes/{name}/events", auth: authAdmin, summary: "List a compute's events", response: api.List[api.Event]{}, handler: s.computeEvents},
+		{method: "GET", pattern: ws + "/computes", auth: can(service.PermComputesRead), summary: "List computes", response: api.List[api.Compute]{}, handler: s.listComputes},
+		{method: "PUT", pattern: ws + "/computes/{name}", auth: can(service.PermComputesWrite), summary: "Create or update a compute", request: api.Compute{}, response: api.Compute{}, status: 201, handler: s.putCompute},
+		{method: "GET", pattern: ws + "/computes/{name}", auth: can(service.PermComputesRead), summary: "Get a compute", response: api.Compute{}, handler: s.getCompute},
+		{method: "PATCH", pattern: ws + "/computes/{name}", auth: can(service.PermComputesWrite), summary: "Update a compute's scale settings", request: api.ComputePatch{}, response: api.Compute{}, handler: s.patchCompute},
+		{method: "DELETE", pattern: ws + "/computes/{name}", auth: can(service.PermComputesWrite), summary: "Delete a compute", status: 202, handler: s.deleteCompute},
+		{method: "GET", pattern: ws + "/computes/{name}/nodes", auth: can(service.PermComputesRead), summary: "List a compute's nodes", response: api.List[api.Node]{}, handler: s.listNodes},
+		{method: "POST", pattern: ws + "/computes/{name}/nodes/{node}/preempt", auth: can(service.PermComputesWrite), summary: "Preempt a low-priority node, as an eviction would", response: api.Node{}, status: 202, handler: s.preemptNode},
+		{method: "GET", pattern: ws + "/computes/{name}/events", auth: can(service.PermComputesRead), summary: "List a compute's events", response: api.List[api.Event]{}, handler: s.computeEvents},
 
-		{method: "POST", pattern: ws + "/jobs", auth: authAdmin, summary: "Submit a job", request: api.Job{}, response: api.Job{}, status: 201, handler: s.createJob},
-		{method: "POST", pattern: ws + "/jobs/validate", auth: authAdmin, summary: "Check a job before its code and data are uploaded (every problem at once)", request: api.Job{}, status: 204, handler: s.validateJob},
-		{method: "GET", pattern: ws + "/jobs", auth: authAdmin, summary: "List jobs, newest first (filters: compute, status; limit=N; order=oldest)", response: api.List[api.Job]{}, handler: s.listJobs},
-		{method: "GET", pattern: ws + "/jobs/{name}", auth: authAdmin, summary: "Get a job", response: api.Job{}, handler: s.getJob},
-		{method: "POST", pattern: ws + "/jobs/{name}/cancel", auth: authAdmin, summary: "Cancel a job", response: api.Job{}, status: 202, handler: s.cancelJob},
-		{method: "GET", pattern: ws + "/jobs/{name}/events", auth: authAdmin, summary: "List a job's events", response: api.List[api.Event]{}, handler: s.jobEvents},
-		{method: "GET", pattern: ws + "/jobs/{name}/logs", auth: authAdmin, summary: "A job's log: JSON, or server-sent events with Accept: text/event-stream (resumes from Last-Event-ID)", response: api.List[api.LogLine]{}, sse: true, handler: s.jobLogs},
-		{method: "GET", pattern: ws + "/jobs/{name}/artifacts", auth: authAdmin, summary: "List a job's artifacts (outputs/, logs/)", response: api.List[api.Artifact]{}, handler: s.listArtifacts},
-		{method: "GET", pattern: ws + "/jobs/{name}/artifacts/{path...}", auth: authAdmin, summary: "Download one artifact", handler: s.getArtifact},
+		{method: "POST", pattern: ws + "/jobs", auth: can(service.PermJobsWrite), summary: "Submit a job", request: api.Job{}, response: api.Job{}, status: 201, handler: s.createJob},
+		{method: "POST", pattern: ws + "/jobs/validate", auth: can(service.PermJobsWrite), summary: "Check a job before its code and data are uploaded (every problem at once)", request: api.Job{}, status: 204, handler: s.validateJob},
+		{method: "GET", pattern: ws + "/jobs", auth: can(service.PermJobsRead), summary: "List jobs, newest first (filters: compute, status; limit=N; order=oldest)", response: api.List[api.Job]{}, handler: s.listJobs},
+		{method: "GET", pattern: ws + "/jobs/{name}", auth: can(service.PermJobsRead), summary: "Get a job", response: api.Job{}, handler: s.getJob},
+		{method: "POST", pattern: ws + "/jobs/{name}/cancel", auth: can(service.PermJobsWrite), summary: "Cancel a job", response: api.Job{}, status: 202, handler: s.cancelJob},
+		{method: "GET", pattern: ws + "/jobs/{name}/events", auth: can(service.PermJobsRead), summary: "List a job's events", response: api.List[api.Event]{}, handler: s.jobEvents},
+		{method: "GET", pattern: ws + "/jobs/{name}/logs", auth: can(service.PermJobsRead), summary: "A job's log: JSON, or server-sent events with Accept: text/event-stream (resumes from Last-Event-ID)", response: api.List[api.LogLine]{}, sse: true, handler: s.jobLogs},
+		{method: "GET", pattern: ws + "/jobs/{name}/artifacts", auth: can(service.PermJobsRead), summary: "List a job's artifacts (outputs/, logs/)", response: api.List[api.Artifact]{}, handler: s.listArtifacts},
+		{method: "GET", pattern: ws + "/jobs/{name}/artifacts/{path...}", auth: can(service.PermJobsRead), summary: "Download one artifact", handler: s.getArtifact},
 
 		{method: "POST", pattern: "/v1/agent/register", auth: authNode, summary: "Agent: register a node", request: api.AgentHello{}, response: api.AgentWelcome{}, handler: s.agentRegister},
 		{method: "GET", pattern: "/v1/agent/stream", auth: authNode, summary: "Agent: assignments and cancels as server-sent events", sse: true, handler: s.agentStream},
@@ -57,7 +57,7 @@ func (s *Server) routes() []route {
 		{method: "GET", pattern: "/v1/agent/assignments/{id}/checkpoint", auth: authNode, summary: "Agent: download the job's latest checkpoint (404: none)", handler: s.agentGetCheckpoint},
 		{method: "PUT", pattern: "/v1/agent/assignments/{id}/artifacts", auth: authNode, summary: "Agent: upload outputs/ and logs/ as tar.gz", status: 204, handler: s.agentArtifacts},
 		{method: "POST", pattern: "/v1/agent/assignments/{id}/status", auth: authNode, summary: "Agent: report an assignment's status", request: api.AssignmentStatus{}, status: 204, handler: s.agentStatus},
-	}, s.dataRoutes(), s.environmentRoutes(ws), s.componentRoutes(ws), s.dataAssetRoutes(ws), s.metricRoutes(ws), s.parseRoutes(), s.instanceRoutes(ws), s.sshRoutes(ws), s.costRoutes(ws), s.budgetRoutes(ws), s.historyRoutes(ws))
+	}, s.dataRoutes(), s.environmentRoutes(ws), s.componentRoutes(ws), s.dataAssetRoutes(ws), s.metricRoutes(ws), s.parseRoutes(), s.instanceRoutes(ws), s.sshRoutes(ws), s.costRoutes(ws), s.budgetRoutes(ws), s.historyRoutes(ws), s.accessRoutes(ws), s.identityRoutes())
 }
 
 func (s *Server) livez(w http.ResponseWriter, r *http.Request) {
@@ -112,6 +112,12 @@ func (s *Server) listWorkspaces(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		s.fail(w, r, err)
 		return
+	}
+	// Users see the workspaces they have a role in.
+	if p := principalOf(r); !p.admin {
+		ws = slices.DeleteFunc(ws, func(w api.Workspace) bool {
+			return s.allowed(r.Context(), p, w.Name, service.PermWorkspaceRead) != nil
+		})
 	}
 	writeJSON(w, 200, list(ws))
 }
@@ -363,6 +369,10 @@ func (s *Server) getJob(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) cancelJob(w http.ResponseWriter, r *http.Request) {
+	if err := s.mayCancel(r); err != nil {
+		s.fail(w, r, err)
+		return
+	}
 	j, err := s.svc.CancelJob(r.Context(), r.PathValue("workspace"), r.PathValue("name"), r.Header.Get("If-Match"))
 	if err != nil {
 		s.fail(w, r, err)

@@ -20,7 +20,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -53,12 +52,16 @@ type Server struct {
 	changes  *controller.Broadcast
 	metrics  http.Handler
 	stats    *metrics.Metrics
-	tokens   sync.Map // token hash -> principal
+	access   *accessCache
+	audit    *auditLog
 	nodeKey  []byte
 	repl     *replication // nil: the store is not shared; this server leads
 	blobs    *blob.Store
 	studio   *studio.Studio
 	stopping chan struct{}
+	// caFingerprint is the SHA-256 of the CA this server's certificate
+	// chains to ("" without TLS); clients and agents pin it.
+	caFingerprint string
 	// ssh pairs SSH clients with the agents they reach.
 	ssh sshRelay
 	// AdminToken is set when this start created the admin token.
@@ -105,8 +108,9 @@ func New(ctx context.Context, cfg config.Server, log *slog.Logger) (*Server, err
 		return nil, fmt.Errorf("serverless.instance_type: unknown VM size %q; run 'tide compute list-sizes' or add it under sizes:", cfg.Serverless.InstanceType)
 	}
 	s := &Server{cfg: cfg, log: log.With("replica", cfg.Replica), store: st, hub: controller.NewHub(),
-		changes: controller.NewBroadcast(), stopping: make(chan struct{})}
+		changes: controller.NewBroadcast(), stopping: make(chan struct{}), access: newAccessCache()}
 	log = s.log
+	s.audit = newAuditLog(st, log, s.now)
 	if s.blobs, err = blob.New(filepath.Join(cfg.DataDir, "blobs"), int64(cfg.MaxDataSize)); err != nil {
 		st.Close()
 		return nil, err
@@ -116,7 +120,8 @@ func New(ctx context.Context, cfg config.Server, log *slog.Logger) (*Server, err
 	// The service and the controller write through a store that counts
 	// what each committed transaction did (internal/metrics).
 	counted := metrics.Observe(st, s.stats)
-	s.svc = &service.Service{Store: counted, Catalog: cat, Config: cfg, Log: log, Blobs: s.blobs, Outputs: stepOutputs{dataDir: cfg.DataDir, blobs: s.blobs}, DockerEngine: dockerengine.New("").Ping, HostGPUs: hostGPUs, Now: cfg.Clock}
+	s.svc = &service.Service{Store: counted, Catalog: cat, Config: cfg, Log: log, Blobs: s.blobs, Outputs: stepOutputs{dataDir: cfg.DataDir, blobs: s.blobs}, DockerEngine: dockerengine.New("").Ping, HostGPUs: hostGPUs, Now: cfg.Clock,
+		IdentityToken: s.jobIdentityToken}
 	if err := s.svc.Bootstrap(ctx); err != nil {
 		st.Close()
 		return nil, fmt.Errorf("bootstrapping store: %w", err)
@@ -142,7 +147,7 @@ func New(ctx context.Context, cfg config.Server, log *slog.Logger) (*Server, err
 		return api.Size{}, false
 	}
 	s.ctrl = controller.New(controller.Options{Store: counted, Catalog: cat, Config: cfg, Providers: providers,
-		Hub: s.hub, Changes: s.changes, Log: log.With("component", "controller"), NodeToken: s.nodeToken, Now: cfg.Clock, Metrics: s.stats, Pipelines: s.svc})
+		Hub: s.hub, Changes: s.changes, Log: log.With("component", "controller"), NodeToken: s.nodeToken, IdentityToken: s.jobIdentityToken, Now: cfg.Clock, Metrics: s.stats, Pipelines: s.svc})
 	if c, ok := st.(store.Cluster); ok {
 		s.repl = newReplication(s, c)
 		s.hub.Relay = s.repl.relay
@@ -201,16 +206,21 @@ func (s *Server) bootstrapSecrets(ctx context.Context) error {
 			return err
 		}
 		s.nodeKey, _ = hex.DecodeString(key)
+		now := time.Now().UTC()
+		if err := service.EnsureBootstrapUser(ctx, tx, now); err != nil {
+			return err
+		}
 		if _, err := tx.GetSetting(ctx, "admin_token_created"); err == nil {
 			return nil
 		} else if !store.IsNotFound(err) {
 			return err
 		}
-		token = "tide_" + randomHex(24)
-		if err := tx.PutToken(ctx, &store.Token{Hash: hashToken(token), Name: "admin", Role: "admin"}); err != nil {
+		t, err := service.MintToken(ctx, tx, service.BootstrapUser, "bootstrap", time.Time{}, now)
+		if err != nil {
 			return err
 		}
-		return tx.PutSetting(ctx, "admin_token_created", time.Now().UTC().Format(time.RFC3339))
+		token = t.Secret
+		return tx.PutSetting(ctx, "admin_token_created", now.Format(time.RFC3339))
 	})
 	if err != nil {
 		return fmt.Errorf("creating secrets: %w", err)
@@ -228,10 +238,17 @@ func (s *Server) bootstrapSecrets(ctx context.Context) error {
 			return err
 		}
 	}
-	if err := api.SaveClientConfig(path, api.ClientConfig{Server: s.cfg.AdvertiseURL, Token: token, Workspace: api.DefaultWorkspace}); err != nil {
+	name := api.ContextName(s.cfg.AdvertiseURL)
+	current, err := api.SaveClientConfig(path, name, api.ClientConfig{Server: s.cfg.AdvertiseURL, Token: token,
+		Workspace: api.DefaultWorkspace, CAFingerprint: s.caFingerprint})
+	if err != nil {
 		return err
 	}
-	s.log.Info("created the admin token and wrote the CLI configuration", "path", path)
+	if current {
+		s.log.Info("created the admin token and wrote the CLI configuration", "path", path, "context", name)
+	} else {
+		s.log.Info("created the admin token and added this server to the CLI configuration; select it with 'tide config use-context "+name+"'", "path", path, "context", name)
+	}
 	return nil
 }
 
@@ -303,6 +320,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	_ = srv.Shutdown(shutdown)
 	stopCtrl()
 	<-ctrlDone
+	s.audit.flush(context.Background())
 	s.log.Info("tide server stopped")
 	if errors.Is(err, http.ErrServerClosed) {
 		err = nil
@@ -334,4 +352,29 @@ func (s *Server) runtimeOf(ctx context.Context, node string) string {
 func hostGPUs() int {
 	devs, _ := filepath.Glob("/dev/nvidia[0-9]*")
 	return len(devs)
+}
+
+// MintOwnerToken opens a server's store directly (an operator who lost
+// the bootstrap token, on the server's machine) and makes a new token for
+// the bootstrap owner.
+func MintOwnerToken(ctx context.Context, cfg config.Server, name string, expires time.Duration) (api.Token, error) {
+	st, err := openStore(ctx, cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		return api.Token{}, err
+	}
+	defer st.Close()
+	now := time.Now().UTC()
+	var exp time.Time
+	if expires > 0 {
+		exp = now.Add(expires)
+	}
+	var t api.Token
+	err = st.Update(ctx, func(tx store.Tx) error {
+		if err := service.EnsureBootstrapUser(ctx, tx, now); err != nil {
+			return err
+		}
+		t, err = service.MintToken(ctx, tx, service.BootstrapUser, name, exp, now)
+		return err
+	})
+	return t, err
 }

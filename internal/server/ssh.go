@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/tideml/tide/api"
+	"github.com/tideml/tide/internal/service"
 	"github.com/tideml/tide/internal/controller"
 )
 
@@ -37,7 +38,7 @@ type sshWait struct {
 
 func (s *Server) sshRoutes(ws string) []route {
 	return []route{
-		{method: "GET", pattern: ws + "/computes/{name}/ssh", auth: authAdmin,
+		{method: "GET", pattern: ws + "/computes/{name}/ssh", auth: can(service.PermComputesOperate),
 			summary: "Open an SSH connection to a node of a compute (HTTP upgrade to tide-ssh; query node=ID): what tide compute ssh-proxy uses", status: 101, handler: s.sshConnect},
 		{method: "GET", pattern: "/v1/agent/ssh/{id}", auth: authNode, summary: "Agent: the connection an ssh event asked for (HTTP upgrade to tide-ssh)", status: 101, handler: s.agentSSH},
 	}

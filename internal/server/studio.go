@@ -29,7 +29,7 @@ func (s *Server) studioSignIn(ctx context.Context, token string) error {
 		return errors.New("this token is not valid on this server (expired, deleted, or from another server): paste a current one")
 	case err != nil:
 		return err
-	case p.role == "node":
+	case p.kind == "node":
 		return errors.New("a node's token cannot sign in to Studio: paste a user's API token")
 	}
 	return nil

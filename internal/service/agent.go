@@ -266,6 +266,11 @@ func (s *Service) Pending(ctx context.Context, nodeID string, runtime string) (a
 				return err
 			}
 			a := AssignmentFor(j, rank, addrs, runtime, int(s.Config.CancelGrace.Seconds()))
+			js, err := LoadJobSecrets(ctx, tx, j, s.IdentityToken)
+			if err != nil {
+				return err
+			}
+			js.Apply(&a)
 			assign = &a
 		}
 		return nil
@@ -298,6 +303,9 @@ func (s *Service) AppendLogs(ctx context.Context, nodeID, assignment string, lin
 		lines[i].Attempt = attempt
 	}
 	return s.Store.Update(ctx, func(tx store.Tx) error {
+		if err := nodeMayLog(ctx, tx, nodeID, ws, name); err != nil {
+			return err
+		}
 		if err := tx.AppendLog(ctx, ws, name, lines); err != nil {
 			return err
 		}
@@ -615,4 +623,26 @@ func requeue(ctx context.Context, tx store.Tx, j *api.Job, now time.Time) (bool,
 		return false, err
 	}
 	return true, tx.AddEvent(ctx, j.Workspace, "job/"+j.Name, &api.Event{Time: now, Kind: "Requeued", Message: msg})
+}
+
+// nodeMayLog lets a node add log lines to a job it runs or ran: one of the
+// job's ranks, or a node of the job's compute (whose late lines of an
+// earlier attempt may arrive after the job moved on). A node token cannot
+// write into another compute's or workspace's jobs.
+func nodeMayLog(ctx context.Context, tx store.Tx, nodeID, ws, name string) error {
+	j, err := tx.GetJob(ctx, ws, name)
+	if err != nil {
+		return err
+	}
+	for _, r := range j.Ranks {
+		if r.Node == nodeID {
+			return nil
+		}
+	}
+	if n, err := tx.GetNode(ctx, nodeID); err == nil && n.Workspace == ws && n.Compute == j.Compute {
+		return nil
+	} else if err != nil && !store.IsNotFound(err) {
+		return err
+	}
+	return errorf(403, "Forbidden", "node %s does not run job %s", nodeID, name)
 }

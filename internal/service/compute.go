@@ -71,6 +71,9 @@ func (s *Service) PutCompute(ctx context.Context, ws, name string, c *api.Comput
 			}
 			keepSecrets(old, c)
 		}
+		if err := checkComputeIdentities(ctx, tx, c); err != nil {
+			return err
+		}
 		if err := s.checkQuota(ctx, tx, ws, c); err != nil {
 			return err
 		}

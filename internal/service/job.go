@@ -77,6 +77,10 @@ func (s *Service) admit(ctx context.Context, tx store.Tx, ws string, j *api.Job,
 	j.ID = "/workspaces/" + ws + "/jobs/" + j.Name
 	j.Status = api.JobQueued
 	j.CreatedOn = now
+	if j.CreatedBy == "" {
+		// Steps of a pipeline keep the pipeline's submitter.
+		j.CreatedBy = UserOf(ctx)
+	}
 	j.StartTime, j.EndTime = time.Time{}, time.Time{}
 	j.ExitCode, j.Error, j.LogTail, j.Ranks, j.Attempt = nil, "", nil, nil, 0
 	j.PendingReason = "waiting for the scheduler"
@@ -168,12 +172,18 @@ func (s *Service) checkAdmission(ctx context.Context, tx store.Tx, ws string, j 
 	if err := ps.add(s.resolveEnvironment(ctx, tx, ws, j)); err != nil {
 		return err
 	}
+	if err := ps.add(checkSecretRefs(ctx, tx, ws, j.EnvironmentVariables)); err != nil {
+		return err
+	}
 	if computeOK {
 		c, err := tx.GetCompute(ctx, ws, j.Compute)
 		if err != nil {
 			return err
 		}
 		if err := ps.add(s.checkGPUs(c)); err != nil {
+			return err
+		}
+		if err := ps.add(checkJobIdentity(j, c)); err != nil {
 			return err
 		}
 		if rt := s.Config.Runtime(c.Location); rt == "docker" && j.Environment == nil {

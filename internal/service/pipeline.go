@@ -325,6 +325,7 @@ func (s *Service) startStep(ctx context.Context, tx store.Tx, p *api.Job, name s
 		}
 	}
 	child.Name = s.freeJobName(ctx, tx, p.Workspace, p.Name+"-"+name)
+	child.CreatedBy = p.CreatedBy
 	if err := s.admit(ctx, tx, p.Workspace, child, nil); err != nil {
 		var e *Error
 		if errors.As(err, &e) {

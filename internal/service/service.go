@@ -77,6 +77,9 @@ type Service struct {
 	Now func() time.Time
 	// Blobs tells whether code and data snapshots were uploaded.
 	Blobs Blobs
+	// IdentityToken mints the token a job attempt acts with; nil gives
+	// jobs none.
+	IdentityToken func(j *api.Job, c *api.Compute) string
 	// Outputs hands step outputs between the steps of pipeline jobs; nil
 	// refuses pipelines.
 	Outputs StepOutputs

@@ -33,14 +33,13 @@ var unsupportedJobTypes = []string{"sweep", "parallel", "spark", "automl", "impo
 var jobFields = []string{
 	"$schema", "type", "name", "display_name", "experiment_name", "description", "tags",
 	"command", "code", "environment", "environment_variables", "inputs", "outputs",
-	"compute", "resources", "distribution", "limits", "queue_settings", "tide",
+	"compute", "resources", "distribution", "limits", "queue_settings", "identity", "tide",
 }
 
 // jobUnsupported are Azure ML command job fields tide does not implement,
 // with what to tell the user.
 var jobUnsupported = map[string]string{
 	"services":     "not supported yet (interactive services: VS Code, Jupyter, TensorBoard, SSH); remove it",
-	"identity":     "not supported yet; jobs run with the node's own credentials; remove it",
 	"properties":   "not supported yet; use tags",
 	"parameters":   "not supported yet",
 	"trial":        "belongs to sweep jobs, which are not supported yet",
@@ -53,7 +52,7 @@ var jobUnsupported = map[string]string{
 var jobStatusFields = map[string]bool{
 	"id": true, "workspace": true, "status": true, "created_on": true, "start_time": true,
 	"end_time": true, "exit_code": true, "error": true, "log_tail": true, "ranks": true,
-	"attempt": true, "pending_reason": true, "etag": true, "parent": true, "step": true, "metrics": true, "steps": true, "reuse_key": true, "resolved_environment": true, "creation_context": true, "retried": true, "queue_position": true,
+	"attempt": true, "created_by": true, "pending_reason": true, "etag": true, "parent": true, "step": true, "metrics": true, "steps": true, "reuse_key": true, "resolved_environment": true, "creation_context": true, "retried": true, "queue_position": true,
 	"serverless": true,
 }
 
@@ -126,6 +125,8 @@ func ParseJob(file string, data []byte, sets []string) (*api.Job, error) {
 			j.Limits = d.limits(v, fp)
 		case "queue_settings":
 			j.QueueSettings = d.queueSettings(v, fp)
+		case "identity":
+			j.Identity = d.jobIdentity(v, fp)
 		case "tide":
 			j.Tide = d.extensions(v, fp)
 		default:
@@ -719,4 +720,41 @@ func NewJobName(r *rand.Rand) string {
 		b.WriteByte(nameAlphabet[r.IntN(len(nameAlphabet))])
 	}
 	return b.String()
+}
+
+// jobIdentityTypes are the values of a job's identity.type.
+var jobIdentityTypes = []string{"user_identity", "managed", "aml_token"}
+
+// jobIdentity reads a job's `identity:` (whom its code acts as).
+func (d *decoder) jobIdentity(n *yaml.Node, path string) *api.JobIdentity {
+	if isNull(n) {
+		return nil
+	}
+	id := &api.JobIdentity{}
+	d.mapping(n, path, []string{"type", "client_id", "object_id", "resource_id"}, func(key string, v *yaml.Node, fp string) bool {
+		s, _ := d.str(v, fp)
+		switch key {
+		case "type":
+			id.Type = strings.ToLower(strings.TrimSpace(s))
+			if !slices.Contains(jobIdentityTypes, id.Type) {
+				d.add(resolve(v).Line, fp, "must be one of %s, got %q", strings.Join(jobIdentityTypes, ", "), s)
+			}
+		case "client_id":
+			id.ClientID = s
+		case "object_id":
+			id.ObjectID = s
+		case "resource_id":
+			id.ResourceID = s
+		default:
+			return false
+		}
+		return true
+	})
+	if id.Type == "" {
+		d.add(n.Line, path+".type", "required; one of %s", strings.Join(jobIdentityTypes, ", "))
+	}
+	if id.Type != "managed" && id.ClientID+id.ObjectID+id.ResourceID != "" {
+		d.add(n.Line, path, "client_id, object_id and resource_id name a managed identity; they need type: managed")
+	}
+	return id
 }

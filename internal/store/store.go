@@ -151,6 +151,23 @@ type Tx interface {
 	PutToken(ctx context.Context, t *Token) error
 	DeleteToken(ctx context.Context, hash string) error
 
+	// ListTokens lists every stored token (hashes, never secrets).
+	ListTokens(ctx context.Context) ([]Token, error)
+
+	// Objects are small documents kept by kind and key (users, role
+	// assignments, secrets). GetObject returns ErrNotFound when nothing is
+	// kept; ListObjects lists a kind's documents whose key starts with
+	// prefix, ordered by key.
+	GetObject(ctx context.Context, kind, key string) ([]byte, error)
+	PutObject(ctx context.Context, kind, key string, doc []byte) error
+	DeleteObject(ctx context.Context, kind, key string) error
+	ListObjects(ctx context.Context, kind, prefix string) ([][]byte, error)
+
+	// AddAudit appends an entry to the audit log and sets its Seq.
+	AddAudit(ctx context.Context, e *api.AuditEntry) error
+	// ListAudit lists audit entries, newest first.
+	ListAudit(ctx context.Context, f AuditFilter) ([]api.AuditEntry, error)
+
 	// GetSetting and PutSetting keep small server-wide values (for example
 	// that the admin token was created).
 	GetSetting(ctx context.Context, key string) (string, error)
@@ -193,14 +210,29 @@ type JobVersion struct {
 	Priority int
 }
 
-// Token is an API credential. Only a hash of the secret is stored.
+// Token is an API credential of a user. Only a hash of the secret is
+// stored.
 type Token struct {
 	Hash string `json:"hash"`
+	// ID names the token in lists and revocations (a prefix of Hash).
+	ID   string `json:"id,omitempty"`
 	Name string `json:"name"`
-	// Role is "admin" for user tokens and "node" for a node's agent token.
-	Role string `json:"role"`
-	// Node is the node id a node token belongs to.
-	Node string `json:"node,omitempty"`
+	// User is the user the token signs in; empty in tokens made before
+	// users existed, which belong to the bootstrap owner.
+	User string `json:"user,omitempty"`
+	// Role is "admin" in tokens made before users existed.
+	Role     string    `json:"role,omitempty"`
+	Created  time.Time `json:"created,omitzero"`
+	Expires  time.Time `json:"expires,omitzero"`
+	LastUsed time.Time `json:"last_used,omitzero"`
+}
+
+// AuditFilter selects audit entries. Empty fields match everything.
+type AuditFilter struct {
+	User  string
+	Since time.Time
+	// Limit caps the number of entries (0: no cap).
+	Limit int
 }
 
 // ErrUnavailable means the store cannot be reached (a database restarting,

@@ -50,6 +50,8 @@ func Run(t *testing.T, newDB func(t *testing.T) Opener) {
 		{"Nodes", testNodes},
 		{"Tokens", testTokens},
 		{"Settings", testSettings},
+		{"Objects", testObjects},
+		{"Audit", testAudit},
 		{"AppendLog", testAppendLog},
 		{"ReadLogPaging", testReadLogPaging},
 		{"ConcurrentAppendLog", testConcurrentAppendLog},
@@ -615,7 +617,8 @@ func testTokens(t *testing.T, open Opener) {
 	s := openStore(t, open)
 	ctx := t.Context()
 	admin := &store.Token{Hash: "aa", Name: "admin", Role: "admin"}
-	agent := &store.Token{Hash: "bb", Name: "node n1", Role: "node", Node: "n1"}
+	agent := &store.Token{Hash: "bb", ID: "bb", Name: "ci", User: "ana", Created: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC),
+		Expires: time.Date(2026, 2, 2, 3, 4, 5, 0, time.UTC)}
 	view(t, s, func(tx store.Tx) error {
 		_, err := tx.GetToken(ctx, "aa")
 		wantErr(t, "get missing token", err, store.ErrNotFound)
@@ -638,6 +641,13 @@ func testTokens(t *testing.T, open Opener) {
 			if *got != *want {
 				t.Errorf("GetToken(%q) = %+v, want %+v", want.Hash, *got, *want)
 			}
+		}
+		return nil
+	})
+	view(t, s, func(tx store.Tx) error {
+		ts, err := tx.ListTokens(ctx)
+		if err != nil || len(ts) != 2 || ts[0].Hash != "aa" || ts[1].User != "ana" {
+			t.Errorf("ListTokens = %+v, %v; want aa and bb", ts, err)
 		}
 		return nil
 	})
