@@ -2,6 +2,8 @@ package agent
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"io/fs"
 	"net/http"
@@ -52,44 +54,86 @@ func (j *job) fetchDatastore(ctx context.Context, p, dst string, isFile bool) (s
 		if err != nil {
 			return "", err
 		}
-		return fetchBlobPath(ctx, st, rel, dst, isFile)
+		c := blobCache{dir: filepath.Join(j.a.cfg.Dir, "cache", "blobs"), st: st}
+		out, err := c.fetch(ctx, rel, dst, isFile)
+		if err == nil {
+			j.logs.add("tide", fmt.Sprintf("%s: %d files, %d downloaded, %d from the node's cache", st.URL(rel), c.hits+c.misses, c.misses, c.hits))
+		}
+		return out, err
 	}
 	return "", fmt.Errorf("datastore %s has type %s, which nodes cannot read", name, ds.Type)
 }
 
-// fetchBlobPath downloads the blob rel (uri_file) or every blob under the
-// folder rel (uri_folder) into dst.
-func fetchBlobPath(ctx context.Context, st *azureblob.Store, rel, dst string, isFile bool) (string, error) {
+// blobCache keeps the blobs a node downloaded, named by the container,
+// the blob and its version (MD5 or etag), so a later job that reads the
+// same unchanged blob copies it from the node's disk instead of the
+// network. (The cache is not bounded yet.)
+type blobCache struct {
+	dir          string
+	st           *azureblob.Store
+	hits, misses int
+}
+
+// fetch puts the blob rel (uri_file) or every blob under the folder rel
+// (uri_folder) into dst, through the cache.
+func (c *blobCache) fetch(ctx context.Context, rel, dst string, isFile bool) (string, error) {
 	if isFile {
-		out := filepath.Join(dst, filepath.Base(filepath.FromSlash(rel)))
 		if rel == "" {
 			return "", fmt.Errorf("a uri_file input needs the path of a blob, not the whole container")
 		}
-		if _, err := st.DownloadFile(ctx, rel, out); err != nil {
+		o, err := c.st.Stat(ctx, rel)
+		if err != nil {
 			return "", err
 		}
-		return out, nil
+		out := filepath.Join(dst, filepath.Base(filepath.FromSlash(rel)))
+		return out, c.get(ctx, rel, o.Version, out)
 	}
-	objs, err := st.List(ctx, rel)
+	objs, err := c.st.List(ctx, rel)
 	if err != nil {
 		return "", err
 	}
 	if len(objs) == 0 {
-		if _, err := st.Stat(ctx, rel); err == nil {
-			return "", fmt.Errorf("%s is a blob, not a folder; use type: uri_file", st.URL(rel))
+		if _, err := c.st.Stat(ctx, rel); err == nil {
+			return "", fmt.Errorf("%s is a blob, not a folder; use type: uri_file", c.st.URL(rel))
 		}
-		return "", fmt.Errorf("no blobs under %s; check the path", st.URL(rel))
+		return "", fmt.Errorf("no blobs under %s; check the path", c.st.URL(rel))
 	}
 	for _, o := range objs {
 		src := o.Name
 		if rel != "" {
 			src = rel + "/" + o.Name
 		}
-		if _, err := st.DownloadFile(ctx, src, filepath.Join(dst, filepath.FromSlash(o.Name))); err != nil {
+		if err := c.get(ctx, src, o.Version, filepath.Join(dst, filepath.FromSlash(o.Name))); err != nil {
 			return "", err
 		}
 	}
 	return dst, nil
+}
+
+// get copies blob p at version into out, downloading it into the cache
+// first when the cache lacks it. A blob without a version is not cached.
+func (c *blobCache) get(ctx context.Context, p, version, out string) error {
+	if version == "" {
+		c.misses++
+		_, err := c.st.DownloadFile(ctx, p, out)
+		return err
+	}
+	sum := sha256.Sum256([]byte(c.st.URL(p) + "\x00" + version))
+	cached := filepath.Join(c.dir, hex.EncodeToString(sum[:]))
+	if _, err := os.Stat(cached); err == nil {
+		c.hits++
+	} else {
+		c.misses++
+		// DownloadFile renames a complete temporary file into place, so
+		// the cache never holds a partial blob.
+		if _, err := c.st.DownloadFile(ctx, p, cached); err != nil {
+			return err
+		}
+	}
+	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
+		return err
+	}
+	return copyFile(cached, out)
 }
 
 // uploadOutputs writes each output that has a datastore path there: the

@@ -82,6 +82,18 @@ func TestAzureBlobDatastoreForReal(t *testing.T) {
 			}
 		}
 	}
+	// The folder twice on a one-node cluster that stays up: the second
+	// job's blobs all come from the node's cache, none over the network.
+	createCompute(t, in, "name: one-node\ntype: amlcompute\nsize: Standard_DS3_v2\nmin_instances: 0\nmax_instances: 1\nidle_time_before_scale_down: 600\n")
+	for i, want := range []string{"2 files, 2 downloaded, 0 from the node's cache", "2 files, 0 downloaded, 2 from the node's cache"} {
+		j := submit(t, in, strings.Replace(jobs[1].yml, "compute: cpu-cluster", "compute: one-node", 1))
+		if j = waitJob(t, in, j.Name, 60*time.Second); j.Status != api.JobCompleted {
+			t.Fatalf("%s: %s (%s)", j.Name, j.Status, j.Error)
+		}
+		if text := logText(t, in, j.Name); !strings.Contains(text, want) {
+			t.Errorf("read %d of the folder: log lacks %q:\n%s", i+1, want, text)
+		}
+	}
 	model := submitted[len(submitted)-1].Name
 	if b, err := blobs.ReadBytes(ctx, "runs/"+model+"/model/model.txt"); err != nil || string(b) != "trained\n" {
 		t.Errorf("output read back with the SDK: %q, %v", b, err)
