@@ -29,7 +29,7 @@ var computeFlags = []computeFlag{
 	{name: "ssh-key-value", field: "ssh_settings.ssh_key_value", usage: "SSH public key that may log in to the nodes"},
 	{name: "ssh-public-access-enabled", field: "ssh_public_access_enabled", usage: "whether the nodes accept SSH", boolean: true},
 	{name: "vnet-name", field: "network_settings.vnet_name", usage: "network the nodes join"},
-	{name: "subnet", field: "network_settings.subnet", usage: "subnet the nodes join"},
+	{name: "subnet", field: "network_settings.subnet", usage: "subnet the nodes join (not supported yet: refused)"},
 	{name: "enable-node-public-ip", field: "enable_node_public_ip", usage: "whether nodes get a public address", boolean: true},
 	{name: "identity-type", field: "identity.type", usage: "system_assigned or user_assigned"},
 	{name: "user-tenant-id", field: "create_on_behalf_of.user_tenant_id", usage: "tenant of the user the instance is created for (ComputeInstance)"},

@@ -117,6 +117,12 @@ func ParseCompute(file string, data []byte, sets []string) (*api.Compute, error)
 		case "enable_node_public_ip":
 			if b, ok := d.boolean(v, fp); ok {
 				c.EnableNodePublicIP = &b
+				if b {
+					// tide's nodes have no public address: SSH and Jupyter
+					// reach them through the tide server (false is what
+					// tide always does).
+					d.add(resolve(v).Line, fp, "true is not supported yet: tide gives nodes no public IP (SSH and Jupyter reach them through the server); remove it or set false")
+				}
 			}
 		case "ssh_settings":
 			c.SSHSettings = d.sshSettings(v, fp)
@@ -263,7 +269,9 @@ func (d *decoder) networkSettings(n *yaml.Node, path string) *api.NetworkSetting
 		case "vnet_name":
 			s.VnetName, _ = d.str(v, fp)
 		case "subnet":
-			s.Subnet, _ = d.str(v, fp)
+			if s.Subnet, _ = d.str(v, fp); s.Subnet != "" {
+				d.add(resolve(v).Line, fp, "not supported yet: tide's nodes join the Docker network vnet_name names, which has no subnets; remove subnet")
+			}
 		default:
 			return false
 		}

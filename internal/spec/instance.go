@@ -68,6 +68,12 @@ func (d *decoder) parseInstance(root *yaml.Node, c *api.Compute) {
 		case "enable_node_public_ip":
 			if b, ok := d.boolean(v, fp); ok {
 				c.EnableNodePublicIP = &b
+				if b {
+					// tide's nodes have no public address: SSH and Jupyter
+					// reach them through the tide server (false is what
+					// tide always does).
+					d.add(resolve(v).Line, fp, "true is not supported yet: tide gives nodes no public IP (SSH and Jupyter reach them through the server); remove it or set false")
+				}
 			}
 		case "ssh_settings":
 			c.SSHSettings = d.sshSettings(v, fp)

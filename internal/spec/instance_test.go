@@ -49,7 +49,7 @@ ssh_settings:
 create_on_behalf_of:
   user_tenant_id: t1
   user_object_id: o1
-network_settings: {vnet_name: v, subnet: s}
+network_settings: {vnet_name: v}
 enable_node_public_ip: false
 setup_scripts:
   creation_script: {path: setup.sh, timeout_minutes: 5}
