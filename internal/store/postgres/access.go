@@ -65,7 +65,7 @@ func (x *tx) DeleteObject(ctx context.Context, kind, key string) error {
 
 // ListObjects implements store.Tx.
 func (x *tx) ListObjects(ctx context.Context, kind, prefix string) ([][]byte, error) {
-	rows, err := x.tx.Query(ctx, `SELECT key, doc FROM objects WHERE kind = $1 AND key >= $2 ORDER BY key COLLATE "C"`, kind, prefix)
+	rows, err := x.tx.Query(ctx, `SELECT key, doc FROM objects WHERE kind = $1 AND key COLLATE "C" >= $2 ORDER BY key COLLATE "C"`, kind, prefix)
 	if err != nil {
 		return nil, fmt.Errorf("listing %s: %w", kind, err)
 	}

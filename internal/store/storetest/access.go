@@ -19,7 +19,7 @@ func testObjects(t *testing.T, open Opener) {
 		return nil
 	})
 	update(t, s, func(tx store.Tx) error {
-		for _, kv := range [][2]string{{"ws1/b", `{"v":1}`}, {"ws1/a", `{"v":2}`}, {"ws10/a", `{"v":3}`}, {"ws2/a", `{"v":4}`}} {
+		for _, kv := range [][2]string{{"ws1/b", `{"v":1}`}, {"ws1/a", `{"v":2}`}, {"ws10/a", `{"v":3}`}, {"ws2/a", `{"v":4}`}, {"ws1-x/a", `{"v":6}`}} {
 			if err := tx.PutObject(ctx, "role", kv[0], []byte(kv[1])); err != nil {
 				return err
 			}
@@ -38,8 +38,8 @@ func testObjects(t *testing.T, open Opener) {
 		if len(got) != 2 || got[0] != `{"v":2}` || got[1] != `{"v":5}` {
 			t.Errorf(`ListObjects(role, "ws1/") = %v, want [{"v":2} {"v":5}]`, got)
 		}
-		if all, _ := tx.ListObjects(ctx, "role", ""); len(all) != 4 {
-			t.Errorf("ListObjects(role, \"\") = %d objects, want 4", len(all))
+		if all, _ := tx.ListObjects(ctx, "role", ""); len(all) != 5 {
+			t.Errorf("ListObjects(role, \"\") = %d objects, want 5", len(all))
 		}
 		if other, _ := tx.ListObjects(ctx, "secret", ""); len(other) != 0 {
 			t.Errorf("ListObjects(secret) = %d objects, want 0", len(other))
