@@ -71,6 +71,14 @@ func TestLiveCost(t *testing.T) {
 	if len(byTag.Rows) != 1 || byTag.Rows[0].Key != "project=cats" || math.Abs(byTag.Rows[0].Amount-want) > 0.005 {
 		t.Errorf("by tag = %+v, want project=cats at $%.2f", byTag.Rows, want)
 	}
+	// Per user: the admin submitted the job.
+	byUser, err := in.client.Cost(ctx, "default", "user", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(byUser.Rows) != 1 || byUser.Rows[0].Key != "admin" || math.Abs(byUser.Rows[0].Amount-want) > 0.005 {
+		t.Errorf("by user = %+v, want admin at $%.2f", byUser.Rows, want)
+	}
 	future, err := in.client.Cost(ctx, "default", "compute", time.Now().Add(time.Hour).UTC().Format(time.RFC3339))
 	if err != nil || future.Total != 0 {
 		t.Errorf("cost since a future time = %+v, %v; want nothing", future, err)

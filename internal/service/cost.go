@@ -170,7 +170,7 @@ func jobSpans(ctx context.Context, tx store.Tx, ws, by string, now time.Time, pr
 			sp.key = j.Name
 			spans = append(spans, sp)
 		case "user":
-			sp.key = cmpOr(jobUser(j), "(unknown)")
+			sp.key = cmpOr(j.CreatedBy, "(unknown)") // jobs from before users existed
 			spans = append(spans, sp)
 		case "tag":
 			if len(j.Tags) == 0 {
@@ -236,8 +236,6 @@ func (s *Service) jobCost(ctx context.Context, tx store.Tx, j *api.Job) *api.Cos
 }
 
 // jobUser names who submitted j, when the server records it.
-func jobUser(j *api.Job) string { return "" }
-
 func cmpOr(a, b string) string {
 	if a != "" {
 		return a
