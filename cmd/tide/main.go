@@ -61,7 +61,7 @@ func runAgent(ctx context.Context, args []string, log *slog.Logger) error {
 	cfg := f.Config(token)
 	cfg.Logger = log
 	cfg.Version = version
-	rt, err := runtime.New(ctx, f.Runtime, runtime.Options{NodeID: f.NodeID, NodeDir: f.Dir, Network: f.Network, Limits: runtime.Limits{
+	rt, err := runtime.New(ctx, f.Runtime, runtime.Options{NodeID: f.NodeID, NodeDir: f.Dir, Network: f.Network, RunAs: f.RunAs, Limits: runtime.Limits{
 		VCPUs: f.Capacity.VCPUs, MemoryBytes: int64(f.Capacity.MemoryGB * (1 << 30)), GPUs: f.Capacity.GPUs,
 		GPUDevices: f.Capacity.GPUDevices,
 	}})

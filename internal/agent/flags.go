@@ -38,6 +38,8 @@ type Flags struct {
 	// CAFingerprint pins the CA the server's certificate must chain to
 	// (--ca-fingerprint); empty trusts the system's CAs.
 	CAFingerprint string
+	// RunAs runs jobs as this Unix user (--run-as; process runtime).
+	RunAs string
 }
 
 // Args returns the command-line arguments for f (without the "agent" verb).
@@ -55,6 +57,7 @@ func (f Flags) Args() []string {
 		"--runtime", cmp.Or(f.Runtime, "process"),
 		"--network", f.Network,
 		"--ca-fingerprint", f.CAFingerprint,
+		"--run-as", f.RunAs,
 	}
 }
 
@@ -76,6 +79,7 @@ func ParseFlags(args []string) (Flags, error) {
 	fs.StringVar(&f.Address, "address", "", "address other nodes of a distributed job reach this node at")
 	fs.StringVar(&f.Runtime, "runtime", "process", "how jobs run: process, docker or sandbox")
 	fs.StringVar(&f.Network, "network", "", "the jobs' network (docker and sandbox runtimes): a Docker network name, or none")
+	fs.StringVar(&f.RunAs, "run-as", "", "run jobs as this Unix user (process runtime)")
 	fs.StringVar(&f.CAFingerprint, "ca-fingerprint", "", "SHA-256 of the CA the server's certificate must chain to")
 	if err := fs.Parse(args); err != nil {
 		return Flags{}, fmt.Errorf("agent flags: %w", err)

@@ -143,6 +143,11 @@ type Location struct {
 	// this machine). Without it such sizes are refused, naming what the
 	// host lacks.
 	Oversubscribe bool `yaml:"oversubscribe"`
+	// RunAs runs jobs of the process runtime as this Unix user (a name or
+	// uid) instead of the agent's: a job then cannot read the agent's or
+	// the server's files (tokens, the database). The agent gives the user
+	// the job's folders and lets it pass through the folders above them.
+	RunAs string `yaml:"run_as"`
 }
 
 // Serverless configures the nodes of serverless jobs.
@@ -335,6 +340,9 @@ func (c *Server) Validate() error {
 		if l.Runtime != "" && !slices.Contains(Runtimes, l.Runtime) {
 			return fmt.Errorf("locations[%d].runtime: %q is not a runtime; use one of %s", i, l.Runtime, strings.Join(Runtimes, ", "))
 		}
+		if l.RunAs != "" && l.Runtime != "" && l.Runtime != "process" {
+			return fmt.Errorf("locations[%d].run_as: not supported yet with runtime %s (its jobs already see only their own folder); use it with runtime process", i, l.Runtime)
+		}
 	}
 	if defaults > 1 {
 		return errors.New("locations: more than one location is marked default")
@@ -373,6 +381,16 @@ func (c *Server) Runtime(location string) string {
 		}
 	}
 	return "process"
+}
+
+// RunAs is the Unix user jobs of a location run as ("" for the agent's).
+func (c *Server) RunAs(location string) string {
+	for _, l := range c.Locations {
+		if l.Name == location {
+			return l.RunAs
+		}
+	}
+	return ""
 }
 
 // Oversubscribes reports whether the named location accepts sizes its

@@ -72,6 +72,9 @@ type NodeRequest struct {
 	// CAFingerprint pins the CA of the server's certificate; the agent
 	// refuses a server that does not chain to it ("" without TLS).
 	CAFingerprint string
+	// RunAs is the Unix user the node's jobs run as (the location's
+	// run_as; "" for the agent's own).
+	RunAs string
 	// Token is the node's bearer token. Providers must not put it on a
 	// command line (other users can read argv).
 	Token  string

@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -29,16 +30,28 @@ func TestJobCannotReadTokens(t *testing.T) {
 	if _, err := exec.LookPath("bwrap"); err == nil {
 		runtimes = append(runtimes, "sandbox")
 	}
-	for _, rt := range runtimes {
-		t.Run(rt, func(t *testing.T) {
+	if os.Geteuid() == 0 {
+		// A server running as root runs jobs as another user with run_as:
+		// then the job cannot read the database either.
+		runtimes = append(runtimes, "process-run-as-nobody")
+	}
+	for _, name := range runtimes {
+		t.Run(name, func(t *testing.T) {
+			rt, runAs := name, ""
+			if name == "process-run-as-nobody" {
+				rt, runAs = "process", "nobody"
+			}
 			dir := t.TempDir()
 			in := startWith(t, dir, "", "", func(c *config.Server) {
-				c.Locations = append(c.Locations, config.Location{Name: "probe", Provider: "local", Runtime: rt,
+				c.Locations = append(c.Locations, config.Location{Name: "probe", Provider: "local", Runtime: rt, RunAs: runAs,
 					Settings: map[string]any{"agent_command": []any{tideBin, "agent"}, "grace_period": "5s", "data_dir": filepath.Join(dir, "probe")}})
 			})
 			t.Cleanup(func() { cleanup(t, in) })
 			createCompute(t, in, "name: probe\ntype: amlcompute\nsize: Standard_DS3_v2\nlocation: probe\nmax_instances: 1\n")
 			probe := `echo "home=$HOME"
+echo "uid=$(id -u)"
+head -c 16 ` + filepath.Join(dir, "tide.db") + ` 2>&1
+echo
 cat "$HOME/.config/tide/config.json" 2>&1
 echo "--- parent"
 tr '\0' '\n' < /proc/$PPID/environ 2>&1
@@ -64,6 +77,9 @@ echo probe-done`
 			log := out.String()
 			if !strings.Contains(log, "probe-done") {
 				t.Fatalf("the probe did not finish:\n%s", log)
+			}
+			if runAs != "" && (strings.Contains(log, "SQLite format") || !strings.Contains(log, "uid=65534")) {
+				t.Errorf("a job run as nobody ran as another user or read the server's database:\n%s", log)
 			}
 			if strings.Contains(log, in.srv.AdminToken) {
 				t.Errorf("the job read the admin token:\n%s", log)

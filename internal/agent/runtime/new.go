@@ -31,6 +31,9 @@ type Options struct {
 	// runtime's container network (it must exist); "none" isolates jobs
 	// from the network on the docker and sandbox runtimes.
 	Network string
+	// RunAs runs the process runtime's jobs as this Unix user (a name or
+	// uid); empty runs them as the agent's user.
+	RunAs string
 }
 
 // New builds the runtime called name. The docker runtime needs an engine
@@ -39,7 +42,14 @@ type Options struct {
 func New(ctx context.Context, name string, opts Options) (Runtime, error) {
 	switch name {
 	case "", ProcessName:
-		return Process{}, nil
+		if opts.RunAs == "" {
+			return Process{}, nil
+		}
+		u, err := LookupUser(opts.RunAs)
+		if err != nil {
+			return nil, err
+		}
+		return Process{User: u}, nil
 	case DockerName:
 		engine := dockerengine.New("")
 		if err := engine.Ping(ctx); err != nil {

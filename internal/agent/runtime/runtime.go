@@ -109,6 +109,9 @@ type Process struct {
 	// OutputDelay bounds how long Wait waits for output after the process
 	// exited (a background child may hold the pipes open). Default 2s.
 	OutputDelay time.Duration
+	// User runs the jobs as another Unix user (a location's run_as); nil
+	// runs them as the agent's.
+	User *User
 }
 
 // Start starts spec.Command in its own process group.
@@ -126,6 +129,12 @@ func (p Process) start(argv []string, spec Spec) (*handle, error) {
 	cmd.Stdout = spec.Stdout
 	cmd.Stderr = spec.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if p.User != nil {
+		if err := p.User.handOver(spec); err != nil {
+			return nil, err
+		}
+		cmd.SysProcAttr.Credential = p.User.credential()
+	}
 	cmd.WaitDelay = p.OutputDelay
 	if cmd.WaitDelay == 0 {
 		cmd.WaitDelay = 2 * time.Second

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -101,4 +102,48 @@ func alive(pid int) bool {
 	s := string(stat)
 	i := strings.LastIndexByte(s, ')')
 	return i < 0 || i+2 >= len(s) || (s[i+2] != 'Z' && s[i+2] != 'X')
+}
+
+// TestProcessRunAs: with a run_as user, a job runs as that user, writes in
+// its own folder and HOME, and cannot read the agent's files.
+func TestProcessRunAs(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("run_as needs an agent running as root")
+	}
+	u, err := LookupUser("nobody")
+	if err != nil || u == nil {
+		t.Fatalf("LookupUser(nobody) = %v, %v", u, err)
+	}
+	root := t.TempDir()
+	if err := os.Chmod(root, 0o700); err != nil { // as the agent's data folder
+		t.Fatal(err)
+	}
+	secret := filepath.Join(root, "config.json")
+	if err := os.WriteFile(secret, []byte("tide_admin_token"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	dir, home := filepath.Join(root, "nodes", "n1", "jobs", "j1"), filepath.Join(root, "nodes", "n1", "home")
+	var out bytes.Buffer
+	h, err := Process{User: u}.Start(t.Context(), Spec{
+		Command: "id -u; echo made > here.txt && cat here.txt; touch $HOME/h && echo home-ok; cat " + secret + " || echo denied; ls " + root + " || echo no-list",
+		Dir:     dir, Env: []string{"HOME=" + home, "PATH=/usr/bin:/bin"}, Stdout: &out, Stderr: &out,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, err := h.Wait(); err != nil || code != 0 {
+		t.Fatalf("exit %d, %v:\n%s", code, err, &out)
+	}
+	got := out.String()
+	for _, want := range []string{fmt.Sprintf("%d\n", u.UID), "made", "home-ok", "denied", "no-list"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("output lacks %q:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, "tide_admin_token") {
+		t.Errorf("the job read the agent's file:\n%s", got)
+	}
+	if _, err := LookupUser("no-such-user-xyz"); err == nil || !strings.Contains(err.Error(), "useradd") {
+		t.Errorf("unknown run_as user: %v", err)
+	}
 }

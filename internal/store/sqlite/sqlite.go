@@ -14,6 +14,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/url"
+	"os"
 	"runtime"
 	"sort"
 	"strconv"
@@ -55,6 +56,13 @@ var _ store.Store = (*Store)(nil)
 func Open(ctx context.Context, path string, log *slog.Logger) (*Store, error) {
 	if strings.ContainsAny(path, "?#") {
 		return nil, fmt.Errorf("sqlite database path %q: must not contain '?' or '#'", path)
+	}
+	// The database holds secrets and the key that signs node tokens: only
+	// its owner may read it (SQLite gives its -wal and -shm files the
+	// database file's mode).
+	if f, err := os.OpenFile(path, os.O_CREATE|os.O_RDONLY, 0o600); err == nil {
+		f.Close()
+		_ = os.Chmod(path, 0o600)
 	}
 	common := url.Values{}
 	common.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busyTimeout.Milliseconds()))

@@ -1,0 +1,82 @@
+package runtime
+
+import (
+	"fmt"
+	"io/fs"
+	"os"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+)
+
+// User is the Unix user the process runtime runs jobs as (a location's
+// run_as), so a job cannot read the agent's or the server's files.
+type User struct {
+	Name     string
+	UID, GID uint32
+}
+
+// LookupUser finds a user by name or uid.
+func LookupUser(name string) (*User, error) {
+	u, err := user.Lookup(name)
+	if err != nil {
+		if u, err = user.LookupId(name); err != nil {
+			return nil, fmt.Errorf("run_as %q: no such user on this host; create it (useradd --system %s) or change the location's run_as", name, name)
+		}
+	}
+	uid, err1 := strconv.ParseUint(u.Uid, 10, 32)
+	gid, err2 := strconv.ParseUint(u.Gid, 10, 32)
+	if err1 != nil || err2 != nil {
+		return nil, fmt.Errorf("run_as %q: uid %s, gid %s are not numbers", name, u.Uid, u.Gid)
+	}
+	if uid == uint64(os.Geteuid()) {
+		return nil, nil // the agent's own user: nothing to switch
+	}
+	if os.Geteuid() != 0 {
+		return nil, fmt.Errorf("run_as %q: only an agent running as root can run jobs as another user", name)
+	}
+	return &User{Name: u.Username, UID: uint32(uid), GID: uint32(gid)}, nil
+}
+
+// handOver gives u the job's folders (its working folder, mounts and
+// HOME) and lets it pass through the folders above them (o+x, never
+// o+r: it cannot list them, and the agent's own files stay its own).
+func (u *User) handOver(spec Spec) error {
+	dirs := append([]string{spec.Dir}, spec.Mounts...)
+	for _, kv := range spec.Env {
+		if home, ok := strings.CutPrefix(kv, "HOME="); ok && home != "" {
+			dirs = append(dirs, home)
+		}
+	}
+	for _, d := range dirs {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return err
+		}
+		err := filepath.WalkDir(d, func(p string, _ fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			return os.Lchown(p, int(u.UID), int(u.GID))
+		})
+		if err != nil {
+			return fmt.Errorf("run_as %s: giving it %s: %w", u.Name, d, err)
+		}
+		for p := filepath.Dir(d); ; p = filepath.Dir(p) {
+			if fi, err := os.Stat(p); err == nil && fi.Mode().Perm()&0o001 == 0 {
+				if err := os.Chmod(p, fi.Mode().Perm()|0o001); err != nil {
+					return fmt.Errorf("run_as %s: letting it pass %s: %w", u.Name, p, err)
+				}
+			}
+			if p == filepath.Dir(p) {
+				break
+			}
+		}
+	}
+	return nil
+}
+
+func (u *User) credential() *syscall.Credential {
+	return &syscall.Credential{Uid: u.UID, Gid: u.GID, Groups: []uint32{}}
+}
