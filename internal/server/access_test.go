@@ -166,3 +166,32 @@ func TestRouteRoleMatrix(t *testing.T) {
 		t.Errorf("only %d operations checked", checked)
 	}
 }
+
+// TestNodeTokenOnlyItsOwnJobs: a node token may report only on jobs its
+// node runs (or, for late log lines, of its node's compute), and read only
+// its own workspace's datastores.
+func TestNodeTokenOnlyItsOwnJobs(t *testing.T) {
+	lab := newAccessLab(t)
+	lab.must(t, lab.admin, "PUT", "/v1/workspaces/ws1/computes/cpu-one", "name: cpu-one\ntype: amlcompute\nmax_instances: 1\n", 201)
+	var j api.Job
+	lab.decode(t, lab.must(t, lab.admin, "POST", "/v1/workspaces/ws1/jobs", "name: j1\ncommand: echo hi\ncompute: cpu-one\n", 201), &j)
+	stranger := lab.srv.NodeToken("stranger-node")
+	id := "ws1%2Fj1%2F1"
+	for _, c := range []struct{ method, path, body string }{
+		{"POST", "/v1/agent/assignments/" + id + "/logs", `{"lines":[{"node_seq":1,"text":"forged"}]}`},
+		{"GET", "/v1/agent/assignments/" + id + "/checkpoint", ""},
+		{"PUT", "/v1/agent/assignments/" + id + "/checkpoint", "x"},
+		{"PUT", "/v1/agent/assignments/" + id + "/artifacts", "x"},
+		{"GET", "/v1/agent/workspaces/ws1/datastores/workspaceblobstore", ""},
+	} {
+		rec := call(lab.h, stranger, c.method, c.path, []byte(c.body))
+		if rec.Code != 403 {
+			t.Errorf("%s %s with another node's token = %d %s, want 403", c.method, c.path, rec.Code, rec.Body)
+		}
+	}
+	var lines api.List[api.LogLine]
+	lab.decode(t, lab.must(t, lab.admin, "GET", "/v1/workspaces/ws1/jobs/j1/logs", "", 200), &lines)
+	if len(lines.Value) != 0 {
+		t.Errorf("a stranger node's lines were stored: %+v", lines.Value)
+	}
+}

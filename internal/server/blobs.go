@@ -128,12 +128,6 @@ func (s *Server) putDatastore(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) getDatastore(w http.ResponseWriter, r *http.Request) {
-	if p := principalOf(r); p.kind == "node" {
-		if err := s.nodeInWorkspace(r.Context(), p.node, r.PathValue("workspace")); err != nil {
-			s.fail(w, r, err)
-			return
-		}
-	}
 	d, err := s.svc.Datastore(r.Context(), r.PathValue("workspace"), r.PathValue("name"))
 	if err != nil {
 		s.fail(w, r, err)
@@ -143,6 +137,11 @@ func (s *Server) getDatastore(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) agentDatastore(w http.ResponseWriter, r *http.Request) {
+	// A datastore's credentials go only to nodes of its workspace.
+	if err := s.nodeInWorkspace(r.Context(), principalOf(r).node, r.PathValue("workspace")); err != nil {
+		s.fail(w, r, err)
+		return
+	}
 	d, err := s.svc.AgentDatastore(r.Context(), r.PathValue("workspace"), r.PathValue("name"))
 	if err != nil {
 		s.fail(w, r, err)
