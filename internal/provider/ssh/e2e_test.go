@@ -12,8 +12,8 @@ import (
 	"github.com/tideml/tide/internal/server/servertest"
 )
 
-// TestEndToEnd runs jobs through a real server on agents the ssh provider
-// starts on the lab's hosts: a 2-node gang, a server restart mid-job, and
+// TestEndToEnd runs jobs through a real server (over TLS, pinned by the
+// agents) on agents the ssh provider starts on the lab's hosts: a 2-node gang, a server restart mid-job, and
 // a host cut off mid-job and brought back.
 func TestEndToEnd(t *testing.T) {
 	l := requireLab(t)
@@ -27,6 +27,12 @@ func TestEndToEnd(t *testing.T) {
 	}
 	srv := servertest.Start(t, opts)
 	defer func() { srv.Shutdown() }()
+	// Beyond loopback the server serves TLS with its own CA, which the
+	// agents on the lab's hosts pin (issue 17): everything below crosses
+	// the lab's network over TLS.
+	if !strings.HasPrefix(srv.Client.Server(), "https://") {
+		t.Fatalf("the server on the lab's network serves %s, want https", srv.Client.Server())
+	}
 	ctx := t.Context()
 	srv.PutCompute("name: cpu-cluster\ntype: amlcompute\nsize: Standard_DS3_v2\nmin_instances: 0\nmax_instances: 2\nidle_time_before_scale_down: 600\n")
 

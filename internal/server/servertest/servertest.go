@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"testing"
 	"time"
@@ -70,7 +71,9 @@ func Start(t *testing.T, o Options) *Server {
 	cfg.PreemptGrace = 2 * time.Second
 	cfg.Resync = time.Second
 	cfg.Listen = ln.Addr().String()
-	cfg.AdvertiseURL = "http://" + cfg.Listen
+	// Beyond loopback (the ssh lab's hosts) the server serves TLS with its
+	// own CA: the agents and this client pin its fingerprint.
+	cfg.AdvertiseURL = cfg.Scheme() + "://" + cfg.Listen
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	if os.Getenv("TIDE_TEST_LOG") != "" {
 		log = slog.New(slog.NewTextHandler(os.Stderr, nil))
@@ -87,7 +90,11 @@ func Start(t *testing.T, o Options) *Server {
 		s.Token = srv.AdminToken
 	}
 	go func() { s.done <- srv.Serve(ctx, ln) }()
-	s.Client, err = api.NewClient(cfg.AdvertiseURL, s.Token, nil)
+	var hc *http.Client
+	if fp := srv.CAFingerprint(); fp != "" {
+		hc = &http.Client{Transport: &http.Transport{TLSClientConfig: api.PinnedTLS(fp)}}
+	}
+	s.Client, err = api.NewClient(cfg.AdvertiseURL, s.Token, hc)
 	if err != nil {
 		t.Fatal(err)
 	}
