@@ -11,7 +11,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -27,9 +26,8 @@ import (
 // server is healthy afterwards.
 func TestBadInput(t *testing.T) {
 	s := newServer(t, options{maxDataSize: "8m"})
-	var cc api.ClientConfig
-	raw, _ := os.ReadFile(filepath.Join(s.dir, "client.json"))
-	if err := json.Unmarshal(raw, &cc); err != nil {
+	cc, err := api.LoadClientConfig(filepath.Join(s.dir, "client.json"))
+	if err != nil {
 		t.Fatal(err)
 	}
 	call := func(method, path, contentType string, body []byte) (int, string) {

@@ -2,7 +2,6 @@ package chaos
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -90,9 +89,8 @@ resync: 1s
 		t.Fatal(err)
 	}
 	s.start()
-	var cc api.ClientConfig
-	raw, err := os.ReadFile(filepath.Join(dir, "client.json"))
-	if err != nil || json.Unmarshal(raw, &cc) != nil {
+	cc, err := api.LoadClientConfig(filepath.Join(dir, "client.json"))
+	if err != nil || cc.Token == "" {
 		t.Fatalf("client config written by the server: %v", err)
 	}
 	if s.client, err = api.NewClient("http://"+s.addr, cc.Token, nil); err != nil {

@@ -11,6 +11,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -113,7 +114,9 @@ func startWith(t testing.TB, dataDir, addr, token string, configure func(*config
 	}
 	cfg.Store = testStore(t, cfg.DataDir)
 	cfg.Listen = ln.Addr().String()
-	cfg.AdvertiseURL = "http://" + cfg.Listen
+	// Beyond loopback (a Docker network's gateway) the server serves TLS
+	// with its own CA: agents and this client pin it.
+	cfg.AdvertiseURL = cfg.Scheme() + "://" + cfg.Listen
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	if os.Getenv("TIDE_TEST_LOG") != "" {
 		log = slog.New(slog.NewTextHandler(os.Stderr, nil))
@@ -129,7 +132,11 @@ func startWith(t testing.TB, dataDir, addr, token string, configure func(*config
 	}
 	in := &instance{t: t, cfg: cfg, srv: srv, stop: cancel, done: make(chan error, 1)}
 	go func() { in.done <- srv.Serve(ctx, ln) }()
-	in.client, err = api.NewClient(cfg.AdvertiseURL, token, nil)
+	var hc *http.Client
+	if fp := srv.CAFingerprint(); fp != "" {
+		hc = &http.Client{Transport: &http.Transport{TLSClientConfig: api.PinnedTLS(fp)}}
+	}
+	in.client, err = api.NewClient(cfg.AdvertiseURL, token, hc)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -166,9 +166,8 @@ func TestReplicasFailover(t *testing.T) {
 	b := startReplica(t, dir, "b", addrs[1], cfgB)
 	waitFor(t, "replica b to serve", 30*time.Second, func() bool { r, ok := ready(addrs[1]); return ok && r.Leader == "a" && !r.Leading })
 
-	var cc api.ClientConfig
-	raw, err := os.ReadFile(filepath.Join(dir, "client.json"))
-	if err != nil || json.Unmarshal(raw, &cc) != nil {
+	cc, err := api.LoadClientConfig(filepath.Join(dir, "client.json"))
+	if err != nil || cc.Token == "" {
 		t.Fatalf("client config written by the first replica: %v", err)
 	}
 	clientOf := func(addr string) *api.Client {

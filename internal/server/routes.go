@@ -171,7 +171,7 @@ func (s *Server) listComputes(w http.ResponseWriter, r *http.Request) {
 // dropped from request bodies rather than rejected.
 var readOnly = []string{"id", "workspace", "provisioning_state", "allocation_state", "current_node_count",
 	"target_node_count", "node_state_counts", "created_on", "modified_on", "errors", "etag",
-	"status", "start_time", "end_time", "exit_code", "error", "log_tail", "ranks", "attempt", "pending_reason", "cost", "usage", "period_start", "spent", "checked_on", "alerts"}
+	"status", "start_time", "end_time", "exit_code", "error", "log_tail", "ranks", "attempt", "created_by", "serverless", "pending_reason", "cost", "usage", "period_start", "spent", "checked_on", "alerts"}
 
 // stripReadOnly removes server-set fields from a JSON or YAML body. A body
 // that does not parse is returned as it is, for the spec parser to explain.

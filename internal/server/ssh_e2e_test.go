@@ -83,7 +83,7 @@ func writeKeyPair(t *testing.T, dir, name string) (keyFile, pub string) {
 }
 
 func (c *sshClient) env() []string {
-	return append(os.Environ(), "TIDE_SERVER="+c.in.cfg.AdvertiseURL, "TIDE_TOKEN="+c.in.srv.AdminToken,
+	return append(os.Environ(), "TIDE_SERVER="+c.in.cfg.AdvertiseURL, "TIDE_TOKEN="+c.in.srv.AdminToken, "TIDE_CA_FINGERPRINT="+c.in.srv.CAFingerprint(),
 		"TIDE_WORKSPACE=default", "XDG_CONFIG_HOME="+c.dir, "HOME="+c.dir)
 }
 
