@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net/http"
@@ -56,7 +57,10 @@ func (r *run) detach(cmd *cobra.Command, cfg config.Server) error {
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- child.Wait() }()
-	url := "http://" + cfg.Listen + "/readyz"
+	url := cfg.Scheme() + "://" + cfg.Listen + "/readyz"
+	// Only whether the child answers is asked (no token is sent), so a TLS
+	// server's certificate need not be checked here; clients pin its CA.
+	probe := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
 	deadline := time.Now().Add(detachWait)
 	for {
 		select {
@@ -67,11 +71,11 @@ func (r *run) detach(cmd *cobra.Command, cfg config.Server) error {
 			return fmt.Errorf("the server exited (%v); the end of %s:\n%s", err, logPath, strings.Join(lines[max(len(lines)-5, 0):], "\n"))
 		case <-time.After(100 * time.Millisecond):
 		}
-		if resp, err := http.Get(url); err == nil {
+		if resp, err := probe.Get(url); err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				fmt.Fprintf(r.app.Stdout, "tide server listening on http://%s (pid %d); log in %s; stop it with: tide server stop --data-dir %s\n",
-					cfg.Listen, child.Process.Pid, logPath, cfg.DataDir)
+				fmt.Fprintf(r.app.Stdout, "tide server listening on %s://%s (pid %d); log in %s; stop it with: tide server stop --data-dir %s\n",
+					cfg.Scheme(), cfg.Listen, child.Process.Pid, logPath, cfg.DataDir)
 				return nil
 			}
 		}
