@@ -222,7 +222,8 @@ func (s *Server) allowed(ctx context.Context, p principal, workspace string, per
 }
 
 func errorStatus(err error) int {
-	if se, ok := err.(*service.Error); ok {
+	var se *service.Error
+	if errors.As(err, &se) {
 		return se.Status
 	}
 	return 0

@@ -329,21 +329,6 @@ func (s *Service) RevokeToken(ctx context.Context, id, user string) (string, err
 	return hash, err
 }
 
-// TouchToken records that a token was used.
-func (s *Service) TouchToken(ctx context.Context, hash string, at time.Time) error {
-	return s.Store.Update(ctx, func(tx store.Tx) error {
-		t, err := tx.GetToken(ctx, hash)
-		if store.IsNotFound(err) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		t.LastUsed = at
-		return tx.PutToken(ctx, t)
-	})
-}
-
 // Audit lists audit entries, newest first.
 func (s *Service) Audit(ctx context.Context, f store.AuditFilter) ([]api.AuditEntry, error) {
 	var out []api.AuditEntry
