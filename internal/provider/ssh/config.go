@@ -34,6 +34,11 @@ type Host struct {
 	// Dir is the remote folder tide keeps the binary and node folders in;
 	// a relative path is relative to the user's home. Default ".tide".
 	Dir string
+	// GPUs are the host's GPU device indices that nodes get, disjoint
+	// between the host's nodes (see gpus.go). With DetectGPUs the
+	// provider asks the host instead (nvidia-smi -L, else /dev/nvidia*).
+	GPUs       []string
+	DetectGPUs bool
 }
 
 // name is how logs and errors name the host.
@@ -139,7 +144,7 @@ func validEnvName(s string) bool {
 // settingsKeys and hostKeys are the settings a location may give.
 var (
 	settingsKeys = []string{"hosts", "known_hosts", "binary", "env", "grace_period", "timeout"}
-	hostKeys     = []string{"address", "port", "user", "key_file", "host_key", "capacity", "dir"}
+	hostKeys     = []string{"address", "port", "user", "key_file", "host_key", "capacity", "dir", "gpus"}
 )
 
 // parseSettings turns a location's settings into a Config.
@@ -192,7 +197,8 @@ func parseSettings(settings map[string]any) (Config, error) {
 }
 
 func parseHost(m map[string]any) (Host, error) {
-	var h Host
+	// A host's GPUs are detected unless the location lists them.
+	h := Host{DetectGPUs: true}
 	for k, v := range m {
 		var err error
 		switch k {
@@ -210,6 +216,8 @@ func parseHost(m map[string]any) (Host, error) {
 			h.Capacity, err = provider.SettingInt(k, v)
 		case "dir":
 			h.Dir, err = provider.SettingString(k, v)
+		case "gpus":
+			h.GPUs, h.DetectGPUs, err = parseHostGPUs(v)
 		default:
 			return h, fmt.Errorf("%s: unknown host setting; known: %s", k, strings.Join(hostKeys, ", "))
 		}

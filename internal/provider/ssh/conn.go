@@ -51,6 +51,8 @@ type remote struct {
 	// it (the controller's loop must not wait on a dead host at every
 	// turn) while a background probe waits for the host to come back.
 	down error
+	// gpusDetected is set once the host reported its GPUs (into GPUs).
+	gpusDetected bool
 }
 
 // maxProbeWait bounds the wait between two probes of a host that is down.

@@ -49,10 +49,11 @@ type Provider struct {
 	placeMu sync.Mutex
 
 	mu sync.Mutex
-	// placing holds the ids placed on a host (by index) that no survey of
-	// the hosts has seen yet: they count against the host's capacity
-	// until their folder shows up (or Create fails, or Delete runs).
-	placing map[string]int
+	// placing holds the ids placed on a host that no survey of the hosts
+	// has seen yet: they count against the host's capacity (and hold
+	// their GPUs) until their folder shows up (or Create fails, or Delete
+	// runs).
+	placing map[string]placement
 	// where remembers the host of each node seen, so Get asks one host.
 	where map[string]int
 	// uploads serialises binary copies per host.
@@ -68,7 +69,7 @@ func New(cfg Config) (*Provider, error) {
 		return nil, err
 	}
 	p := &Provider{cfg: cfg, log: cfg.Logger.With(slog.String("provider", Name)),
-		placing: map[string]int{}, where: map[string]int{}, uploads: make([]sync.Mutex, len(cfg.Hosts))}
+		placing: map[string]placement{}, where: map[string]int{}, uploads: make([]sync.Mutex, len(cfg.Hosts))}
 	for i, h := range cfg.Hosts {
 		r, err := newRemote(h, cfg.KnownHosts)
 		if err != nil {
@@ -252,11 +253,11 @@ func (p *Provider) Create(ctx context.Context, req provider.NodeRequest) (*provi
 	if !validID(req.ID) {
 		return nil, fmt.Errorf("node id %q: must be letters, digits, '-', '_' or '.'", req.ID)
 	}
-	i, err := p.place(ctx, req)
+	at, err := p.place(ctx, req)
 	if err != nil {
 		return nil, err
 	}
-	n, err := p.start(ctx, req, i)
+	n, err := p.start(ctx, req, at)
 	if err != nil && !provider.IsAlreadyExists(err) {
 		p.mu.Lock()
 		delete(p.placing, req.ID)
@@ -265,12 +266,13 @@ func (p *Provider) Create(ctx context.Context, req provider.NodeRequest) (*provi
 	return n, err
 }
 
-// start makes the node's folder on host i and starts its agent there.
-func (p *Provider) start(ctx context.Context, req provider.NodeRequest, i int) (*provider.Node, error) {
-	h := p.hosts[i]
+// start makes the node's folder on the placement's host and starts its
+// agent there.
+func (p *Provider) start(ctx context.Context, req provider.NodeRequest, at placement) (*provider.Node, error) {
+	i, h := at.host, p.hosts[at.host]
 	nf := nodeFile{
 		ID: req.ID, Workspace: req.Workspace, Compute: req.Compute, Created: time.Now().UTC(),
-		Capacity: api.Capacity{VCPUs: req.Size.VCPUs, MemoryGB: req.Size.MemoryGB, GPUs: req.Size.GPUs,
+		Capacity: api.Capacity{VCPUs: req.Size.VCPUs, MemoryGB: req.Size.MemoryGB, GPUs: req.Size.GPUs, GPUDevices: at.gpus,
 			Note: "logical: the size's figures on host " + h.Address},
 	}
 	nfJSON, err := json.Marshal(nf)
@@ -344,47 +346,75 @@ echo "started $!"
 `
 }
 
-// place reserves a slot for req on a host and returns the host's index.
-// Hosts that cannot be reached are skipped; if no host has room the error
-// says why for each.
-func (p *Provider) place(ctx context.Context, req provider.NodeRequest) (int, error) {
+// placement is where place put a node: a host (by index) and the host's
+// GPUs it holds.
+type placement struct {
+	host int
+	gpus []string
+}
+
+// place reserves a slot (and the size's GPUs) for req on a host. Hosts
+// that cannot be reached are skipped; if no host has room the error says
+// why for each.
+func (p *Provider) place(ctx context.Context, req provider.NodeRequest) (placement, error) {
 	p.placeMu.Lock()
 	defer p.placeMu.Unlock()
 	nodes, errs := p.survey(ctx, "")
+	gpus := p.hostsGPUs(ctx, req.Size.GPUs, errs)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if _, ok := p.placing[req.ID]; ok {
-		return 0, &provider.AlreadyExistsError{ID: req.ID}
+		return placement{}, &provider.AlreadyExistsError{ID: req.ID}
 	}
 	used := make([]int, len(p.hosts))
+	held := make([]map[string]bool, len(p.hosts))
+	for i := range held {
+		held[i] = map[string]bool{}
+	}
 	for i, ns := range nodes {
 		for _, n := range ns {
 			if n.ID == req.ID {
-				return 0, &provider.AlreadyExistsError{ID: req.ID}
+				return placement{}, &provider.AlreadyExistsError{ID: req.ID}
 			}
 			delete(p.placing, n.ID) // counted here from now on
+			for _, d := range n.Capacity.GPUDevices {
+				held[i][d] = true
+			}
 		}
 		used[i] += len(ns)
 	}
-	for _, i := range p.placing {
-		used[i]++
-	}
-	var reasons []string
-	for i, h := range p.hosts {
-		switch {
-		case errs[i] != nil:
-			reasons = append(reasons, errs[i].Error())
-		case used[i] >= h.Capacity:
-			reasons = append(reasons, fmt.Sprintf("host %s: full (%d of capacity %d)", h.name(), used[i], h.Capacity))
-		default:
-			p.placing[req.ID] = i
-			return i, nil
+	for _, at := range p.placing {
+		used[at.host]++
+		for _, d := range at.gpus {
+			held[at.host][d] = true
 		}
 	}
-	if errors.Join(errs...) == nil {
-		return 0, &provider.InsufficientCapacityError{Size: req.Size.Name, Location: req.Location, Reason: strings.Join(reasons, "; ")}
+	var reasons []string
+	waiting := false // some host could take the node once nodes go
+	for i, h := range p.hosts {
+		if errs[i] != nil {
+			reasons = append(reasons, errs[i].Error())
+			continue
+		}
+		if used[i] >= h.Capacity {
+			reasons = append(reasons, fmt.Sprintf("host %s: full (%d of capacity %d)", h.name(), used[i], h.Capacity))
+			waiting = true
+			continue
+		}
+		devs, err := provider.PickGPUs(gpus[i], held[i], req.Size.GPUs, req.Size.Name, req.Location)
+		if err != nil {
+			reasons = append(reasons, "host "+h.name()+": "+gpuReason(err))
+			waiting = waiting || provider.IsInsufficientCapacity(err)
+			continue
+		}
+		at := placement{host: i, gpus: devs}
+		p.placing[req.ID] = at
+		return at, nil
 	}
-	return 0, fmt.Errorf("creating node %s: no host has room: %s", req.ID, strings.Join(reasons, "; "))
+	if errors.Join(errs...) == nil && waiting {
+		return placement{}, &provider.InsufficientCapacityError{Size: req.Size.Name, Location: req.Location, Reason: strings.Join(reasons, "; ")}
+	}
+	return placement{}, fmt.Errorf("creating node %s: no host has room: %s", req.ID, strings.Join(reasons, "; "))
 }
 
 // ensureBinary copies the tide binary to host i unless it is there with

@@ -125,6 +125,8 @@ func TestCapacityAndHostKeys(t *testing.T) {
 		{map[string]any{"hosts": []any{map[string]any{"address": "h", "port": 70000, "host_key": other, "key_file": l.clientKey}}}, "hosts[0].port"},
 		{map[string]any{"hosts": []any{map[string]any{"adress": "h"}}}, "hosts[0].adress: unknown host setting"},
 		{map[string]any{"host": 1}, "host: unknown setting"},
+		{map[string]any{"hosts": []any{map[string]any{"address": "h", "host_key": other, "gpus": "all"}}}, "hosts[0].gpus: want auto or a list"},
+		{map[string]any{"hosts": []any{map[string]any{"address": "h", "host_key": other, "gpus": []any{0, 0}}}}, "hosts[0].gpus: device 0 is listed twice"},
 		{map[string]any{"known_hosts": kh, "hosts": []any{map[string]any{"address": "10.9.9.9", "key_file": l.clientKey}}}, "10.9.9.9:22 is not in known_hosts"},
 	} {
 		_, err := ssh.Factory("lab", tc.settings, provider.Deps{})
