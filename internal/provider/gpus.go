@@ -74,6 +74,22 @@ func ParseGPUs(v any) ([]string, error) {
 	return ids, nil
 }
 
+// CheckListedGPUs refuses a configured list naming a device the host does
+// not have, when the host reports its GPUs (detected non-empty). A host
+// whose drivers the server cannot see reports none: its list is taken as
+// given.
+func CheckListedGPUs(listed, detected []string, host string) error {
+	if len(detected) == 0 {
+		return nil
+	}
+	for _, d := range listed {
+		if !slices.Contains(detected, d) {
+			return fmt.Errorf("gpus: device %s is not on %s (it has %s); list only its devices, or set gpus: auto", d, host, strings.Join(detected, ", "))
+		}
+	}
+	return nil
+}
+
 // PickGPUs returns need of the host's GPUs (all) that are not in used, in
 // all's order. It fails with the reason when the host has fewer than need
 // (no waiting helps) and with an *InsufficientCapacityError when too few

@@ -182,6 +182,8 @@ func Factory(name string, settings map[string]any, deps provider.Deps) (provider
 	}
 	if detect {
 		cfg.GPUs = provider.DetectGPUs()
+	} else if err := provider.CheckListedGPUs(cfg.GPUs, provider.DetectGPUs(), "this host"); err != nil {
+		return nil, err
 	}
 	return New(cfg)
 }

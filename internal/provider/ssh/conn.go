@@ -51,8 +51,9 @@ type remote struct {
 	// it (the controller's loop must not wait on a dead host at every
 	// turn) while a background probe waits for the host to come back.
 	down error
-	// gpusDetected is set once the host reported its GPUs (into GPUs).
+	// detectedGPUs are the GPUs the host reported, once gpusDetected.
 	gpusDetected bool
+	detectedGPUs []string
 }
 
 // maxProbeWait bounds the wait between two probes of a host that is down.

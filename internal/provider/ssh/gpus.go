@@ -54,7 +54,7 @@ func (p *Provider) hostsGPUs(ctx context.Context, need int, errs []error) [][]st
 		}
 		gpus, err := h.gpus(ctx, p.cfg.Timeout)
 		if err != nil {
-			errs[i] = fmt.Errorf("host %s: detecting its GPUs: %w", h.name(), err)
+			errs[i] = fmt.Errorf("host %s: %w", h.name(), err)
 			continue
 		}
 		out[i] = gpus
@@ -62,27 +62,30 @@ func (p *Provider) hostsGPUs(ctx context.Context, need int, errs []error) [][]st
 	return out
 }
 
-// gpus returns the host's GPUs: the listed ones, or those it reports
-// (asked once; a failed attempt is retried at the next placement).
+// gpus returns the host's GPUs: the listed ones (checked against what the
+// host reports, if it reports any), or those it reports. The host is asked
+// once; a failed attempt is retried at the next placement.
 func (h *remote) gpus(ctx context.Context, timeout time.Duration) ([]string, error) {
-	if !h.DetectGPUs {
-		return h.GPUs, nil
-	}
 	h.mu.Lock()
-	detected, gpus := h.gpusDetected, h.GPUs
+	detected, found := h.gpusDetected, h.detectedGPUs
 	h.mu.Unlock()
-	if detected {
-		return gpus, nil
+	if !detected {
+		out, err := h.run(ctx, timeout, detectScript, nil)
+		if err != nil {
+			return nil, err
+		}
+		found = strings.Fields(string(out))
+		h.mu.Lock()
+		h.gpusDetected, h.detectedGPUs = true, found
+		h.mu.Unlock()
 	}
-	out, err := h.run(ctx, timeout, detectScript, nil)
-	if err != nil {
+	if h.DetectGPUs {
+		return found, nil
+	}
+	if err := provider.CheckListedGPUs(h.GPUs, found, "host "+h.name()); err != nil {
 		return nil, err
 	}
-	gpus = strings.Fields(string(out))
-	h.mu.Lock()
-	h.GPUs, h.gpusDetected = gpus, true
-	h.mu.Unlock()
-	return gpus, nil
+	return h.GPUs, nil
 }
 
 // gpuReason is PickGPUs's error as the reason one host cannot take a node.
