@@ -2,97 +2,32 @@ package sqlite
 
 import (
 	"context"
-	"database/sql"
-	"encoding/json"
-	"errors"
-	"fmt"
-	"strconv"
+	"time"
 
 	"github.com/tideml/tide/api"
-	"github.com/tideml/tide/internal/store"
 )
+
+var environments = versioned[api.Environment]{table: "environments", kind: "environment",
+	fields: func(e *api.Environment) (*string, *time.Time, string, string, string) {
+		return &e.Etag, &e.CreatedOn, e.Workspace, e.Name, e.Version
+	}}
 
 // GetEnvironment implements store.Tx.
 func (x *tx) GetEnvironment(ctx context.Context, workspace, name, version string) (*api.Environment, error) {
-	var doc string
-	var etag int64
-	err := x.tx.QueryRowContext(ctx, `SELECT etag, doc FROM environments WHERE workspace = ? AND name = ? AND version = ?`,
-		workspace, name, version).Scan(&etag, &doc)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, store.NotFound("environment", name+":"+version)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("getting environment %s:%s: %w", name, version, err)
-	}
-	var e api.Environment
-	if err := json.Unmarshal([]byte(doc), &e); err != nil {
-		return nil, fmt.Errorf("decoding environment %s:%s: %w", name, version, err)
-	}
-	e.Etag = strconv.FormatInt(etag, 10)
-	return &e, nil
+	return environments.get(ctx, x, workspace, name, version)
 }
 
 // ListEnvironments implements store.Tx.
 func (x *tx) ListEnvironments(ctx context.Context, workspace, name string) ([]api.Environment, error) {
-	var rows *sql.Rows
-	var err error
-	if name == "" {
-		rows, err = x.tx.QueryContext(ctx, `SELECT etag, doc FROM environments WHERE workspace = ? ORDER BY name, created`, workspace)
-	} else {
-		rows, err = x.tx.QueryContext(ctx, `SELECT etag, doc FROM environments WHERE workspace = ? AND name = ? ORDER BY created`, workspace, name)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("listing environments: %w", err)
-	}
-	return scanDocs(rows, "environments", func(e *api.Environment, etag int64) { e.Etag = strconv.FormatInt(etag, 10) })
+	return environments.list(ctx, x, workspace, name)
 }
 
 // PutEnvironment implements store.Tx.
 func (x *tx) PutEnvironment(ctx context.Context, e *api.Environment, ifMatch string) error {
-	id := e.Name + ":" + e.Version
-	if e.Name == "" || e.Version == "" || e.Workspace == "" {
-		return fmt.Errorf("environment %q in workspace %q: name, version and workspace must be set", id, e.Workspace)
-	}
-	var stored, created int64
-	err := x.tx.QueryRowContext(ctx, `SELECT etag, created FROM environments WHERE workspace = ? AND name = ? AND version = ?`,
-		e.Workspace, e.Name, e.Version).Scan(&stored, &created)
-	found := err == nil
-	if err != nil && !errors.Is(err, sql.ErrNoRows) {
-		return fmt.Errorf("putting environment %s: %w", id, err)
-	}
-	if err := checkEtag("environment", id, found, stored, ifMatch); err != nil {
-		return err
-	}
-	if !found {
-		if err := x.requireWorkspace(ctx, e.Workspace); err != nil {
-			return fmt.Errorf("environment %s: %w", id, err)
-		}
-	}
-	c := *e
-	c.Etag, c.CreatedOn = "", c.CreatedOn.UTC()
-	doc, err := json.Marshal(c)
-	if err != nil {
-		return fmt.Errorf("encoding environment %s: %w", id, err)
-	}
-	rev, err := x.nextRevision(ctx)
-	if err != nil {
-		return err
-	}
-	if !found {
-		created = rev
-	}
-	_, err = x.tx.ExecContext(ctx, `INSERT INTO environments (workspace, name, version, created, etag, doc) VALUES (?, ?, ?, ?, ?, ?)
-		ON CONFLICT (workspace, name, version) DO UPDATE SET etag = excluded.etag, doc = excluded.doc`,
-		e.Workspace, e.Name, e.Version, created, rev, string(doc))
-	if err != nil {
-		return fmt.Errorf("putting environment %s: %w", id, err)
-	}
-	e.Etag = strconv.FormatInt(rev, 10)
-	return nil
+	return environments.put(ctx, x, e, ifMatch)
 }
 
 // DeleteEnvironment implements store.Tx.
 func (x *tx) DeleteEnvironment(ctx context.Context, workspace, name, version string) error {
-	return x.deleteOne(ctx, "environment", name+":"+version,
-		`DELETE FROM environments WHERE workspace = ? AND name = ? AND version = ?`, workspace, name, version)
+	return environments.delete(ctx, x, workspace, name, version)
 }
