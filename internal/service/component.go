@@ -3,7 +3,6 @@ package service
 import (
 	"context"
 	"reflect"
-	"strconv"
 	"time"
 
 	"github.com/tideml/tide/api"
@@ -46,7 +45,7 @@ func (s *Service) PutComponent(ctx context.Context, ws string, c *api.Component)
 			return err
 		}
 		if c.Version == "" {
-			c.Version = nextComponentVersion(versions)
+			c.Version = nextVersion(versions, componentVersion)
 		}
 		c.Workspace, c.Etag = ws, ""
 		var old *api.Component
@@ -61,7 +60,7 @@ func (s *Service) PutComponent(ctx context.Context, ws string, c *api.Component)
 			return tx.PutComponent(ctx, c, "")
 		}
 		if !sameComponent(old, c) {
-			ce := errorf(409, api.CodeConflict, "version: component %s:%s already exists with other content, and versions are immutable; create version %s (or omit version to get it)", c.Name, c.Version, nextComponentVersion(versions))
+			ce := errorf(409, api.CodeConflict, "version: component %s:%s already exists with other content, and versions are immutable; create version %s (or omit version to get it)", c.Name, c.Version, nextVersion(versions, componentVersion))
 			ce.Field = "version"
 			return ce
 		}
@@ -86,60 +85,23 @@ func sameComponent(a, b *api.Component) bool {
 	return reflect.DeepEqual(x, y)
 }
 
-func nextComponentVersion(versions []api.Component) string {
-	top := 0
-	for _, v := range versions {
-		if n, err := strconv.Atoi(v.Version); err == nil && n > top {
-			top = n
-		}
-	}
-	return strconv.Itoa(top + 1)
-}
+func componentVersion(c *api.Component) string { return c.Version }
 
 // Component returns one version of a component; version "latest" (or
 // empty) is the most recently created one.
 func (s *Service) Component(ctx context.Context, ws, name, version string) (*api.Component, error) {
-	var out *api.Component
-	err := s.Store.View(ctx, func(tx store.Tx) (err error) {
-		if _, err := s.workspace(ctx, tx, ws); err != nil {
-			return err
-		}
-		out, err = s.component(ctx, tx, ws, name, version)
-		return err
-	})
-	return out, err
+	return inWorkspace(ctx, s, ws, func(tx store.Tx) (*api.Component, error) { return s.component(ctx, tx, ws, name, version) })
 }
 
 func (s *Service) component(ctx context.Context, tx store.Tx, ws, name, version string) (*api.Component, error) {
 	hint := "run 'tide component list' to see the components of workspace " + ws + ", or register it with 'tide component create -f FILE'"
-	if version == "" || version == spec.LatestVersion {
-		versions, err := tx.ListComponents(ctx, ws, name)
-		if err != nil {
-			return nil, err
-		}
-		if len(versions) == 0 {
-			return nil, notFound("component", name, hint)
-		}
-		return &versions[len(versions)-1], nil
-	}
-	c, err := tx.GetComponent(ctx, ws, name, version)
-	if store.IsNotFound(err) {
-		return nil, notFound("component", name+":"+version, hint)
-	}
-	return c, err
+	return findVersion(ctx, ws, name, version, "component", hint, tx.ListComponents, tx.GetComponent)
 }
 
 // Components lists a workspace's components (every version), or the
 // versions of one name.
 func (s *Service) Components(ctx context.Context, ws, name string) ([]api.Component, error) {
-	var out []api.Component
-	err := s.Store.View(ctx, func(tx store.Tx) (err error) {
-		if _, err := s.workspace(ctx, tx, ws); err != nil {
-			return err
-		}
-		out, err = tx.ListComponents(ctx, ws, name)
-		return err
-	})
+	out, err := inWorkspace(ctx, s, ws, func(tx store.Tx) ([]api.Component, error) { return tx.ListComponents(ctx, ws, name) })
 	if out == nil {
 		out = []api.Component{}
 	}

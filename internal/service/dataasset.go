@@ -3,7 +3,6 @@ package service
 import (
 	"context"
 	"errors"
-	"strconv"
 	"strings"
 
 	"github.com/tideml/tide/api"
@@ -38,13 +37,7 @@ func (s *Service) CreateDataAsset(ctx context.Context, ws string, a *api.DataAss
 			return err
 		}
 		if a.Version == "" {
-			top := 0
-			for _, v := range versions {
-				if n, err := strconv.Atoi(v.Version); err == nil && n > top {
-					top = n
-				}
-			}
-			a.Version = strconv.Itoa(top + 1)
+			a.Version = nextVersion(versions, func(v *api.DataAsset) string { return v.Version })
 		}
 		for _, v := range versions {
 			if v.Version == a.Version {
@@ -108,15 +101,7 @@ func (s *Service) dataAsset(ctx context.Context, tx store.Tx, ws, name, version 
 
 // DataAsset returns one version of a data asset.
 func (s *Service) DataAsset(ctx context.Context, ws, name, version string) (*api.DataAsset, error) {
-	var out *api.DataAsset
-	err := s.Store.View(ctx, func(tx store.Tx) (err error) {
-		if _, err := s.workspace(ctx, tx, ws); err != nil {
-			return err
-		}
-		out, err = s.dataAsset(ctx, tx, ws, name, version)
-		return err
-	})
-	return out, err
+	return inWorkspace(ctx, s, ws, func(tx store.Tx) (*api.DataAsset, error) { return s.dataAsset(ctx, tx, ws, name, version) })
 }
 
 // DataAssets lists data assets (every version; of one name when name is

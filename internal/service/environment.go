@@ -8,7 +8,6 @@ import (
 	"reflect"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 
 	"github.com/tideml/tide/api"
@@ -36,7 +35,7 @@ func (s *Service) PutEnvironment(ctx context.Context, ws string, e *api.Environm
 			return err
 		}
 		if e.Version == "" {
-			e.Version = nextVersion(versions)
+			e.Version = nextVersion(versions, envVersion)
 		}
 		e.Workspace, e.Etag = ws, ""
 		var old *api.Environment
@@ -51,7 +50,7 @@ func (s *Service) PutEnvironment(ctx context.Context, ws string, e *api.Environm
 			return tx.PutEnvironment(ctx, e, "")
 		}
 		if old.Image != e.Image || old.CondaFile != e.CondaFile || !reflect.DeepEqual(old.Tide, e.Tide) {
-			ce := errorf(409, api.CodeConflict, "version: environment %s:%s already exists with other content, and versions are immutable; create version %s (or omit version to get it)", e.Name, e.Version, nextVersion(versions))
+			ce := errorf(409, api.CodeConflict, "version: environment %s:%s already exists with other content, and versions are immutable; create version %s (or omit version to get it)", e.Name, e.Version, nextVersion(versions, envVersion))
 			ce.Field = "version"
 			return ce
 		}
@@ -64,61 +63,23 @@ func (s *Service) PutEnvironment(ctx context.Context, ws string, e *api.Environm
 	return e, created, nil
 }
 
-// nextVersion is one more than the highest numeric version, or "1".
-func nextVersion(versions []api.Environment) string {
-	top := 0
-	for _, v := range versions {
-		if n, err := strconv.Atoi(v.Version); err == nil && n > top {
-			top = n
-		}
-	}
-	return strconv.Itoa(top + 1)
-}
+func envVersion(e *api.Environment) string { return e.Version }
 
 // Environment returns one version of an environment; version "latest" (or
 // empty) is the most recently created one.
 func (s *Service) Environment(ctx context.Context, ws, name, version string) (*api.Environment, error) {
-	var out *api.Environment
-	err := s.Store.View(ctx, func(tx store.Tx) (err error) {
-		if _, err := s.workspace(ctx, tx, ws); err != nil {
-			return err
-		}
-		out, err = s.environment(ctx, tx, ws, name, version)
-		return err
-	})
-	return out, err
+	return inWorkspace(ctx, s, ws, func(tx store.Tx) (*api.Environment, error) { return s.environment(ctx, tx, ws, name, version) })
 }
 
 func (s *Service) environment(ctx context.Context, tx store.Tx, ws, name, version string) (*api.Environment, error) {
 	hint := "run 'tide environment list' to see the environments of workspace " + ws
-	if version == "" || version == spec.LatestVersion {
-		versions, err := tx.ListEnvironments(ctx, ws, name)
-		if err != nil {
-			return nil, err
-		}
-		if len(versions) == 0 {
-			return nil, notFound("environment", name, hint)
-		}
-		return &versions[len(versions)-1], nil
-	}
-	e, err := tx.GetEnvironment(ctx, ws, name, version)
-	if store.IsNotFound(err) {
-		return nil, notFound("environment", name+":"+version, hint)
-	}
-	return e, err
+	return findVersion(ctx, ws, name, version, "environment", hint, tx.ListEnvironments, tx.GetEnvironment)
 }
 
 // Environments lists a workspace's environments (every version), or the
 // versions of one name.
 func (s *Service) Environments(ctx context.Context, ws, name string) ([]api.Environment, error) {
-	var out []api.Environment
-	err := s.Store.View(ctx, func(tx store.Tx) (err error) {
-		if _, err := s.workspace(ctx, tx, ws); err != nil {
-			return err
-		}
-		out, err = tx.ListEnvironments(ctx, ws, name)
-		return err
-	})
+	out, err := inWorkspace(ctx, s, ws, func(tx store.Tx) ([]api.Environment, error) { return tx.ListEnvironments(ctx, ws, name) })
 	if out == nil {
 		out = []api.Environment{}
 	}
