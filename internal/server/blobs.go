@@ -12,6 +12,7 @@ import (
 	"github.com/tideml/tide/internal/blob"
 	"github.com/tideml/tide/internal/config"
 	"github.com/tideml/tide/internal/service"
+	"github.com/tideml/tide/internal/spec"
 	"github.com/tideml/tide/internal/store"
 )
 
@@ -109,7 +110,7 @@ func (s *Server) putDatastore(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	d, err := s.svc.ParseDatastore(stripReadOnly(b))
+	d, err := s.svc.ParseDatastore(stripReadOnly(spec.KindDatastore, b))
 	if err != nil {
 		s.fail(w, r, err)
 		return

@@ -5,6 +5,7 @@ import (
 
 	"github.com/tideml/tide/api"
 	"github.com/tideml/tide/internal/service"
+	"github.com/tideml/tide/internal/spec"
 )
 
 func (s *Server) budgetRoutes(ws string) []route {
@@ -31,7 +32,7 @@ func (s *Server) putBudget(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	b, err := s.svc.ParseBudget(stripReadOnly(body))
+	b, err := s.svc.ParseBudget(stripReadOnly(spec.KindBudget, body))
 	if err != nil {
 		s.fail(w, r, err)
 		return

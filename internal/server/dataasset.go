@@ -5,6 +5,7 @@ import (
 
 	"github.com/tideml/tide/api"
 	"github.com/tideml/tide/internal/service"
+	"github.com/tideml/tide/internal/spec"
 )
 
 func (s *Server) dataAssetRoutes(ws string) []route {
@@ -32,7 +33,7 @@ func (s *Server) createDataAsset(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	a, err := s.svc.ParseDataAsset(stripReadOnly(b))
+	a, err := s.svc.ParseDataAsset(stripReadOnly(spec.KindDataAsset, b))
 	if err != nil {
 		s.fail(w, r, err)
 		return

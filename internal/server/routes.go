@@ -11,6 +11,7 @@ import (
 
 	"github.com/tideml/tide/api"
 	"github.com/tideml/tide/internal/service"
+	"github.com/tideml/tide/internal/spec"
 	"github.com/tideml/tide/internal/store"
 )
 
@@ -166,36 +167,13 @@ func (s *Server) listComputes(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, 200, list(cs))
 }
 
-// readOnly are the status fields a client may send back unchanged (for
-// example after `compute show -o json`); the server sets them, so they are
-// dropped from request bodies rather than rejected.
-var readOnly = []string{"id", "workspace", "provisioning_state", "allocation_state", "current_node_count",
-	"target_node_count", "node_state_counts", "created_on", "modified_on", "errors", "etag",
-	"status", "start_time", "end_time", "exit_code", "error", "log_tail", "ranks", "attempt", "created_by", "serverless", "pending_reason", "cost", "usage", "period_start", "spent", "checked_on", "alerts"}
-
-// stripReadOnly removes server-set fields from a JSON or YAML body. A body
-// that does not parse is returned as it is, for the spec parser to explain.
-func stripReadOnly(body []byte) []byte {
+// stripReadOnly removes kind's server-set fields (spec.StripStatus) from a
+// JSON or YAML body, so a resource as the server returned it (after `show
+// -o json`) can be sent back. A body that does not parse is returned as it
+// is, for the spec parser to explain.
+func stripReadOnly(kind string, body []byte) []byte {
 	var doc map[string]any
-	if err := yaml.Unmarshal(body, &doc); err != nil || doc == nil {
-		return body
-	}
-	found := false
-	for _, k := range readOnly {
-		if _, ok := doc[k]; ok {
-			delete(doc, k)
-			found = true
-		}
-	}
-	if ssh, ok := doc["ssh_settings"].(map[string]any); ok {
-		for _, k := range []string{"has_admin_password", "has_ssh_key_value"} {
-			if _, ok := ssh[k]; ok {
-				delete(ssh, k)
-				found = true
-			}
-		}
-	}
-	if !found {
+	if err := yaml.Unmarshal(body, &doc); err != nil || doc == nil || !spec.StripStatus(kind, doc) {
 		return body
 	}
 	out, err := json.Marshal(doc)
@@ -211,7 +189,7 @@ func (s *Server) putCompute(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	c, err := s.svc.ParseCompute(stripReadOnly(b))
+	c, err := s.svc.ParseCompute(stripReadOnly(spec.KindCompute, b))
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -296,7 +274,7 @@ func (s *Server) createJob(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	j, err := s.svc.ParseJob(stripReadOnly(b))
+	j, err := s.svc.ParseJob(stripReadOnly(spec.KindJob, b))
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -315,7 +293,7 @@ func (s *Server) validateJob(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	j, err := s.svc.ParseJob(stripReadOnly(b))
+	j, err := s.svc.ParseJob(stripReadOnly(spec.KindJob, b))
 	if err != nil {
 		s.fail(w, r, err)
 		return

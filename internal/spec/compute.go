@@ -46,7 +46,7 @@ var computeStatusFields = map[string]bool{
 	"id": true, "workspace": true, "provisioning_state": true, "allocation_state": true,
 	"current_node_count": true, "target_node_count": true, "node_state_counts": true,
 	"created_on": true, "modified_on": true, "errors": true, "etag": true,
-	"provisioning_errors": true, "serverless_job": true,
+	"provisioning_errors": true, "serverless_job": true, "cost": true,
 }
 
 // ParseCompute parses a compute file (YAML or JSON). sets are "--set
