@@ -1,0 +1,168 @@
+package storetest
+
+import (
+	"reflect"
+	"testing"
+
+	"github.com/tideml/tide/api"
+	"github.com/tideml/tide/internal/store"
+)
+
+func testJobRoundTrip(t *testing.T, open Opener) {
+	s := openStore(t, open)
+	ctx := t.Context()
+	putWorkspaces(t, s, "default")
+	code := 3
+	j := newJob("default", "job-1", "cpu", api.JobFailed)
+	j.DisplayName, j.ExperimentName = "first", "exp"
+	j.Tags = map[string]string{"k": "v"}
+	j.Environment = &api.JobEnvironment{Ref: "azureml:env@latest"}
+	j.EnvironmentVariables = map[string]string{"A": "1"}
+	j.Inputs = map[string]api.JobInput{
+		"lr":   {Type: api.InputLiteral, Value: "0.01"},
+		"data": {Type: api.InputURIFolder, Path: "./data", Mode: "ro_mount"},
+	}
+	j.Outputs = map[string]api.JobOutput{"model": {Type: "uri_folder"}}
+	j.Resources = &api.JobResources{InstanceCount: 2}
+	j.Distribution = &api.Distribution{Type: "pytorch", ProcessCountPerInstance: 2}
+	j.Limits = &api.JobLimits{Timeout: 60}
+	j.ID = "/workspaces/default/jobs/job-1"
+	j.StartTime, j.EndTime = when(4), when(5)
+	j.ExitCode = &code
+	j.Error = "exit code 3"
+	j.LogTail = []string{"a", "b"}
+	j.Ranks = []api.JobRank{{Node: "n1", Status: api.JobFailed, ExitCode: &code, LastNodeSeq: 9}, {Node: "n2"}}
+	j.Attempt = 1
+	update(t, s, func(tx store.Tx) error { return tx.PutJob(ctx, j, "") })
+	if j.Etag == "" {
+		t.Fatalf("PutJob left Etag empty")
+	}
+	view(t, s, func(tx store.Tx) error {
+		_, err := tx.GetJob(ctx, "default", "missing")
+		wantErr(t, "get missing job", err, store.ErrNotFound)
+		got, err := tx.GetJob(ctx, "default", "job-1")
+		if err != nil {
+			t.Fatalf("get job: %v", err)
+		}
+		checkUTC(t, "created_on", got.CreatedOn, j.CreatedOn)
+		checkUTC(t, "start_time", got.StartTime, j.StartTime)
+		checkUTC(t, "end_time", got.EndTime, j.EndTime)
+		want := *j
+		want.CreatedOn, want.StartTime, want.EndTime = got.CreatedOn, got.StartTime, got.EndTime
+		if !reflect.DeepEqual(*got, want) {
+			t.Errorf("GetJob =\n%+v\nwant\n%+v", *got, want)
+		}
+		return nil
+	})
+}
+
+func testJobEtags(t *testing.T, open Opener) {
+	s := openStore(t, open)
+	ctx := t.Context()
+	putWorkspaces(t, s, "default")
+	j := newJob("default", "j", "cpu", api.JobQueued)
+	err := s.Update(ctx, func(tx store.Tx) error { return tx.PutJob(ctx, j, "7") })
+	wantErr(t, "put job with ifMatch on a missing job", err, store.ErrNotFound)
+	update(t, s, func(tx store.Tx) error { return tx.PutJob(ctx, j, "") })
+	first := j.Etag
+	j.Status = api.JobRunning
+	update(t, s, func(tx store.Tx) error { return tx.PutJob(ctx, j, first) })
+	if j.Etag == first {
+		t.Fatalf("job etag unchanged after a put")
+	}
+	j.Status = api.JobCanceled
+	err = s.Update(ctx, func(tx store.Tx) error { return tx.PutJob(ctx, j, first) })
+	wantErr(t, "put job with a stale etag", err, store.ErrPrecondition)
+	view(t, s, func(tx store.Tx) error {
+		got, err := tx.GetJob(ctx, "default", "j")
+		if err != nil {
+			t.Fatalf("get job: %v", err)
+		}
+		if got.Status != api.JobRunning {
+			t.Errorf("status after a failed put = %s, want %s", got.Status, api.JobRunning)
+		}
+		return nil
+	})
+}
+
+func testListJobs(t *testing.T, open Opener) {
+	s := openStore(t, open)
+	ctx := t.Context()
+	putWorkspaces(t, s, "default", "other")
+	// Names are deliberately not in creation order.
+	jobs := []*api.Job{
+		newJob("default", "zeta", "cpu", api.JobQueued),
+		newJob("default", "alpha", "gpu", api.JobRunning),
+		newJob("other", "beta", "cpu", api.JobQueued),
+		newJob("default", "mid", "cpu", api.JobCompleted),
+		newJob("default", "beta", "gpu", api.JobQueued),
+	}
+	jobs[1].QueueSettings = &api.QueueSettings{Priority: "high"}
+	jobs[4].QueueSettings = &api.QueueSettings{Priority: "750"}
+	for _, j := range jobs {
+		// One transaction each, so creation order is commit order.
+		update(t, s, func(tx store.Tx) error { return tx.PutJob(ctx, j, "") })
+	}
+	// Updating a job keeps its place in the order.
+	jobs[0].Status = api.JobRunning
+	update(t, s, func(tx store.Tx) error { return tx.PutJob(ctx, jobs[0], jobs[0].Etag) })
+
+	tests := []struct {
+		name string
+		f    store.JobFilter
+		want []string
+	}{
+		{"workspace", store.JobFilter{Workspace: "default"}, []string{"zeta", "alpha", "mid", "beta"}},
+		{"all workspaces", store.JobFilter{}, []string{"default/zeta", "default/alpha", "other/beta", "default/mid", "default/beta"}},
+		{"compute", store.JobFilter{Workspace: "default", Compute: "cpu"}, []string{"zeta", "mid"}},
+		{"compute across workspaces", store.JobFilter{Compute: "cpu"}, []string{"default/zeta", "other/beta", "default/mid"}},
+		{"one status", store.JobFilter{Workspace: "default", Statuses: []string{api.JobQueued}}, []string{"beta"}},
+		{"two statuses", store.JobFilter{Workspace: "default", Statuses: []string{api.JobRunning, api.JobCompleted}}, []string{"zeta", "alpha", "mid"}},
+		{"status and compute", store.JobFilter{Workspace: "default", Compute: "gpu", Statuses: []string{api.JobQueued}}, []string{"beta"}},
+		{"limit", store.JobFilter{Workspace: "default", Limit: 2}, []string{"zeta", "alpha"}},
+		{"limit above count", store.JobFilter{Workspace: "default", Limit: 10}, []string{"zeta", "alpha", "mid", "beta"}},
+		{"limit with filter", store.JobFilter{Statuses: []string{api.JobQueued}, Limit: 1}, []string{"other/beta"}},
+		{"no match", store.JobFilter{Workspace: "default", Compute: "none"}, nil},
+		{"keys", store.JobFilter{Keys: []store.JobKey{{Workspace: "default", Name: "beta"}, {Workspace: "other", Name: "beta"}, {Workspace: "default", Name: "zeta"}, {Workspace: "default", Name: "gone"}}},
+			[]string{"default/zeta", "other/beta", "default/beta"}},
+		{"keys and status", store.JobFilter{Workspace: "default", Statuses: []string{api.JobQueued}, Keys: []store.JobKey{{Workspace: "default", Name: "beta"}, {Workspace: "default", Name: "zeta"}}},
+			[]string{"beta"}},
+	}
+	view(t, s, func(tx store.Tx) error {
+		for _, tt := range tests {
+			js, err := tx.ListJobs(ctx, tt.f)
+			if err != nil {
+				t.Fatalf("%s: ListJobs: %v", tt.name, err)
+			}
+			var got []string
+			for _, j := range js {
+				if tt.f.Workspace == "" {
+					got = append(got, j.Workspace+"/"+j.Name)
+				} else {
+					got = append(got, j.Name)
+				}
+				if j.Etag == "" {
+					t.Errorf("%s: job %s has no etag", tt.name, j.Name)
+				}
+			}
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("%s: ListJobs(%+v) = %v, want %v", tt.name, tt.f, got, tt.want)
+			}
+			// JobVersions selects the same jobs, with the same etags.
+			vs, err := tx.JobVersions(ctx, tt.f)
+			if err != nil {
+				t.Fatalf("%s: JobVersions: %v", tt.name, err)
+			}
+			if len(vs) != len(js) {
+				t.Fatalf("%s: JobVersions = %v, want %d jobs", tt.name, vs, len(js))
+			}
+			for i, v := range vs {
+				if v.Workspace != js[i].Workspace || v.Name != js[i].Name || v.Etag != js[i].Etag ||
+					v.Compute != js[i].Compute || v.Priority != js[i].Priority() {
+					t.Errorf("%s: JobVersions[%d] = %+v, want %s/%s etag %s", tt.name, i, v, js[i].Workspace, js[i].Name, js[i].Etag)
+				}
+			}
+		}
+		return nil
+	})
+}

@@ -1,0 +1,284 @@
+package storetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+
+	"github.com/tideml/tide/api"
+	"github.com/tideml/tide/internal/store"
+)
+
+// testOnCommit: a function queued with OnCommit runs once after the
+// transaction commits, and never when it rolls back or only reads.
+func testOnCommit(t *testing.T, open Opener) {
+	s := openStore(t, open)
+	ctx := t.Context()
+	var ran []string
+	update(t, s, func(tx store.Tx) error {
+		tx.OnCommit(func() { ran = append(ran, "committed") })
+		if len(ran) != 0 {
+			t.Errorf("OnCommit ran before the commit")
+		}
+		return tx.PutSetting(ctx, "k", "v")
+	})
+	failed := errors.New("no")
+	err := s.Update(ctx, func(tx store.Tx) error {
+		tx.OnCommit(func() { ran = append(ran, "rolled back") })
+		return failed
+	})
+	wantErr(t, "failed update", err, failed)
+	view(t, s, func(tx store.Tx) error {
+		tx.OnCommit(func() { ran = append(ran, "viewed") })
+		return nil
+	})
+	if !slices.Equal(ran, []string{"committed"}) {
+		t.Errorf("OnCommit ran %q, want only [committed]", ran)
+	}
+}
+
+func testRollback(t *testing.T, open Opener) {
+	s := openStore(t, open)
+	ctx := t.Context()
+	putWorkspaces(t, s, "default")
+	boom := errors.New("boom")
+	err := s.Update(ctx, func(tx store.Tx) error {
+		if err := tx.PutCompute(ctx, newCompute("default", "cpu"), ""); err != nil {
+			return err
+		}
+		if err := tx.PutSetting(ctx, "k", "v"); err != nil {
+			return err
+		}
+		if err := tx.AppendLog(ctx, "default", "j", logLines(1, 0, 1, 2)); err != nil {
+			return err
+		}
+		if err := tx.AddEvent(ctx, "default", "job/j", &api.Event{Time: when(0), Kind: "k", Message: "m"}); err != nil {
+			return err
+		}
+		// The transaction sees its own writes.
+		if _, err := tx.GetCompute(ctx, "default", "cpu"); err != nil {
+			t.Errorf("get compute inside the transaction that put it: %v", err)
+		}
+		return fmt.Errorf("deciding: %w", boom)
+	})
+	wantErr(t, "update whose fn fails", err, boom)
+	view(t, s, func(tx store.Tx) error {
+		_, err := tx.GetCompute(ctx, "default", "cpu")
+		wantErr(t, "get rolled back compute", err, store.ErrNotFound)
+		_, err = tx.GetSetting(ctx, "k")
+		wantErr(t, "get rolled back setting", err, store.ErrNotFound)
+		if ls, err := tx.ReadLog(ctx, "default", "j", 0, 0); err != nil || len(ls) != 0 {
+			t.Errorf("rolled back log = %v, %v; want none", ls, err)
+		}
+		if es, err := tx.ListEvents(ctx, "default", "job/j", 0, 0); err != nil || len(es) != 0 {
+			t.Errorf("rolled back events = %v, %v; want none", es, err)
+		}
+		return nil
+	})
+	// Seqs of rolled back lines are given out again.
+	lines := logLines(1, 0, 1, 1)
+	update(t, s, func(tx store.Tx) error { return tx.AppendLog(ctx, "default", "j", lines) })
+	if lines[0].Seq != 1 {
+		t.Errorf("seq after a rollback = %d, want 1", lines[0].Seq)
+	}
+	// An error from a View comes back too.
+	err = s.View(ctx, func(tx store.Tx) error {
+		_, err := tx.GetJob(ctx, "default", "missing")
+		return err
+	})
+	wantErr(t, "view whose fn fails", err, store.ErrNotFound)
+}
+
+func testViewIsReadOnly(t *testing.T, open Opener) {
+	s := openStore(t, open)
+	ctx := t.Context()
+	err := s.View(ctx, func(tx store.Tx) error { return tx.PutSetting(ctx, "k", "v") })
+	if err == nil {
+		t.Fatalf("PutSetting in a View succeeded, want an error")
+	}
+	view(t, s, func(tx store.Tx) error {
+		_, err := tx.GetSetting(ctx, "k")
+		wantErr(t, "get setting written in a view", err, store.ErrNotFound)
+		return nil
+	})
+}
+
+func testCanceledContext(t *testing.T, open Opener) {
+	s := openStore(t, open)
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	called := false
+	err := s.Update(ctx, func(tx store.Tx) error {
+		called = true
+		return tx.PutSetting(ctx, "k", "v")
+	})
+	wantErr(t, "update with a canceled context", err, context.Canceled)
+	err = s.View(ctx, func(tx store.Tx) error {
+		_, err := tx.GetSetting(ctx, "k")
+		return err
+	})
+	if err == nil {
+		t.Errorf("view with a canceled context succeeded")
+	}
+	if called {
+		view(t, s, func(tx store.Tx) error {
+			_, err := tx.GetSetting(t.Context(), "k")
+			wantErr(t, "setting written with a canceled context", err, store.ErrNotFound)
+			return nil
+		})
+	}
+}
+
+// testConcurrentUpdates increments one counter from many goroutines: every
+// increment must land exactly once, which fails if a backend lets two
+// read-modify-write transactions interleave.
+func testConcurrentUpdates(t *testing.T, open Opener) {
+	s := openStore(t, open)
+	const goroutines, increments = 20, 5
+	var wg sync.WaitGroup
+	errs := make(chan error, goroutines)
+	for range goroutines {
+		wg.Go(func() {
+			for range increments {
+				err := s.Update(t.Context(), func(tx store.Tx) error {
+					v, err := tx.GetSetting(t.Context(), "counter")
+					if errors.Is(err, store.ErrNotFound) {
+						v, err = "0", nil
+					}
+					if err != nil {
+						return err
+					}
+					n, err := strconv.Atoi(v)
+					if err != nil {
+						return err
+					}
+					return tx.PutSetting(t.Context(), "counter", strconv.Itoa(n+1))
+				})
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatalf("concurrent update: %v", err)
+	}
+	view(t, s, func(tx store.Tx) error {
+		v, err := tx.GetSetting(t.Context(), "counter")
+		if want := strconv.Itoa(goroutines * increments); err != nil || v != want {
+			t.Errorf("counter = %q, %v; want %s", v, err, want)
+		}
+		return nil
+	})
+}
+
+func testReopen(t *testing.T, open Opener) {
+	ctx := t.Context()
+	s, err := open(ctx)
+	if err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	c := newCompute("default", "cpu")
+	lines := logLines(1, 0, 1, 3)
+	update(t, s, func(tx store.Tx) error {
+		if err := tx.PutWorkspace(ctx, &api.Workspace{Name: "default"}); err != nil {
+			return err
+		}
+		if err := tx.PutCompute(ctx, c, ""); err != nil {
+			return err
+		}
+		if err := tx.PutJob(ctx, newJob("default", "j", "cpu", api.JobQueued), ""); err != nil {
+			return err
+		}
+		if err := tx.AppendLog(ctx, "default", "j", lines); err != nil {
+			return err
+		}
+		if err := tx.AddEvent(ctx, "default", "job/j", &api.Event{Time: when(0), Kind: "k"}); err != nil {
+			return err
+		}
+		return tx.PutSetting(ctx, "k", "v")
+	})
+	if err := s.Close(); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+
+	s = openStore(t, open)
+	view(t, s, func(tx store.Tx) error {
+		got, err := tx.GetCompute(ctx, "default", "cpu")
+		if err != nil || got.Etag != c.Etag {
+			t.Errorf("compute after reopen = %+v, %v; want etag %q", got, err, c.Etag)
+		}
+		if _, err := tx.GetJob(ctx, "default", "j"); err != nil {
+			t.Errorf("job after reopen: %v", err)
+		}
+		if v, err := tx.GetSetting(ctx, "k"); err != nil || v != "v" {
+			t.Errorf("setting after reopen = %q, %v", v, err)
+		}
+		return nil
+	})
+	// Counters carry on where they were: etags are not reused, seqs stay dense.
+	more := logLines(1, 0, 3, 4)
+	update(t, s, func(tx store.Tx) error {
+		if err := tx.PutCompute(ctx, newCompute("default", "cpu"), c.Etag); err != nil {
+			return err
+		}
+		return tx.AppendLog(ctx, "default", "j", more)
+	})
+	if got := seqs(more); !reflect.DeepEqual(got, []int64{3, 4}) {
+		t.Errorf("seqs after reopen = %v, want [3 4]", got)
+	}
+	err = s.Update(ctx, func(tx store.Tx) error {
+		e := &api.Event{Time: when(1), Kind: "k"}
+		if err := tx.AddEvent(ctx, "default", "job/j", e); err != nil {
+			return err
+		}
+		if e.Seq != 2 {
+			t.Errorf("event seq after reopen = %d, want 2", e.Seq)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("update after reopen: %v", err)
+	}
+}
+
+// testConcurrentOpen opens a new database from two goroutines at once, as two
+// server replicas starting together do: both must migrate without racing.
+func testConcurrentOpen(t *testing.T, open Opener) {
+	stores := make([]store.Store, 2)
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	for i := range stores {
+		wg.Go(func() { stores[i], errs[i] = open(t.Context()) })
+	}
+	wg.Wait()
+	for i, s := range stores {
+		if errs[i] != nil {
+			t.Errorf("open %d: %v", i, errs[i])
+			continue
+		}
+		t.Cleanup(func() {
+			if err := s.Close(); err != nil {
+				t.Errorf("close: %v", err)
+			}
+		})
+	}
+	if t.Failed() {
+		t.FailNow()
+	}
+	update(t, stores[0], func(tx store.Tx) error { return tx.PutSetting(t.Context(), "k", "from 0") })
+	view(t, stores[1], func(tx store.Tx) error {
+		if v, err := tx.GetSetting(t.Context(), "k"); err != nil || v != "from 0" {
+			t.Errorf("setting seen by the second store = %q, %v", v, err)
+		}
+		return nil
+	})
+}
