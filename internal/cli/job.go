@@ -152,7 +152,7 @@ see docs/simulate.md); - writes to standard output.`,
 			return p.print(js, func(w io.Writer) { p.jobTable(w, js) })
 		},
 	}
-	cmd.Flags().StringVar(&f.Compute, "compute", "", "only jobs on this compute")
+	cmd.Flags().StringVar(&f.Compute, "compute", "", "only jobs on this compute (serverless: the serverless jobs)")
 	cmd.Flags().StringVar(&f.Status, "status", "", "only jobs in this status (Queued, Running, Completed, ...)")
 	cmd.Flags().IntVar(&f.Limit, "limit", 0, "at most this many jobs (the newest, or the oldest with --oldest)")
 	cmd.Flags().BoolVar(&f.Oldest, "oldest", false, "oldest first")

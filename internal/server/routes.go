@@ -308,6 +308,11 @@ func (s *Server) validateJob(w http.ResponseWriter, r *http.Request) {
 func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	f := store.JobFilter{Workspace: r.PathValue("workspace"), Compute: q.Get("compute")}
+	if strings.EqualFold(f.Compute, "serverless") {
+		// As in a job file, compute serverless means the serverless jobs
+		// (each on its own hidden compute).
+		f.Compute, f.Serverless = "", true
+	}
 	if st := q.Get("status"); st != "" {
 		f.Statuses = strings.Split(st, ",")
 	}

@@ -64,6 +64,10 @@ func TestServerlessHelloWorldRunsOnItsOwnNode(t *testing.T) {
 	if len(got.Ranks) != 1 || !strings.HasPrefix(got.Ranks[0].Node, j.Compute+"-") {
 		t.Errorf("ranks %+v: want one node of %s", got.Ranks, j.Compute)
 	}
+	// compute serverless lists the serverless jobs, as in a job file.
+	if js, err := in.client.Jobs(ctx, "default", api.JobFilter{Compute: "serverless"}); err != nil || len(js) != 1 || js[0].Name != j.Name {
+		t.Errorf("job list --compute serverless = %v %v, want %s", js, err, j.Name)
+	}
 	// The compute goes once its provider deleted its node.
 	waitGone(t, in, j.Compute)
 	// The job keeps its price once its compute is gone.

@@ -178,6 +178,9 @@ type Tx interface {
 type JobFilter struct {
 	Workspace string
 	Compute   string
+	// Serverless selects serverless jobs only: those whose hidden compute
+	// is named api.ServerlessPrefix...
+	Serverless bool
 	Statuses  []string
 	// Keys, when not empty, selects only these jobs.
 	Keys []JobKey

@@ -268,6 +268,9 @@ func (x *tx) queryJobs(ctx context.Context, cols string, f store.JobFilter) (pgx
 	if f.Compute != "" {
 		where = append(where, "compute = "+arg(f.Compute))
 	}
+	if f.Serverless {
+		where = append(where, "compute LIKE "+arg(api.ServerlessPrefix+"%"))
+	}
 	if len(f.Statuses) > 0 {
 		where = append(where, "status = ANY("+arg(f.Statuses)+")")
 	}

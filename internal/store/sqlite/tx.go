@@ -277,6 +277,10 @@ func (x *tx) queryJobs(ctx context.Context, cols string, f store.JobFilter) (*sq
 		where = append(where, "compute = ?")
 		args = append(args, f.Compute)
 	}
+	if f.Serverless {
+		where = append(where, "compute LIKE ?")
+		args = append(args, api.ServerlessPrefix+"%")
+	}
 	if len(f.Statuses) > 0 {
 		where = append(where, "status IN (?"+strings.Repeat(", ?", len(f.Statuses)-1)+")")
 		for _, s := range f.Statuses {

@@ -96,6 +96,7 @@ func testListJobs(t *testing.T, open Opener) {
 		newJob("other", "beta", "cpu", api.JobQueued),
 		newJob("default", "mid", "cpu", api.JobCompleted),
 		newJob("default", "beta", "gpu", api.JobQueued),
+		newJob("other", "sl", api.ServerlessPrefix+"x1", api.JobQueued),
 	}
 	jobs[1].QueueSettings = &api.QueueSettings{Priority: "high"}
 	jobs[4].QueueSettings = &api.QueueSettings{Priority: "750"}
@@ -113,7 +114,9 @@ func testListJobs(t *testing.T, open Opener) {
 		want []string
 	}{
 		{"workspace", store.JobFilter{Workspace: "default"}, []string{"zeta", "alpha", "mid", "beta"}},
-		{"all workspaces", store.JobFilter{}, []string{"default/zeta", "default/alpha", "other/beta", "default/mid", "default/beta"}},
+		{"all workspaces", store.JobFilter{}, []string{"default/zeta", "default/alpha", "other/beta", "default/mid", "default/beta", "other/sl"}},
+		{"serverless", store.JobFilter{Serverless: true}, []string{"other/sl"}},
+		{"serverless of a workspace", store.JobFilter{Workspace: "default", Serverless: true}, nil},
 		{"compute", store.JobFilter{Workspace: "default", Compute: "cpu"}, []string{"zeta", "mid"}},
 		{"compute across workspaces", store.JobFilter{Compute: "cpu"}, []string{"default/zeta", "other/beta", "default/mid"}},
 		{"one status", store.JobFilter{Workspace: "default", Statuses: []string{api.JobQueued}}, []string{"beta"}},

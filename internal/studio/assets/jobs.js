@@ -10,12 +10,23 @@ function jobDuration(j) {
   return fmtDuration((end - new Date(j.start_time)) / 1000);
 }
 
+// jobCompute links a job's compute; a serverless job's hidden compute is
+// shown as what the job asked for.
+function jobCompute(j) {
+  if (j.serverless) {
+    const sl = j.serverless;
+    return h('span', {class: 'serverless', title: j.compute}, 'serverless: ' + sl.instance_count + ' × ' + sl.instance_type + (sl.tier === 'low_priority' ? ' (low priority)' : ''));
+  }
+  return j.compute ? h('a', {href: '#/computes/' + encodeURIComponent(j.compute)}, j.compute) : '';
+}
+
 Studio.pages.push({re: /^jobs$/, render: async () => {
   const q = new URLSearchParams(location.hash.split('?')[1] || '');
   const computes = (await api('GET', 'computes')).value;
   let limit = 50;
   const compute = h('select', {id: 'f-compute', name: 'compute', 'aria-label': 'Compute'}, h('option', {value: ''}, 'All computes'),
-    computes.map(c => h('option', {value: c.name, selected: q.get('compute') === c.name}, c.name)));
+    computes.map(c => h('option', {value: c.name, selected: q.get('compute') === c.name}, c.name)),
+    h('option', {value: 'serverless', selected: q.get('compute') === 'serverless'}, 'Serverless'));
   const status = h('select', {id: 'f-status', name: 'status', 'aria-label': 'Status'}, h('option', {value: ''}, 'Any status'),
     jobStatuses.map(s => h('option', {value: s, selected: q.get('status') === s}, s)));
   const search = h('input', {id: 'f-search', type: 'search', placeholder: 'Search name, display name, experiment', 'aria-label': 'Search', value: q.get('q') || ''});
@@ -32,7 +43,7 @@ Studio.pages.push({re: /^jobs$/, render: async () => {
     more.hidden = js.length < limit;
     body.replaceChildren(table(['Name', 'Display name', 'Experiment', 'Status', 'Compute', 'Created', 'Duration'], shown.map(j => [
       h('a', {href: '#/jobs/' + encodeURIComponent(j.name)}, j.name), j.display_name || '', j.experiment_name || '', badge(j.status),
-      j.compute ? h('a', {href: '#/computes/' + encodeURIComponent(j.compute)}, j.compute) : '', fmtTime(j.created_on), jobDuration(j)]),
+      jobCompute(j), fmtTime(j.created_on), jobDuration(j)]),
     js.length ? 'No job matches these filters.' : 'No jobs yet — submit one with tide job create -f job.yml.'));
   };
   for (const el of [compute, status]) el.addEventListener('change', load);
@@ -140,7 +151,7 @@ Studio.pages.push({re: /^jobs\/([^/]+)$/, render: async name => {
     const st = head.querySelector('#job-status');
     if (st.textContent !== j.status) st.replaceChildren(badge(j.status));
     details.replaceChildren(kv([
-      ['Name', j.name], ['Experiment', j.experiment_name], ['Compute', j.compute ? h('a', {href: '#/computes/' + encodeURIComponent(j.compute)}, j.compute) : ''],
+      ['Name', j.name], ['Experiment', j.experiment_name], ['Compute', jobCompute(j)],
       ['Waiting because', j.pending_reason ? h('span', {id: 'pending-reason'}, j.pending_reason) : ''],
       ['Queue position', j.queue_position || ''],
       ['Command', h('code', {}, j.command)], ['Created', fmtTime(j.created_on)], ['Started', fmtTime(j.start_time)],
