@@ -181,7 +181,7 @@ type JobFilter struct {
 	// Serverless selects serverless jobs only: those whose hidden compute
 	// is named api.ServerlessPrefix...
 	Serverless bool
-	Statuses  []string
+	Statuses   []string
 	// Keys, when not empty, selects only these jobs.
 	Keys []JobKey
 	// Limit caps the number of jobs returned (0: no cap).
