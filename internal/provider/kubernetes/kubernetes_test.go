@@ -360,15 +360,21 @@ func TestBadInput(t *testing.T) {
 	}
 }
 
+// startServer starts a server whose location k8s is the test cluster,
+// with no Pods left from earlier tests.
+func (c *cluster) startServer(t *testing.T) (*servertest.Server, servertest.Options) {
+	settings := c.settings()
+	deleteAll(t, settings)
+	opts := servertest.Options{DataDir: t.TempDir(), Location: config.Location{Name: "k8s", Provider: "kubernetes", Settings: settings}}
+	return servertest.Start(t, opts), opts
+}
+
 // TestEndToEnd runs jobs through a real server on agents in Pods: a
 // node waiting for the scheduler, a 2-node gang, a server restart
 // mid-job, and an eviction that preempts the node and retries the job.
 func TestEndToEnd(t *testing.T) {
 	c := requireCluster(t)
-	settings := c.settings()
-	deleteAll(t, settings)
-	opts := servertest.Options{DataDir: t.TempDir(), Location: config.Location{Name: "k8s", Provider: "kubernetes", Settings: settings}}
-	srv := servertest.Start(t, opts)
+	srv, opts := c.startServer(t)
 	defer func() { srv.Shutdown() }()
 	defer func() {
 		if t.Failed() {
