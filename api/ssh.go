@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
+	"time"
 )
 
 // SSHUpgrade is the protocol name of the upgraded connections that carry
@@ -39,13 +41,17 @@ type SSHOpen struct {
 	// User is the user name the client must log in as (a cluster's
 	// ssh_settings.admin_username); empty accepts any.
 	User string `json:"user,omitempty"`
+	// Replica is the server URL (one of the agent's) to dial back when the
+	// client waits at another replica than the one holding the agent's
+	// stream; empty: the server the agent uses.
+	Replica string `json:"replica,omitempty"`
 }
 
 // SSHTunnel opens a byte stream to the SSH server of one node of a
 // compute (node "" picks an instance's node, or a cluster's only node),
-// through the tide server: what an OpenSSH ProxyCommand needs. The caller
-// closes it.
-func (c *Client) SSHTunnel(ctx context.Context, ws, compute, node string) (io.ReadWriteCloser, error) {
+// through the tide server: what an OpenSSH ProxyCommand needs, or
+// golang.org/x/crypto/ssh's NewClientConn. The caller closes it.
+func (c *Client) SSHTunnel(ctx context.Context, ws, compute, node string) (net.Conn, error) {
 	q := url.Values{}
 	if node != "" {
 		q.Set("node", node)
@@ -72,5 +78,20 @@ func (c *Client) SSHTunnel(ctx context.Context, ws, compute, node string) (io.Re
 		resp.Body.Close()
 		return nil, fmt.Errorf("ssh to compute %s: the HTTP client cannot write to an upgraded connection", compute)
 	}
-	return rwc, nil
+	return tunnelConn{rwc}, nil
 }
+
+// tunnelConn is an upgraded HTTP connection as a net.Conn. Deadlines are
+// not supported (they return nil): the SSH client's own timeouts apply.
+type tunnelConn struct{ io.ReadWriteCloser }
+
+func (tunnelConn) LocalAddr() net.Addr              { return tunnelAddr{} }
+func (tunnelConn) RemoteAddr() net.Addr             { return tunnelAddr{} }
+func (tunnelConn) SetDeadline(time.Time) error      { return nil }
+func (tunnelConn) SetReadDeadline(time.Time) error  { return nil }
+func (tunnelConn) SetWriteDeadline(time.Time) error { return nil }
+
+type tunnelAddr struct{}
+
+func (tunnelAddr) Network() string { return SSHUpgrade }
+func (tunnelAddr) String() string  { return "tide-server" }

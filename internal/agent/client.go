@@ -46,6 +46,19 @@ func (c *client) base() string {
 	return strings.TrimRight(c.urls[int(c.cur.Load())%len(c.urls)], "/")
 }
 
+// baseFor returns url when it is one of the server URLs the agent was
+// given (so a message cannot send the agent's token elsewhere), else the
+// current one.
+func (c *client) baseFor(url string) string {
+	url = strings.TrimRight(url, "/")
+	for _, u := range c.urls {
+		if url != "" && strings.TrimRight(u, "/") == url {
+			return url
+		}
+	}
+	return c.base()
+}
+
 // failover moves to the next server URL.
 func (c *client) failover() {
 	if len(c.urls) > 1 {
@@ -54,7 +67,12 @@ func (c *client) failover() {
 }
 
 func (c *client) newRequest(ctx context.Context, method, path string, body io.Reader, contentType string) (*http.Request, error) {
-	req, err := http.NewRequestWithContext(ctx, method, c.base()+path, body)
+	return c.newRequestAt(ctx, c.base(), method, path, body, contentType)
+}
+
+// newRequestAt is newRequest to the server at base.
+func (c *client) newRequestAt(ctx context.Context, base, method, path string, body io.Reader, contentType string) (*http.Request, error) {
+	req, err := http.NewRequestWithContext(ctx, method, base+path, body)
 	if err != nil {
 		return nil, fmt.Errorf("building request %s %s: %w", method, path, err)
 	}

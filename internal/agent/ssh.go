@@ -29,7 +29,7 @@ import (
 // server on it that accepts only the credentials in open.
 func (a *agent) sshOpen(ctx context.Context, open api.SSHOpen) {
 	log := a.log.With(slog.String("ssh", open.ID))
-	conn, err := a.dialSSH(ctx, open.ID)
+	conn, err := a.dialSSH(ctx, open.Replica, open.ID)
 	if err != nil {
 		log.WarnContext(ctx, "ssh: dialing the server back", slog.Any("error", err))
 		return
@@ -117,11 +117,12 @@ func sshServerConfig(open api.SSHOpen, signer ssh.Signer) *ssh.ServerConfig {
 	return cfg
 }
 
-// dialSSH opens GET /v1/agent/ssh/ID upgraded to a raw connection. The
-// connection lives until it is closed or ctx ends.
-func (a *agent) dialSSH(ctx context.Context, id string) (net.Conn, error) {
+// dialSSH opens GET /v1/agent/ssh/ID, at the replica where the client
+// waits, upgraded to a raw connection. The connection lives until it is
+// closed or ctx ends.
+func (a *agent) dialSSH(ctx context.Context, replica, id string) (net.Conn, error) {
 	cctx, cancel := context.WithCancel(ctx)
-	req, err := a.client.newRequest(cctx, http.MethodGet, "/v1/agent/ssh/"+id, nil, "")
+	req, err := a.client.newRequestAt(cctx, a.client.baseFor(replica), http.MethodGet, "/v1/agent/ssh/"+id, nil, "")
 	if err != nil {
 		cancel()
 		return nil, err

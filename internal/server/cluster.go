@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"sync"
 	"sync/atomic"
 
@@ -19,6 +20,10 @@ const (
 	// topicAgents: the controller has something for the node named in the
 	// payload. The replica holding that agent's stream sends it.
 	topicAgents = "tide_agents"
+	// topicSSH: a client waits at the replica named in the payload (an
+	// sshAsk) for a node's agent to dial back; the replica holding that
+	// agent's stream asks it to.
+	topicSSH = "tide_ssh"
 )
 
 // replication runs this replica's part of a multi-replica control plane:
@@ -42,7 +47,7 @@ func newReplication(s *Server, c store.Cluster) *replication {
 // run blocks until ctx ends.
 func (r *replication) run(ctx context.Context) {
 	var wg sync.WaitGroup
-	wg.Go(func() { _ = r.cluster.Listen(ctx, []string{topicChanges, topicAgents}, r.receive) })
+	wg.Go(func() { _ = r.cluster.Listen(ctx, []string{topicChanges, topicAgents, topicSSH}, r.receive) })
 	wg.Go(func() { r.publish(ctx) })
 	_ = r.cluster.Lead(ctx, r.s.cfg.Replica, func(lead context.Context) {
 		r.leading.Store(true)
@@ -58,6 +63,26 @@ func (r *replication) changedLocally() {
 	r.changed = true
 	r.mu.Unlock()
 	r.wake()
+}
+
+// sshAsk is a client waiting at Replica (its agent URL) for node's agent to
+// dial back for SSH connection ID. It carries no credentials: the replica
+// holding the stream reads them from the store.
+type sshAsk struct {
+	Workspace string `json:"workspace"`
+	Compute   string `json:"compute"`
+	Node      string `json:"node"`
+	ID        string `json:"id"`
+	Replica   string `json:"replica"`
+}
+
+// askSSH asks the other replicas to have node's agent dial this one back.
+func (r *replication) askSSH(ctx context.Context, a sshAsk) error {
+	b, err := json.Marshal(a)
+	if err != nil {
+		return err
+	}
+	return r.cluster.Publish(ctx, topicSSH, string(b))
 }
 
 // relay asks the replica holding node's stream to send it what is pending.
@@ -108,6 +133,11 @@ func (r *replication) receive(topic, payload string) {
 	switch topic {
 	case topicAgents:
 		r.s.hub.Deliver(payload, controller.Message{Kind: controller.KindSync})
+	case topicSSH:
+		var a sshAsk
+		if json.Unmarshal([]byte(payload), &a) == nil && r.s.hub.Connected(a.Node) {
+			go r.s.askAgentSSH(a)
+		}
 	case topicChanges:
 		r.s.changes.Notify()
 		if r.leading.Load() {

@@ -20,6 +20,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/crypto/ssh"
+
 	"github.com/tideml/tide/api"
 	"github.com/tideml/tide/internal/spec"
 	"github.com/tideml/tide/internal/store/pgtest"
@@ -182,7 +184,9 @@ func TestReplicasFailover(t *testing.T) {
 
 	// The compute is created through the standby: the leader's controller
 	// hears of it through the database.
-	comp, err := spec.ParseCompute("c.yml", []byte("name: ha-cluster\ntype: amlcompute\nsize: Standard_DS3_v2\nmin_instances: 2\nmax_instances: 2\nidle_time_before_scale_down: 600\n"), nil)
+	keyFile, pub := writeKeyPair(t, dir, "id_ed25519")
+	comp, err := spec.ParseCompute("c.yml", []byte("name: ha-cluster\ntype: amlcompute\nsize: Standard_DS3_v2\nmin_instances: 2\nmax_instances: 2\nidle_time_before_scale_down: 600\n"+
+		"ssh_settings:\n  admin_username: alice\n  ssh_key_value: "+pub+"\n"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -231,6 +235,14 @@ func TestReplicasFailover(t *testing.T) {
 			})
 			if r, ok := ready(addrs[0]); !ok || !r.Leading {
 				t.Fatalf("replica a no longer leads before it was killed: %+v", r)
+			}
+			// SSH reaches a node through either replica: through b, which
+			// holds the agents' streams, and through a, which asks b to
+			// have the agent dial a back.
+			for name, c := range map[string]*api.Client{"a": ca, "b": cb} {
+				if out, err := sshEcho(t, c, "ha-cluster", keyFile); err != nil || !strings.Contains(out, "on node ") {
+					t.Errorf("ssh through replica %s: %q, %v", name, out, err)
+				}
 			}
 			a.kill()
 			killed := time.Now()
@@ -284,6 +296,47 @@ func TestReplicasFailover(t *testing.T) {
 		t.Errorf("%d distinct jobs ran, want %d", len(count), len(names))
 	}
 	_ = b
+}
+
+// sshEcho runs echo over SSH on a node of compute, through c's replica,
+// as alice with keyFile, checking the node's reported host key.
+func sshEcho(t *testing.T, c *api.Client, compute, keyFile string) (string, error) {
+	ctx := t.Context()
+	nodes, err := c.Nodes(ctx, "default", compute)
+	if err != nil || len(nodes) == 0 || nodes[0].SSHHostKey == "" {
+		return "", fmt.Errorf("nodes of %s: %+v, %v", compute, nodes, err)
+	}
+	n := nodes[0]
+	hostKey, _, _, _, err := ssh.ParseAuthorizedKey([]byte(n.SSHHostKey))
+	if err != nil {
+		return "", err
+	}
+	b, err := os.ReadFile(keyFile)
+	if err != nil {
+		return "", err
+	}
+	signer, err := ssh.ParsePrivateKey(b)
+	if err != nil {
+		return "", err
+	}
+	tunnel, err := c.SSHTunnel(ctx, "default", compute, n.ID)
+	if err != nil {
+		return "", err
+	}
+	conn, chans, reqs, err := ssh.NewClientConn(tunnel, n.ID, &ssh.ClientConfig{User: "alice", Auth: []ssh.AuthMethod{ssh.PublicKeys(signer)},
+		HostKeyCallback: ssh.FixedHostKey(hostKey), Timeout: 30 * time.Second})
+	if err != nil {
+		tunnel.Close()
+		return "", err
+	}
+	cl := ssh.NewClient(conn, chans, reqs)
+	defer cl.Close()
+	sess, err := cl.NewSession()
+	if err != nil {
+		return "", err
+	}
+	out, err := sess.CombinedOutput("echo on node $TIDE_NODE_ID")
+	return string(out), err
 }
 
 func tail(s string, n int) string {

@@ -2,6 +2,7 @@ package server
 
 import (
 	"bufio"
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
@@ -71,8 +72,13 @@ func (s *Server) sshConnect(w http.ResponseWriter, r *http.Request) {
 		s.ssh.mu.Unlock()
 	}()
 	if !s.hub.Deliver(t.Node, controller.Message{Kind: "ssh", Data: t.Open}) {
-		writeProblem(w, &api.Problem{Status: 503, Code: "Unavailable", Detail: fmt.Sprintf("the agent of node %s is not connected to this server (it may be starting or reconnecting); retry in a few seconds", t.Node)})
-		return
+		// Another replica may hold the agent's stream: it asks the agent
+		// to dial this one back.
+		ask := sshAsk{Workspace: r.PathValue("workspace"), Compute: r.PathValue("name"), Node: t.Node, ID: id, Replica: s.cfg.AdvertiseURL}
+		if s.repl == nil || s.repl.askSSH(r.Context(), ask) != nil {
+			writeProblem(w, &api.Problem{Status: 503, Code: "Unavailable", Detail: fmt.Sprintf("the agent of node %s is not connected to this server (it may be starting or reconnecting); retry in a few seconds", t.Node)})
+			return
+		}
 	}
 	var agent net.Conn
 	timer := time.NewTimer(sshDialBack)
@@ -95,6 +101,20 @@ func (s *Server) sshConnect(w http.ResponseWriter, r *http.Request) {
 	}
 	s.log.InfoContext(r.Context(), "ssh session relayed", "node", t.Node, "compute", r.PathValue("name"))
 	splice(client, agent, s.stopping)
+}
+
+// askAgentSSH asks a node's agent, connected here, to dial back the
+// replica where a client waits (a.Replica) for SSH connection a.ID.
+func (s *Server) askAgentSSH(a sshAsk) {
+	ctx, cancel := context.WithTimeout(context.Background(), sshDialBack)
+	defer cancel()
+	t, err := s.svc.SSH(ctx, a.Workspace, a.Compute, a.Node)
+	if err != nil {
+		s.log.Warn("ssh: a client at another replica", "node", a.Node, "replica", a.Replica, "error", err)
+		return
+	}
+	t.Open.ID, t.Open.Replica = a.ID, a.Replica
+	s.hub.Deliver(t.Node, controller.Message{Kind: "ssh", Data: t.Open})
 }
 
 // agentSSH takes the connection an agent opened back for an SSH request

@@ -3,8 +3,6 @@ package kubernetes_test
 import (
 	"crypto/ed25519"
 	"crypto/rand"
-	"io"
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -53,7 +51,7 @@ func TestSSHIntoPod(t *testing.T) {
 		if err != nil {
 			return nil, err
 		}
-		conn, chans, reqs, err := ssh.NewClientConn(tunnelConn{tunnel}, node.ID, &ssh.ClientConfig{
+		conn, chans, reqs, err := ssh.NewClientConn(tunnel, node.ID, &ssh.ClientConfig{
 			User: user, Auth: []ssh.AuthMethod{ssh.PublicKeys(signer)},
 			HostKeyCallback: ssh.FixedHostKey(hostKey), Timeout: 30 * time.Second,
 		})
@@ -110,13 +108,3 @@ func asExit(err error, target **ssh.ExitError) bool {
 	*target = e
 	return ok
 }
-
-// tunnelConn is the server's SSH tunnel as the net.Conn ssh wants; its
-// deadlines are the ssh client's own timeouts.
-type tunnelConn struct{ io.ReadWriteCloser }
-
-func (tunnelConn) LocalAddr() net.Addr              { return &net.TCPAddr{} }
-func (tunnelConn) RemoteAddr() net.Addr             { return &net.TCPAddr{} }
-func (tunnelConn) SetDeadline(time.Time) error      { return nil }
-func (tunnelConn) SetReadDeadline(time.Time) error  { return nil }
-func (tunnelConn) SetWriteDeadline(time.Time) error { return nil }
