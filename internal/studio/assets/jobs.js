@@ -68,7 +68,7 @@ function logView(job) {
     if (!paused) redraw();
   }}, 'Pause');
   const download = h('button', {type: 'button', id: 'download-log', onclick: () => {
-    const text = lines.filter(visible).map(l => l.text).join('\n') + '\n';
+    const text = lines.filter(visible).map(display).join('\n') + '\n';
     const a = h('a', {href: URL.createObjectURL(new Blob([text], {type: 'text/plain'})), download: job + (tab === 'all' ? '' : '.node' + tab) + '.log'});
     document.body.append(a); a.click(); a.remove();
   }}, 'Download');
@@ -78,7 +78,10 @@ function logView(job) {
     h('button', {type: 'button', role: 'tab', 'aria-selected': String(t === tab), class: t === tab ? 'active' : '', onclick: () => { tab = t; redraw(); drawTabs(); }},
       t === 'all' ? 'All nodes' : 'Node ' + t)));
   const visible = l => tab === 'all' || l.node === tab;
-  const line = l => h('div', {class: l.stream === 'stderr' ? 'stderr' : ''}, (tab === 'all' && nodes.size > 1 ? '[' + l.node + '] ' : '') + l.text);
+  // On the all-nodes tab of a job of several nodes, lines carry their
+  // node's rank as everywhere tide prints a log (api.LogLine.Display).
+  const display = l => (tab === 'all' && nodes.size > 1 ? '[node-' + l.node + '] ' : '') + l.text;
+  const line = l => h('div', {class: l.stream === 'stderr' ? 'stderr' : ''}, display(l));
   const note = () => {
     const n = counts[tab] || 0;
     info.textContent = n > maxShown ? 'Showing the last ' + maxShown + ' of ' + n + ' lines; Download has them all.' : n + ' line(s)';
