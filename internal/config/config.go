@@ -147,6 +147,9 @@ type Location struct {
 	// uid) instead of the agent's: a job then cannot read the agent's or
 	// the server's files (tokens, the database). The agent gives the user
 	// the job's folders and lets it pass through the folders above them.
+	// Unset, an agent running as root runs jobs as the system user
+	// tide-job (created on first use); "same-as-agent" opts out and runs
+	// them as the agent's own user, root included.
 	RunAs string `yaml:"run_as"`
 }
 

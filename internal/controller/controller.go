@@ -49,6 +49,7 @@ type Controller struct {
 	// NodeToken makes the bearer token of a node's agent.
 	nodeToken     func(nodeID string) string
 	identityToken func(j *api.Job, c *api.Compute) string
+	secretBox     *service.SecretBox
 	pipelines     Pipelines
 
 	kick    chan struct{}
@@ -97,6 +98,8 @@ type Options struct {
 	// IdentityToken mints the token a job attempt acts with; nil gives
 	// jobs none.
 	IdentityToken func(j *api.Job, c *api.Compute) string
+	// SecretBox opens the workspace secrets a job's environment names.
+	SecretBox *service.SecretBox
 	// Metrics counts controller turns; nil counts nothing.
 	Metrics *metrics.Metrics
 	// Pipelines moves pipeline jobs on; nil leaves them alone.
@@ -114,7 +117,7 @@ type Pipelines interface {
 func New(o Options) *Controller {
 	c := &Controller{
 		store: &writeCounter{Store: o.Store}, catalog: o.Catalog, cfg: o.Config, providers: o.Providers,
-		hub: o.Hub, changes: o.Changes, log: o.Log, now: o.Now, nodeToken: o.NodeToken, identityToken: o.IdentityToken, stats: o.Metrics, pipelines: o.Pipelines,
+		hub: o.Hub, changes: o.Changes, log: o.Log, now: o.Now, nodeToken: o.NodeToken, identityToken: o.IdentityToken, secretBox: o.SecretBox, stats: o.Metrics, pipelines: o.Pipelines,
 		policies:   autoscaler.BuiltinPolicies(),
 		gaps:       newGapTracker(0),
 		kick:       make(chan struct{}, 1),
@@ -647,7 +650,7 @@ func (c *Controller) assign(ctx context.Context, j *api.Job, nodeIDs []string, n
 		cur.Attempt++
 		cur.Status, cur.PendingReason = api.JobPreparing, ""
 		cur.Ranks = nil
-		if secrets, err = service.LoadJobSecrets(ctx, tx, cur, c.identityToken); err != nil {
+		if secrets, err = service.LoadJobSecrets(ctx, tx, c.secretBox, cur, c.identityToken); err != nil {
 			// A secret deleted since submission: the job cannot run.
 			job = nil
 			cur.Status, cur.Error, cur.EndTime, cur.PendingReason = api.JobFailed, err.Error(), now, ""

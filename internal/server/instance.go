@@ -1,6 +1,7 @@
 package server
 
 import (
+	"fmt"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
@@ -28,6 +29,10 @@ func (s *Server) instanceRoutes(ws string) []route {
 
 func (s *Server) instanceOp(op string) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
+		if err := s.mayUseInstance(r); err != nil {
+			s.fail(w, r, err)
+			return
+		}
 		c, err := s.svc.InstanceOperation(r.Context(), r.PathValue("workspace"), r.PathValue("name"), op)
 		if err != nil {
 			s.fail(w, r, err)
@@ -58,6 +63,10 @@ func (s *Server) agentSetup(w http.ResponseWriter, r *http.Request) {
 // serves under the same path (its base_url). The caller's tide token
 // stays here: Jupyter gets its own token instead.
 func (s *Server) jupyterProxy(w http.ResponseWriter, r *http.Request) {
+	if err := s.mayUseInstance(r); err != nil {
+		s.fail(w, r, err)
+		return
+	}
 	t, err := s.svc.Jupyter(r.Context(), r.PathValue("workspace"), r.PathValue("name"))
 	if err != nil {
 		s.fail(w, r, err)
@@ -78,4 +87,29 @@ func (s *Server) jupyterProxy(w http.ResponseWriter, r *http.Request) {
 		},
 	}
 	p.ServeHTTP(w, r)
+}
+
+// mayUseInstance refuses a compute instance assigned to another user
+// (create_on_behalf_of, whose user_object_id names a tide user): only
+// that user, the workspace's Owners and server admins may start, stop,
+// restart, SSH into or open Jupyter on it. Other computes pass.
+func (s *Server) mayUseInstance(r *http.Request) error {
+	p := principalOf(r)
+	ws, name := r.PathValue("workspace"), r.PathValue("name")
+	if p.admin || p.jobAdmin {
+		return nil
+	}
+	c, err := s.svc.Compute(r.Context(), ws, name)
+	if err != nil || c.Instance == nil || c.CreateOnBehalfOf == nil {
+		return nil // the handler reports a missing compute
+	}
+	owner := c.CreateOnBehalfOf.UserObjectID
+	if p.user == owner {
+		return nil
+	}
+	if role, err := s.roleOf(r.Context(), ws, p.user); err == nil && role == api.RoleOwner {
+		return nil
+	}
+	return &service.Error{Status: 403, Code: "Forbidden", Msg: fmt.Sprintf("compute instance %s is assigned to %s (create_on_behalf_of); only %s, an Owner of workspace %s or a server admin may use it",
+		name, owner, owner, ws)}
 }

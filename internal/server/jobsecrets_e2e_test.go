@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -30,16 +31,21 @@ func TestJobCannotReadTokens(t *testing.T) {
 	if _, err := exec.LookPath("bwrap"); err == nil {
 		runtimes = append(runtimes, "sandbox")
 	}
-	if os.Geteuid() == 0 {
-		// A server running as root runs jobs as another user with run_as:
-		// then the job cannot read the database either.
-		runtimes = append(runtimes, "process-run-as-nobody")
+	root := os.Geteuid() == 0
+	if root {
+		// A server running as root runs jobs as tide-job by default, as
+		// another user with run_as, and as root only with run_as:
+		// same-as-agent.
+		runtimes = append(runtimes, "process-run-as-nobody", "process-same-as-agent")
 	}
 	for _, name := range runtimes {
 		t.Run(name, func(t *testing.T) {
 			rt, runAs := name, ""
-			if name == "process-run-as-nobody" {
+			switch name {
+			case "process-run-as-nobody":
 				rt, runAs = "process", "nobody"
+			case "process-same-as-agent":
+				rt, runAs = "process", "same-as-agent"
 			}
 			dir := t.TempDir()
 			in := startWith(t, dir, "", "", func(c *config.Server) {
@@ -52,6 +58,8 @@ func TestJobCannotReadTokens(t *testing.T) {
 echo "uid=$(id -u)"
 head -c 16 ` + filepath.Join(dir, "tide.db") + ` 2>&1
 echo
+cat ` + filepath.Join(dir, "tls") + `/*.key 2>&1
+ls -la ` + dir + ` 2>&1
 cat "$HOME/.config/tide/config.json" 2>&1
 echo "--- parent"
 tr '\0' '\n' < /proc/$PPID/environ 2>&1
@@ -78,8 +86,24 @@ echo probe-done`
 			if !strings.Contains(log, "probe-done") {
 				t.Fatalf("the probe did not finish:\n%s", log)
 			}
-			if runAs != "" && (strings.Contains(log, "SQLite format") || !strings.Contains(log, "uid=65534")) {
-				t.Errorf("a job run as nobody ran as another user or read the server's database:\n%s", log)
+			if runAs == "nobody" && !strings.Contains(log, "uid=65534") {
+				t.Errorf("a job of run_as: nobody ran as another user:\n%s", log)
+			}
+			if root && rt == "process" && runAs == "" {
+				u, err := user.Lookup("tide-job")
+				if err != nil {
+					t.Fatalf("the agent ran as root and did not create the user tide-job for its jobs: %v", err)
+				}
+				if !strings.Contains(log, "uid="+u.Uid+"\n") {
+					t.Errorf("a job on a root agent without run_as did not run as tide-job (uid %s):\n%s", u.Uid, log)
+				}
+			}
+			if runAs == "same-as-agent" {
+				if !strings.Contains(log, "uid=0\n") {
+					t.Errorf("a job of run_as: same-as-agent did not run as the agent's user (root):\n%s", log)
+				}
+			} else if root && (strings.Contains(log, "SQLite format") || strings.Contains(log, "PRIVATE KEY") || strings.Contains(log, " tide.db\n")) {
+				t.Errorf("a job read or listed the server's data folder (database, TLS key):\n%s", log)
 			}
 			if strings.Contains(log, in.srv.AdminToken) {
 				t.Errorf("the job read the admin token:\n%s", log)

@@ -96,6 +96,14 @@ func New(ctx context.Context, cfg config.Server, log *slog.Logger) (*Server, err
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("data dir: %w", err)
 	}
+	// Nobody else lists the data folder (jobs of the process runtime run
+	// as another user on a root server); the agents of local nodes under
+	// it let their jobs pass through it (o+x) and no more.
+	if fi, err := os.Stat(cfg.DataDir); err == nil && fi.Mode().Perm()&0o066 != 0 {
+		if err := os.Chmod(cfg.DataDir, fi.Mode().Perm()&^0o066); err != nil {
+			return nil, fmt.Errorf("data dir %s: making it private: %w", cfg.DataDir, err)
+		}
+	}
 	st, err := openStore(ctx, cfg, log)
 	if err != nil {
 		return nil, err
@@ -128,7 +136,12 @@ func New(ctx context.Context, cfg config.Server, log *slog.Logger) (*Server, err
 	// The service and the controller write through a store that counts
 	// what each committed transaction did (internal/metrics).
 	counted := metrics.Observe(st, s.stats)
-	s.svc = &service.Service{Store: counted, Catalog: cat, Config: cfg, Log: log, Blobs: s.blobs, Outputs: stepOutputs{dataDir: cfg.DataDir, blobs: s.blobs}, DockerEngine: dockerengine.New("").Ping, HostGPUs: hostGPUs, Now: cfg.Clock,
+	box, err := service.OpenSecretBox(cfg.DataDir)
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	s.svc = &service.Service{SecretBox: box, Store: counted, Catalog: cat, Config: cfg, Log: log, Blobs: s.blobs, Outputs: stepOutputs{dataDir: cfg.DataDir, blobs: s.blobs}, DockerEngine: dockerengine.New("").Ping, HostGPUs: hostGPUs, Now: cfg.Clock,
 		IdentityToken: s.jobIdentityToken}
 	if err := s.svc.Bootstrap(ctx); err != nil {
 		st.Close()
@@ -137,6 +150,12 @@ func New(ctx context.Context, cfg config.Server, log *slog.Logger) (*Server, err
 	if err := s.bootstrapSecrets(ctx); err != nil {
 		st.Close()
 		return nil, err
+	}
+	if n, err := service.SealStoredSecrets(ctx, st, box); err != nil {
+		st.Close()
+		return nil, fmt.Errorf("encrypting the workspace secrets stored in clear: %w", err)
+	} else if n > 0 {
+		log.Info("encrypted workspace secrets stored in clear", "count", n)
 	}
 	s.studio = s.newStudio()
 	providers := map[string]provider.Provider{}
@@ -155,7 +174,7 @@ func New(ctx context.Context, cfg config.Server, log *slog.Logger) (*Server, err
 		return api.Size{}, false
 	}
 	s.ctrl = controller.New(controller.Options{Store: counted, Catalog: cat, Config: cfg, Providers: providers,
-		Hub: s.hub, Changes: s.changes, Log: log.With("component", "controller"), NodeToken: s.nodeToken, IdentityToken: s.jobIdentityToken, Now: cfg.Clock, Metrics: s.stats, Pipelines: s.svc})
+		Hub: s.hub, Changes: s.changes, Log: log.With("component", "controller"), NodeToken: s.nodeToken, IdentityToken: s.jobIdentityToken, SecretBox: s.svc.SecretBox, Now: cfg.Clock, Metrics: s.stats, Pipelines: s.svc})
 	if c, ok := st.(store.Cluster); ok {
 		s.repl = newReplication(s, c)
 		s.hub.Relay = s.repl.relay

@@ -52,6 +52,10 @@ func (s *Server) sshConnect(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, &api.Problem{Status: 400, Code: api.CodeBadRequest, Detail: "this endpoint carries SSH: send 'Connection: Upgrade' and 'Upgrade: " + api.SSHUpgrade + "' (tide compute ssh-proxy does)"})
 		return
 	}
+	if err := s.mayUseInstance(r); err != nil {
+		s.fail(w, r, err)
+		return
+	}
 	t, err := s.svc.SSH(r.Context(), r.PathValue("workspace"), r.PathValue("name"), r.URL.Query().Get("node"))
 	if err != nil {
 		s.fail(w, r, err)

@@ -16,6 +16,7 @@ import (
 	"github.com/tideml/tide/api"
 	"github.com/tideml/tide/internal/server"
 	"github.com/tideml/tide/internal/spec"
+	"github.com/tideml/tide/internal/tidetest"
 )
 
 // TestTeamSession scripts a team's session: an admin makes a user and an
@@ -69,7 +70,7 @@ func TestTeamSession(t *testing.T) {
 		t.Errorf("job with a missing secret: %v", err)
 	}
 
-	tokFile := filepath.Join(dir, "identity-token")
+	tokFile := filepath.Join(tidetest.SharedDir(t), "identity-token")
 	parent, _ := spec.ParseJob("job.yml", []byte(fmt.Sprintf(`command: |
   echo "key=$KEY"
   echo "$TIDE_IDENTITY_TOKEN" > %s
@@ -154,6 +155,13 @@ environment_variables:
 	for _, s := range seen {
 		if strings.Contains(s, secretValue) {
 			t.Errorf("the secret's value shows in %s", s)
+		}
+	}
+	// Nor in the database: it is kept encrypted (the key in secrets.key).
+	dbFiles, _ := filepath.Glob(filepath.Join(dir, "tide.db*"))
+	for _, f := range dbFiles {
+		if b, err := os.ReadFile(f); err == nil && strings.Contains(string(b), secretValue) {
+			t.Errorf("the secret's value is stored in clear in %s", f)
 		}
 	}
 	// The audit log has the session's mutating calls, by whom.

@@ -266,7 +266,7 @@ func (s *Service) Pending(ctx context.Context, nodeID string, runtime string) (a
 				return err
 			}
 			a := AssignmentFor(j, rank, addrs, runtime, int(s.Config.CancelGrace.Seconds()))
-			js, err := LoadJobSecrets(ctx, tx, j, s.IdentityToken)
+			js, err := LoadJobSecrets(ctx, tx, s.SecretBox, j, s.IdentityToken)
 			if err != nil {
 				return err
 			}

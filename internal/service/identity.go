@@ -73,6 +73,19 @@ func checkJobIdentity(j *api.Job, c *api.Compute) error {
 // checkComputeIdentities refuses user-assigned identities that do not
 // exist.
 func checkComputeIdentities(ctx context.Context, tx store.Tx, c *api.Compute) error {
+	if c.Instance != nil && c.CreateOnBehalfOf != nil {
+		// tide has one tenant: user_object_id names the tide user the
+		// instance is assigned to.
+		name := c.CreateOnBehalfOf.UserObjectID
+		u, err := getObject[api.User](ctx, tx, kindUser, name)
+		if store.IsNotFound(err) || err == nil && u.Kind == api.PrincipalIdentity {
+			return &Error{Status: 400, Code: api.CodeValidation, Field: "create_on_behalf_of.user_object_id",
+				Msg: fmt.Sprintf("create_on_behalf_of.user_object_id: %q is not a tide user; name a user from 'tide user list' (the instance is assigned to them)", name)}
+		}
+		if err != nil {
+			return err
+		}
+	}
 	if c.Identity == nil || c.Identity.Type != "user_assigned" {
 		return nil
 	}

@@ -17,12 +17,13 @@ var (
 	secretRefRE = regexp.MustCompile(`\$\{\{\s*secrets\.([A-Za-z][A-Za-z0-9_-]*)\s*\}\}`)
 )
 
-// storedSecret is a secret as the store keeps it. The value is kept in
-// the database as it is: protect the database (and its backups) as you
-// protect the secrets.
+// storedSecret is a secret as the store keeps it: the value sealed with
+// the server's SecretBox (Value is set only in rows stored before
+// secrets were encrypted, until SealStoredSecrets seals them).
 type storedSecret struct {
 	api.Secret
-	Value string `json:"value"`
+	Value  string `json:"value,omitempty"`
+	Sealed string `json:"sealed,omitempty"`
 }
 
 func secretKey(workspace, name string) string { return workspace + "/" + name }
@@ -44,7 +45,10 @@ func (s *Service) SetSecret(ctx context.Context, sec api.Secret) (api.Secret, er
 		} else if err != nil {
 			return err
 		}
-		return putObject(ctx, tx, kindSecret, secretKey(sec.Workspace, sec.Name), storedSecret{Secret: sec, Value: sec.Value})
+		stored := storedSecret{Secret: sec, Value: sec.Value}
+		stored.Secret.Value = ""
+		s.SecretBox.sealSecret(&stored)
+		return putObject(ctx, tx, kindSecret, secretKey(sec.Workspace, sec.Name), stored)
 	})
 	sec.Value = ""
 	return sec, err
@@ -112,7 +116,7 @@ func checkSecretRefs(ctx context.Context, tx store.Tx, workspace string, env map
 // ResolveSecrets returns env with every ${{secrets.NAME}} replaced by the
 // secret's value, and the values it put in (for the agent to mask in the
 // job's log). A secret deleted since submission fails the attempt.
-func ResolveSecrets(ctx context.Context, tx store.Tx, workspace string, env map[string]string) (map[string]string, []string, error) {
+func ResolveSecrets(ctx context.Context, tx store.Tx, box *SecretBox, workspace string, env map[string]string) (map[string]string, []string, error) {
 	names := SecretRefs(env)
 	if len(names) == 0 {
 		return env, nil, nil
@@ -127,8 +131,12 @@ func ResolveSecrets(ctx context.Context, tx store.Tx, workspace string, env map[
 		if err != nil {
 			return nil, nil, err
 		}
-		values[name] = sec.Value
-		masked = append(masked, sec.Value)
+		v, err := box.openSecret(sec)
+		if err != nil {
+			return nil, nil, err
+		}
+		values[name] = v
+		masked = append(masked, v)
 	}
 	out := make(map[string]string, len(env))
 	for k, v := range env {
@@ -148,10 +156,10 @@ type JobSecrets struct {
 	IdentityToken string
 }
 
-// LoadJobSecrets reads what an attempt of j is given; mint makes its
-// identity token (nil: none).
-func LoadJobSecrets(ctx context.Context, tx store.Tx, j *api.Job, mint func(*api.Job, *api.Compute) string) (JobSecrets, error) {
-	env, masks, err := ResolveSecrets(ctx, tx, j.Workspace, j.EnvironmentVariables)
+// LoadJobSecrets reads what an attempt of j is given, opening secrets
+// with box; mint makes its identity token (nil: none).
+func LoadJobSecrets(ctx context.Context, tx store.Tx, box *SecretBox, j *api.Job, mint func(*api.Job, *api.Compute) string) (JobSecrets, error) {
+	env, masks, err := ResolveSecrets(ctx, tx, box, j.Workspace, j.EnvironmentVariables)
 	if err != nil {
 		return JobSecrets{}, err
 	}

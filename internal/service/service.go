@@ -77,6 +77,9 @@ type Service struct {
 	Now func() time.Time
 	// Blobs tells whether code and data snapshots were uploaded.
 	Blobs Blobs
+	// SecretBox encrypts workspace secrets at rest; nil keeps them in
+	// clear (tests of the service alone; the server always sets it).
+	SecretBox *SecretBox
 	// IdentityToken mints the token a job attempt acts with; nil gives
 	// jobs none.
 	IdentityToken func(j *api.Job, c *api.Compute) string

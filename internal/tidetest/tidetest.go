@@ -18,6 +18,11 @@ func Build(cmdDir string) (bin string, cleanup func(), err error) {
 	if err != nil {
 		return "", nil, err
 	}
+	// Jobs of an agent running as root run as tide-job, and some run tide.
+	if err := os.Chmod(dir, 0o755); err != nil {
+		os.RemoveAll(dir)
+		return "", nil, err
+	}
 	bin = filepath.Join(dir, "tide")
 	out, err := exec.Command("go", "build", "-o", bin, cmdDir).CombinedOutput()
 	if err != nil {
@@ -39,4 +44,24 @@ func Main(m interface{ Run() int }, cmdDir string, bin *string) {
 	code := m.Run()
 	cleanup()
 	os.Exit(code)
+}
+
+// SharedDir makes a folder that jobs of any user may write (jobs of an
+// agent running as root run as tide-job) and that is removed when the
+// test ends: where a test's job leaves a file for the test to read.
+func SharedDir(t interface {
+	Helper()
+	Fatal(...any)
+	Cleanup(func())
+}) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "tide-test-shared-")
+	if err == nil {
+		err = os.Chmod(dir, 0o1777)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
 }

@@ -32,7 +32,8 @@ type Options struct {
 	// from the network on the docker and sandbox runtimes.
 	Network string
 	// RunAs runs the process runtime's jobs as this Unix user (a name or
-	// uid); empty runs them as the agent's user.
+	// uid); empty runs them as DefaultJobUser when the agent is root and
+	// as the agent's user otherwise; SameAsAgent as the agent's user.
 	RunAs string
 }
 
@@ -42,10 +43,7 @@ type Options struct {
 func New(ctx context.Context, name string, opts Options) (Runtime, error) {
 	switch name {
 	case "", ProcessName:
-		if opts.RunAs == "" {
-			return Process{}, nil
-		}
-		u, err := LookupUser(opts.RunAs)
+		u, err := JobUser(opts.RunAs)
 		if err != nil {
 			return nil, err
 		}

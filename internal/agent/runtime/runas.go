@@ -1,10 +1,13 @@
 package runtime
 
 import (
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
+	"os/exec"
 	"os/user"
+	"runtime"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -16,6 +19,54 @@ import (
 type User struct {
 	Name     string
 	UID, GID uint32
+}
+
+// DefaultJobUser is the Unix user the process runtime runs jobs as when
+// the agent runs as root and the location sets no run_as: created on
+// first use as a system user with no home and no login shell.
+const DefaultJobUser = "tide-job"
+
+// SameAsAgent is the run_as value that keeps jobs running as the agent's
+// own user, root included: the opt-out of DefaultJobUser.
+const SameAsAgent = "same-as-agent"
+
+// JobUser resolves a location's run_as for the process runtime: nil runs
+// jobs as the agent's user. An empty run_as is DefaultJobUser when the
+// agent runs as root (created if missing), the agent's user otherwise.
+func JobUser(runAs string) (*User, error) {
+	switch {
+	case runAs == SameAsAgent:
+		return nil, nil
+	case runAs != "":
+		return LookupUser(runAs)
+	case os.Geteuid() != 0 || runtime.GOOS != "linux":
+		return nil, nil
+	}
+	if _, err := user.Lookup(DefaultJobUser); err != nil {
+		if err := createSystemUser(DefaultJobUser); err != nil {
+			return nil, err
+		}
+	}
+	return LookupUser(DefaultJobUser)
+}
+
+// createSystemUser adds name as a system user with its own group, no home
+// and no login shell. Agents starting together may race to create it: a
+// failure is one only if the user still does not exist.
+func createSystemUser(name string) error {
+	out, err := exec.Command("useradd", "--system", "--user-group", "--no-create-home",
+		"--home-dir", "/nonexistent", "--shell", "/usr/sbin/nologin", name).CombinedOutput()
+	if err == nil {
+		return nil
+	}
+	if _, lerr := user.Lookup(name); lerr == nil {
+		return nil
+	}
+	if errors.Is(err, exec.ErrNotFound) {
+		err = errors.New("useradd is not installed")
+	}
+	return fmt.Errorf("jobs run as the unprivileged user %s when the agent runs as root, and creating it failed: %v %s; create it (useradd --system %s), name another user with the location's run_as, or set run_as: %s to run jobs as root",
+		name, err, strings.TrimSpace(string(out)), name, SameAsAgent)
 }
 
 // LookupUser finds a user by name or uid.
