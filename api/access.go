@@ -94,6 +94,9 @@ type WhoAmI struct {
 	Kind  string            `json:"kind"`
 	Admin bool              `json:"admin,omitempty"`
 	Roles map[string]string `json:"roles,omitempty"` // workspace -> role
+	// Permissions are what those roles grant, by workspace (Studio shows
+	// only the actions they allow; the API checks every call anyway).
+	Permissions map[string][]string `json:"permissions,omitempty"`
 	// Job is set for a job's identity token: the job attempt it belongs to.
 	Job string `json:"job,omitempty"`
 }

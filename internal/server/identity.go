@@ -133,6 +133,12 @@ func (s *Server) whoami(w http.ResponseWriter, r *http.Request) {
 				out.Roles = map[string]string{}
 			}
 			out.Roles[ra.Workspace] = ra.Role
+			if out.Permissions == nil {
+				out.Permissions = map[string][]string{}
+			}
+			for _, perm := range service.PermsOf(ra.Role) {
+				out.Permissions[ra.Workspace] = append(out.Permissions[ra.Workspace], string(perm))
+			}
 		}
 	}
 	writeJSON(w, 200, out)

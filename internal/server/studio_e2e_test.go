@@ -17,6 +17,7 @@ import (
 
 	"github.com/tideml/tide/api"
 	"github.com/tideml/tide/internal/config"
+	"github.com/tideml/tide/internal/tidetest"
 )
 
 // TestStudio drives Studio in a real headless Chromium against a real
@@ -71,7 +72,7 @@ func TestStudio(t *testing.T) {
 	// the nodes tab, and its lines arrive on its page while it runs.
 	// The job waits for a file the test writes once the first line showed,
 	// so the second line can only arrive live.
-	gate := filepath.Join(t.TempDir(), "go-on")
+	gate := filepath.Join(tidetest.SharedDir(t), "go-on")
 	j := submit(t, in, fmt.Sprintf("command: echo studio-line-1; while [ ! -e %s ]; do sleep 0.1; done; echo studio-line-2\ncompute: studio\n", gate))
 	b.run("the nodes tab", chromedp.Navigate(base+"/#/computes/studio/nodes"))
 	b.waitJS("the job's node in the nodes tab", fmt.Sprintf(`[...document.querySelectorAll('#tab-nodes a')].some(a => a.textContent === %q)`, j.Name), 60*time.Second)

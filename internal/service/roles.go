@@ -47,6 +47,9 @@ var rolePerms = map[string][]Perm{
 // Allows reports whether role grants p.
 func Allows(role string, p Perm) bool { return slices.Contains(rolePerms[role], p) }
 
+// PermsOf lists what role grants.
+func PermsOf(role string) []Perm { return slices.Clone(rolePerms[role]) }
+
 // RolesWith lists the built-in roles that grant p, least allowed first.
 func RolesWith(p Perm) []string {
 	var out []string

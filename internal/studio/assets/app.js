@@ -175,7 +175,10 @@ function signIn(reason) {
   input.focus();
 }
 
+// loadWorkspaces loads, after every sign-in, who the user is (for can)
+// and the workspaces they see.
 async function loadWorkspaces() {
+  Studio.me = await api('GET', '/v1/whoami').catch(() => null);
   const sel = document.getElementById('workspace');
   try {
     const wss = (await api('GET', '/v1/workspaces')).value;
@@ -184,6 +187,16 @@ async function loadWorkspaces() {
   } catch (e) {
     sel.replaceChildren(h('option', {value: Studio.ws}, Studio.ws));
   }
+}
+
+// can tells whether the signed-in user's role in the current workspace
+// grants perm (a name of internal/service/roles.go, as /v1/whoami lists
+// them): Studio shows only the actions a user may take. Unknown (whoami
+// failed): shown, and the API answers.
+function can(perm) {
+  const me = Studio.me;
+  if (!me) return true;
+  return !!me.admin || ((me.permissions || {})[Studio.ws] || []).includes(perm);
 }
 
 function route() {

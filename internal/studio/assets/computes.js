@@ -14,12 +14,13 @@ function computeState(c) {
 
 Studio.pages.push({re: /^computes$/, render: async () => {
   const body = h('div', {});
-  const canCreate = h('a', {href: '#/create', class: 'button', id: 'create-compute'}, 'Create compute');
+  const canCreate = can('computes/write') ? h('a', {href: '#/create', class: 'button', id: 'create-compute'}, 'Create compute') : '';
   render(h('div', {class: 'title'}, h('h1', {}, 'Computes'), canCreate), body);
   every(3000, async () => {
     const cs = (await api('GET', 'computes')).value;
     if (!cs.length) {
-      body.replaceChildren(h('p', {class: 'empty'}, 'No computes yet — ', h('a', {href: '#/create'}, 'create one'), ', or run tide compute create -f FILE.'));
+      body.replaceChildren(can('computes/write') ? h('p', {class: 'empty'}, 'No computes yet — ', h('a', {href: '#/create'}, 'create one'), ', or run tide compute create -f FILE.')
+        : h('p', {class: 'empty'}, 'No computes yet; your role here does not create them.'));
       return;
     }
     body.replaceChildren(table(
@@ -79,12 +80,16 @@ function computeActions(c, note) {
   }}, label);
   const path = 'computes/' + encodeURIComponent(c.name);
   const out = h('div', {class: 'actions'});
-  if (isInstance(c)) {
+  // An instance assigned to a user (create_on_behalf_of) is theirs, its
+  // workspace's Owners' and server admins'.
+  const assigned = c.create_on_behalf_of && c.create_on_behalf_of.user_object_id;
+  const mine = !assigned || (Studio.me && Studio.me.user === assigned) || can('roles/write');
+  if (isInstance(c) && can('computes/operate') && mine) {
     out.append(act('Start', () => api('POST', path + '/start')), act('Stop', () => api('POST', path + '/stop')), act('Restart', () => api('POST', path + '/restart')));
     // No Jupyter link yet: Jupyter's own pages post without Studio's CSRF
     // header, so the proxy would refuse them when signed in by the cookie.
   }
-  out.append(act('Delete', async () => {
+  if (can('computes/write')) out.append(act('Delete', async () => {
     if (!confirm('Delete compute ' + c.name + '? Its nodes are released.')) return;
     await api('DELETE', path);
     location.hash = '#/computes';

@@ -149,7 +149,10 @@ Studio.pages.push({re: /^jobs\/([^/]+)$/, render: async name => {
   const draw = () => {
     // The heading and its buttons stay in place (a button replaced under
     // the pointer or the keyboard focus would lose the click).
-    cancel.hidden = terminal.has(j.status) || j.status === 'CancelRequested';
+    // A job's submitter may cancel it; anyone else needs jobs/cancel-any.
+    const mayCancel = can('jobs/cancel-any') || (can('jobs/write') && Studio.me && j.created_by === Studio.me.user);
+    cancel.hidden = !mayCancel || terminal.has(j.status) || j.status === 'CancelRequested';
+    resubmit.hidden = !can('jobs/write');
     if (!head.firstChild) head.append(h('h1', {}, j.display_name || j.name, ' ', h('span', {id: 'job-status'})), h('div', {class: 'actions'}, cancel, resubmit));
     const st = head.querySelector('#job-status');
     if (st.textContent !== j.status) st.replaceChildren(badge(j.status));
