@@ -221,17 +221,40 @@ async function drawMonitoring(body, name) {
   onLeave(() => { fit.disconnect(); if (plot) plot.destroy(); });
 }
 
-// The create form: Azure's fields, or a pasted YAML file read by the same
-// parser as the CLI's (so errors name the line and the field).
+// The create form: Azure's fields for a cluster or an instance (its SSH
+// key, idle shutdown and a daily stop schedule), or a pasted YAML file
+// read by the same parser as the CLI's (so errors name the line and the
+// field, and any field Azure has can be given).
 Studio.pages.push({re: /^create$/, render: async () => {
   const [sizes, locs] = await Promise.all([api('GET', '/v1/sizes'), api('GET', '/v1/locations')]);
-  const field = (label, input) => [h('label', {for: input.id}, label), input];
+  const field = (label, input, hint) => h('div', {class: 'field'}, h('label', {for: input.id}, label), input, hint ? h('span', {class: 'hint'}, hint) : '');
+  const type = h('select', {id: 'c-type', name: 'type'}, h('option', {value: 'amlcompute'}, 'Compute cluster (amlcompute)'), h('option', {value: 'computeinstance'}, 'Compute instance (computeinstance)'));
+  const cluster = h('div', {id: 'cluster-fields'},
+    field('Tier', h('select', {id: 'c-tier', name: 'tier'}, h('option', {value: 'dedicated'}, 'dedicated'), h('option', {value: 'low_priority'}, 'low_priority'))),
+    field('Min nodes', h('input', {id: 'c-min', name: 'min_instances', type: 'number', value: 0})),
+    field('Max nodes', h('input', {id: 'c-max', name: 'max_instances', type: 'number', value: 2})),
+    field('Idle seconds before scale-down', h('input', {id: 'c-idle', name: 'idle_time_before_scale_down', type: 'number', value: 120})),
+    field('SSH user', h('input', {id: 'c-ssh-user', name: 'admin_username', autocomplete: 'off', placeholder: 'azureuser'}), 'who ssh logs in as (ssh_settings.admin_username)'));
+  const instance = h('div', {id: 'instance-fields', hidden: true},
+    field('Idle minutes before shutdown', h('input', {id: 'c-idle-shutdown', name: 'idle_time_before_shutdown_minutes', type: 'number', placeholder: 'never'})),
+    field('Stop every day at (cron)', h('input', {id: 'c-stop-cron', name: 'schedules', autocomplete: 'off', placeholder: '0 18 * * *'}), 'schedules.compute_start_stop: a stop trigger'),
+    field('Time zone', h('input', {id: 'c-tz', name: 'time_zone', autocomplete: 'off', value: Intl.DateTimeFormat().resolvedOptions().timeZone || 'UTC'}), 'IANA or Windows name'));
+  type.addEventListener('change', () => { const inst = type.value === 'computeinstance'; cluster.hidden = inst; instance.hidden = !inst; });
   const form = h('form', {class: 'card', id: 'create-form', novalidate: true, onsubmit: async ev => {
     ev.preventDefault();
     const f = new FormData(form);
-    const c = {name: f.get('name'), type: 'amlcompute', size: f.get('size'), tier: f.get('tier'),
-      min_instances: Number(f.get('min_instances')), max_instances: Number(f.get('max_instances')),
-      idle_time_before_scale_down: Number(f.get('idle_time_before_scale_down'))};
+    const c = {name: f.get('name'), type: f.get('type'), size: f.get('size')};
+    if (c.type === 'amlcompute') {
+      Object.assign(c, {tier: f.get('tier'), min_instances: Number(f.get('min_instances')), max_instances: Number(f.get('max_instances')),
+        idle_time_before_scale_down: Number(f.get('idle_time_before_scale_down'))});
+    } else {
+      if (f.get('idle_time_before_shutdown_minutes')) c.idle_time_before_shutdown_minutes = Number(f.get('idle_time_before_shutdown_minutes'));
+      if (f.get('schedules')) c.schedules = {compute_start_stop: [{action: 'stop', trigger: {type: 'cron', expression: f.get('schedules'), time_zone: f.get('time_zone') || 'UTC'}}]};
+    }
+    if (f.get('ssh_settings')) {
+      c.ssh_settings = {ssh_key_value: f.get('ssh_settings')};
+      if (c.type === 'amlcompute') c.ssh_settings.admin_username = f.get('admin_username') || 'azureuser';
+    }
     if (f.get('location')) c.location = f.get('location');
     if (f.get('description')) c.description = f.get('description');
     if (!c.name) { showFieldErrors(form, {problem: {field: 'name'}, message: 'name: give the compute a name'}); return; }
@@ -241,14 +264,13 @@ Studio.pages.push({re: /^create$/, render: async () => {
     } catch (e) { showFieldErrors(form, e); }
   }},
   h('h2', {}, 'From fields'),
+  field('Type', type),
   field('Name', h('input', {id: 'c-name', name: 'name', required: true, autocomplete: 'off'})),
   field('Size', h('select', {id: 'c-size', name: 'size'}, sizes.value.map(s => h('option', {value: s.name, selected: s.name === 'Standard_DS3_v2'},
     s.name + ' (' + s.vcpus + ' vCPU, ' + s.memory_gb + ' GB' + (s.gpus ? ', ' + s.gpus + ' GPU' : '') + ', ' + money(s.price_per_hour) + '/h)')))),
   field('Location', h('select', {id: 'c-location', name: 'location'}, h('option', {value: ''}, 'default'), locs.value.map(l => h('option', {value: l.name}, l.name + ' (' + l.provider + ')')))),
-  field('Tier', h('select', {id: 'c-tier', name: 'tier'}, h('option', {value: 'dedicated'}, 'dedicated'), h('option', {value: 'low_priority'}, 'low_priority'))),
-  field('Min nodes', h('input', {id: 'c-min', name: 'min_instances', type: 'number', value: 0})),
-  field('Max nodes', h('input', {id: 'c-max', name: 'max_instances', type: 'number', value: 2})),
-  field('Idle seconds before scale-down', h('input', {id: 'c-idle', name: 'idle_time_before_scale_down', type: 'number', value: 120})),
+  cluster, instance,
+  field('SSH public key', h('textarea', {id: 'c-ssh-key', name: 'ssh_settings', rows: 2, spellcheck: 'false', placeholder: 'ssh-ed25519 AAAA... you@laptop'}), 'lets tide compute connect-ssh in (ssh_settings.ssh_key_value)'),
   field('Description', h('input', {id: 'c-desc', name: 'description'})),
   h('ul', {class: 'form-errors', 'aria-live': 'polite'}),
   h('button', {type: 'submit'}, 'Create'));
