@@ -3,7 +3,6 @@ package chaos
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -11,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tideml/tide/api"
+	"github.com/tideml/tide/internal/tidetest"
 	"github.com/tideml/tide/internal/store/pgtest"
 )
 
@@ -36,11 +36,7 @@ func serverKill(t *testing.T, name, store string) {
 	jobs := jobCount(12, 1000)
 	every := time.Duration(scale(4, 4)) * time.Second
 	s := newServer(t, options{store: store})
-	effectsFile := filepath.Join(s.dir, "effects")
-	// Jobs of a root agent run as tide-job: let them append to it.
-	if err := os.WriteFile(effectsFile, nil, 0o666); err != nil || os.Chmod(effectsFile, 0o666) != nil {
-		t.Fatalf("creating %s: %v", effectsFile, err)
-	}
+	effectsFile := tidetest.JobWritable(t, filepath.Join(s.dir, "effects"))
 	s.createCompute("name: chaos\ntype: amlcompute\nsize: Standard_DS1_v2\nmin_instances: 8\nmax_instances: 8\nidle_time_before_scale_down: 600\n")
 	start := time.Now()
 

@@ -23,6 +23,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/tideml/tide/api"
+	"github.com/tideml/tide/internal/tidetest"
 	"github.com/tideml/tide/internal/spec"
 	"github.com/tideml/tide/internal/store/pgtest"
 )
@@ -147,7 +148,7 @@ func TestReplicasFailover(t *testing.T) {
 	pg := pgtest.NewCluster(t)
 	storeURL := pg.Database(t)
 	dir := t.TempDir()
-	effects := filepath.Join(dir, "effects")
+	effects := tidetest.JobWritable(t, filepath.Join(dir, "effects"))
 	addrs := []string{freeAddr(t), freeAddr(t)}
 	// Agents try b first: while a leads, its assignments reach them
 	// through b (the relay between replicas is under test too).

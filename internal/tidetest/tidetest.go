@@ -46,6 +46,19 @@ func Main(m interface{ Run() int }, cmdDir string, bin *string) {
 	os.Exit(code)
 }
 
+// JobWritable creates the empty file path that jobs of any user may
+// append to (jobs of an agent running as root run as tide-job); its
+// folder must be one they can pass through, as a server's data folder is.
+func JobWritable(t interface{ Fatalf(string, ...any) }, path string) string {
+	if err := os.WriteFile(path, nil, 0o666); err != nil {
+		t.Fatalf("creating %s: %v", path, err)
+	}
+	if err := os.Chmod(path, 0o666); err != nil {
+		t.Fatalf("creating %s: %v", path, err)
+	}
+	return path
+}
+
 // SharedDir makes a folder that jobs of any user may write (jobs of an
 // agent running as root run as tide-job) and that is removed when the
 // test ends: where a test's job leaves a file for the test to read.

@@ -32,7 +32,8 @@ const SameAsAgent = "same-as-agent"
 
 // JobUser resolves a location's run_as for the process runtime: nil runs
 // jobs as the agent's user. An empty run_as is DefaultJobUser when the
-// agent runs as root (created if missing), the agent's user otherwise.
+// agent runs as root (created if missing; FallbackJobUser where it cannot
+// be created), the agent's user otherwise.
 func JobUser(runAs string) (*User, error) {
 	switch {
 	case runAs == SameAsAgent:
@@ -44,11 +45,24 @@ func JobUser(runAs string) (*User, error) {
 	}
 	if _, err := user.Lookup(DefaultJobUser); err != nil {
 		if err := createSystemUser(DefaultJobUser); err != nil {
+			// A host without useradd (a slim node image) still has
+			// nobody: the job gets its own folders all the same.
+			// An image with no user database at all: nobody's usual
+			// uid and gid, which need no entry to run a process.
+			if _, nerr := user.Lookup(FallbackJobUser); nerr == nil {
+				return LookupUser(FallbackJobUser)
+			}
+			if _, perr := os.Stat("/etc/passwd"); errors.Is(perr, os.ErrNotExist) {
+				return &User{Name: FallbackJobUser, UID: 65534, GID: 65534}, nil
+			}
 			return nil, err
 		}
 	}
 	return LookupUser(DefaultJobUser)
 }
+
+// FallbackJobUser runs jobs where DefaultJobUser cannot be created.
+const FallbackJobUser = "nobody"
 
 // createSystemUser adds name as a system user with its own group, no home
 // and no login shell. Agents starting together may race to create it: a
