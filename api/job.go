@@ -202,7 +202,27 @@ const (
 	InputLiteral   = "literal"
 	InputURIFile   = "uri_file"
 	InputURIFolder = "uri_folder"
+	// Models and tables are folders, as in Azure ML: an MLflow model's
+	// folder holds its MLmodel file, an mltable's its MLTable file.
+	InputMLflowModel = "mlflow_model"
+	InputCustomModel = "custom_model"
+	InputTritonModel = "triton_model"
+	InputMLTable     = "mltable"
 )
+
+// IsDataType reports whether t is a type of input or output that is data
+// (a path), not a literal value.
+func IsDataType(t string) bool {
+	switch t {
+	case InputURIFile, InputURIFolder, InputMLflowModel, InputCustomModel, InputTritonModel, InputMLTable:
+		return true
+	}
+	return false
+}
+
+// IsFolderType reports whether data of type t is a folder: every data
+// type but uri_file.
+func IsFolderType(t string) bool { return IsDataType(t) && t != InputURIFile }
 
 // JobInput is a literal value (a string, number or boolean in YAML) or a data
 // input with a type, a path and a mode.

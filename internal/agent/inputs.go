@@ -116,6 +116,9 @@ func (j *job) prepareData(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("inputs.%s: %s: %w", name, in.Path, err)
 		}
+		if err := checkMLTable(in, p); err != nil {
+			return fmt.Errorf("inputs.%s: %s: %w", name, in.Path, err)
+		}
 		if in.Mode != "download" {
 			// ro_mount: a read-only copy, so a job cannot change its
 			// inputs by mistake.
@@ -136,6 +139,27 @@ func (j *job) prepareData(ctx context.Context) error {
 		j.mu.Unlock()
 	}
 	return nil
+}
+
+// checkMLTable refuses an mltable input whose folder holds no MLTable file
+// (Azure ML's table definition), saying what the folder holds.
+func checkMLTable(in api.JobInput, dir string) error {
+	if in.Type != api.InputMLTable {
+		return nil
+	}
+	if _, err := os.Stat(filepath.Join(dir, "MLTable")); err == nil {
+		return nil
+	}
+	var names []string
+	entries, _ := os.ReadDir(dir)
+	for i, e := range entries {
+		if i == 5 {
+			names = append(names, "...")
+			break
+		}
+		names = append(names, e.Name())
+	}
+	return fmt.Errorf("an mltable input is a folder with an MLTable file, and this one holds none (it has: %s); point path at the folder that holds MLTable, or use type: uri_folder", strings.Join(names, ", "))
 }
 
 // fetchInput puts one data input into dst and returns the path the job

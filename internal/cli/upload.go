@@ -62,13 +62,13 @@ func (r *run) uploadInputs(ctx context.Context, cl *api.Client, base, prefix str
 	slices.Sort(names)
 	for _, name := range names {
 		in := inputs[name]
-		if in.Type != api.InputURIFile && in.Type != api.InputURIFolder {
+		if !api.IsDataType(in.Type) {
 			continue
 		}
 		if kind, _ := spec.ClassifyDataPath(in.Path); kind != spec.PathLocal {
 			continue
 		}
-		ref, err := r.upload(ctx, cl, base, prefix+name+".path", in.Path, in.Type == api.InputURIFolder)
+		ref, err := r.upload(ctx, cl, base, prefix+name+".path", in.Path, api.IsFolderType(in.Type))
 		if err != nil {
 			return err
 		}

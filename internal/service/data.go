@@ -41,7 +41,7 @@ func (s *Service) checkData(ctx context.Context, tx store.Tx, ws string, j *api.
 	slices.Sort(names)
 	for _, name := range names {
 		in, field := j.Inputs[name], "inputs."+name+".path"
-		if in.Type != api.InputURIFile && in.Type != api.InputURIFolder {
+		if !api.IsDataType(in.Type) {
 			continue
 		}
 		kind, _ := spec.ClassifyDataPath(in.Path)
@@ -174,7 +174,7 @@ func addData(a *api.Assignment, j *api.Job) {
 		a.Code = digest
 	}
 	for name, in := range j.Inputs {
-		if in.Type == api.InputURIFile || in.Type == api.InputURIFolder {
+		if api.IsDataType(in.Type) {
 			if a.Data == nil {
 				a.Data = map[string]api.JobInput{}
 			}

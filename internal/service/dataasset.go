@@ -160,12 +160,10 @@ func (s *Service) resolveDataAsset(ctx context.Context, tx store.Tx, ws string, 
 		}
 		return in, err
 	}
-	want := a.Type
-	if want == api.DataMLTable {
-		want = api.InputURIFolder
-	}
-	if in.Type != want {
-		return in, bad(strings.TrimSuffix(field, ".path")+".type", "data asset %s:%s is %s; use type: %s", a.Name, a.Version, a.Type, want)
+	// An mltable asset is a folder (with its MLTable file): an mltable or
+	// a uri_folder input reads it.
+	if in.Type != a.Type && (a.Type != api.DataMLTable || in.Type != api.InputURIFolder) {
+		return in, bad(strings.TrimSuffix(field, ".path")+".type", "data asset %s:%s is %s; use type: %s", a.Name, a.Version, a.Type, a.Type)
 	}
 	in.Path = a.Path
 	return in, nil

@@ -228,7 +228,7 @@ func withoutLocalData(j *api.Job) *api.Job {
 	}
 	c.Inputs = map[string]api.JobInput{}
 	for name, in := range j.Inputs {
-		if kind, _ := spec.ClassifyDataPath(in.Path); (in.Type == api.InputURIFile || in.Type == api.InputURIFolder) && kind == spec.PathLocal {
+		if kind, _ := spec.ClassifyDataPath(in.Path); api.IsDataType(in.Type) && kind == spec.PathLocal {
 			continue
 		}
 		c.Inputs[name] = in

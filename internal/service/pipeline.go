@@ -170,7 +170,7 @@ func (s *Service) checkStep(ctx context.Context, tx store.Tx, ws string, p *api.
 	}
 	probe.Inputs = map[string]api.JobInput{}
 	for k, in := range step.Inputs {
-		if in.Type == api.InputURIFile || in.Type == api.InputURIFolder {
+		if api.IsDataType(in.Type) {
 			probe.Inputs[k] = in
 		}
 	}

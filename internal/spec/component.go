@@ -28,7 +28,8 @@ var componentUnsupported = map[string]string{
 }
 
 // componentInputTypes are the input types a component may declare.
-var componentInputTypes = []string{api.InputURIFolder, api.InputURIFile, "integer", "number", "string", "boolean"}
+var componentInputTypes = []string{api.InputURIFolder, api.InputURIFile, api.InputMLflowModel, api.InputCustomModel, api.InputTritonModel, api.InputMLTable,
+	"integer", "number", "string", "boolean"}
 
 var componentNameRE = regexp.MustCompile(`^[a-z0-9_][a-z0-9_.-]{0,254}$`)
 
@@ -202,11 +203,7 @@ func checkComponent(c *api.Component, prefix string, bad func(field, format stri
 	for _, name := range sortedNames(c.Inputs) {
 		in, fp := c.Inputs[name], prefix+"inputs."+name
 		if !slices.Contains(componentInputTypes, in.Type) {
-			if slices.Contains(modelTypes, in.Type) {
-				bad(fp+".type", "%s inputs are not supported yet; use uri_folder", in.Type)
-			} else {
-				bad(fp+".type", "required: one of %s (got %q)", strings.Join(componentInputTypes, ", "), in.Type)
-			}
+			bad(fp+".type", "required: one of %s (got %q)", strings.Join(componentInputTypes, ", "), in.Type)
 			continue
 		}
 		if in.Default != nil {
@@ -266,7 +263,7 @@ func LiteralProblem(in api.ComponentInput, value string) string {
 		if len(in.Enum) > 0 && !slices.Contains(in.Enum, value) {
 			return errorf("%q is not one of %s", value, strings.Join(in.Enum, ", "))
 		}
-	case api.InputURIFile, api.InputURIFolder:
+	case api.InputURIFile, api.InputURIFolder, api.InputMLflowModel, api.InputCustomModel, api.InputTritonModel, api.InputMLTable:
 		return errorf("a %s input takes data (a path or a step's output), not the value %q", in.Type, value)
 	}
 	return ""

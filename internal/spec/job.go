@@ -56,10 +56,12 @@ var jobStatusFields = map[string]bool{
 	"serverless": true, "cost": true, "usage": true,
 }
 
+// dataTypesText lists the data types for errors.
+const dataTypesText = "uri_file, uri_folder, mlflow_model, custom_model, triton_model or mltable"
+
 var (
 	inputModes    = []string{"ro_mount", "download"}
 	outputModes   = []string{"rw_mount", "upload"}
-	modelTypes    = []string{"mlflow_model", "custom_model", "triton_model", "mltable"}
 	literalTypes  = []string{"string", "integer", "number", "boolean"}
 	distTypes     = []string{"pytorch", "mpi", "tensorflow"}
 	shmSizeRE     = regexp.MustCompile(`^[0-9]+[bkmgBKMG]?$`)
@@ -268,7 +270,7 @@ func (d *decoder) dataInput(n *yaml.Node, path string) api.JobInput {
 	})
 	typeLine := d.lineFor(path + ".type")
 	switch {
-	case in.Type == api.InputURIFile || in.Type == api.InputURIFolder:
+	case api.IsDataType(in.Type):
 		if literal != nil {
 			d.add(d.lineFor(path+".value"), path+".value", "only literal inputs have a value; %s inputs have a path", in.Type)
 		}
@@ -281,10 +283,8 @@ func (d *decoder) dataInput(n *yaml.Node, path string) api.JobInput {
 	case in.Type == "":
 		// Azure's default type for a mapping is uri_folder.
 		in.Type = api.InputURIFolder
-	case slices.Contains(modelTypes, in.Type):
-		d.add(typeLine, path+".type", "%s inputs are not supported yet; tide supports uri_file, uri_folder and literal values", in.Type)
 	default:
-		d.add(typeLine, path+".type", "unknown input type %q; use uri_file, uri_folder, or a literal value", in.Type)
+		d.add(typeLine, path+".type", "unknown input type %q; use %s, or a literal value", in.Type, dataTypesText)
 	}
 	return in
 }
@@ -317,9 +317,6 @@ func (d *decoder) outputs(n *yaml.Node, path string) map[string]api.JobOutput {
 				}
 				return true
 			})
-		}
-		if slices.Contains(modelTypes, o.Type) {
-			d.add(d.lineFor(fp+".type"), fp+".type", "%s outputs are not supported yet; tide supports uri_folder and uri_file", o.Type)
 		}
 		out[name] = o
 		return true
@@ -432,7 +429,7 @@ func defaultJob(j *api.Job) {
 	}
 	j.Compute = strings.TrimPrefix(strings.TrimSpace(j.Compute), "azureml:")
 	for name, in := range j.Inputs {
-		if (in.Type == api.InputURIFile || in.Type == api.InputURIFolder) && in.Mode == "" {
+		if api.IsDataType(in.Type) && in.Mode == "" {
 			in.Mode = DefaultInputMode
 			j.Inputs[name] = in
 		}
@@ -536,7 +533,7 @@ func checkJobBody(j *api.Job, bad func(field, format string, args ...any)) {
 		in, fp := j.Inputs[name], "inputs."+name
 		switch in.Type {
 		case api.InputLiteral, "":
-		case api.InputURIFile, api.InputURIFolder:
+		case api.InputURIFile, api.InputURIFolder, api.InputMLflowModel, api.InputCustomModel, api.InputTritonModel, api.InputMLTable:
 			if strings.TrimSpace(in.Path) == "" {
 				bad(fp+".path", "required for a %s input (a local path, an http(s) URL or a data reference)", in.Type)
 			}
@@ -547,15 +544,13 @@ func checkJobBody(j *api.Job, bad func(field, format string, args ...any)) {
 				bad(fp+".path", "%s", problem)
 			}
 		default:
-			if !slices.Contains(modelTypes, in.Type) {
-				bad(fp+".type", "unknown input type %q; use uri_file, uri_folder, or a literal value", in.Type)
-			}
+			bad(fp+".type", "unknown input type %q; use %s, or a literal value", in.Type, dataTypesText)
 		}
 	}
 	for _, name := range sortedNames(j.Outputs) {
 		o, fp := j.Outputs[name], "outputs."+name
-		if o.Type != "" && o.Type != api.InputURIFolder && o.Type != api.InputURIFile && !slices.Contains(modelTypes, o.Type) {
-			bad(fp+".type", "unknown output type %q; use uri_folder or uri_file", o.Type)
+		if o.Type != "" && !api.IsDataType(o.Type) {
+			bad(fp+".type", "unknown output type %q; use %s", o.Type, dataTypesText)
 		}
 		if o.Mode != "" && !slices.Contains(outputModes, o.Mode) {
 			bad(fp+".mode", "must be one of %s, got %q", strings.Join(outputModes, ", "), o.Mode)

@@ -40,8 +40,16 @@ func TestJobExamples(t *testing.T) {
 			}
 		}},
 		{"hello-mlflow.yml", "", nil},
-		{"hello-model-as-input.yml", "hello-model-as-input.yml:13: inputs.my_model.type: mlflow_model inputs are not supported yet; tide supports uri_file, uri_folder and literal values", nil},
-		{"hello-model-as-output.yml", "hello-model-as-output.yml:17: inputs.input_model.type: mlflow_model inputs are not supported yet; tide supports uri_file, uri_folder and literal values\nhello-model-as-output.yml:21: outputs.output_folder.type: custom_model outputs are not supported yet; tide supports uri_folder and uri_file", nil},
+		{"hello-model-as-input.yml", "", func(t *testing.T, j *api.Job) {
+			if in := j.Inputs["my_model"]; in.Type != api.InputMLflowModel || in.Mode != DefaultInputMode || in.Path != "../../assets/model/mlflow-model" {
+				t.Errorf("a model input: %+v", in)
+			}
+		}},
+		{"hello-model-as-output.yml", "", func(t *testing.T, j *api.Job) {
+			if in, o := j.Inputs["input_model"], j.Outputs["output_folder"]; in.Type != api.InputMLflowModel || o.Type != api.InputCustomModel {
+				t.Errorf("a model input and output: %+v %+v", in, o)
+			}
+		}},
 		{"hello-notebook.yml", "", nil},
 		{"hello-sweep.yml", "hello-sweep.yml:2: type: sweep jobs are not supported yet; tide supports type: command and type: pipeline", nil},
 		{"hello-world-env-var.yml", "", func(t *testing.T, j *api.Job) {

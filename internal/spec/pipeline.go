@@ -257,14 +257,14 @@ func checkPipeline(j *api.Job, bad func(field, format string, args ...any)) {
 	}
 	for _, name := range sortedNames(j.Inputs) {
 		in := j.Inputs[name]
-		if in.Type == api.InputURIFile || in.Type == api.InputURIFolder {
+		if api.IsDataType(in.Type) {
 			if strings.TrimSpace(in.Path) == "" {
 				bad("inputs."+name+".path", "required for a %s input (a local path, an http(s) URL or a data reference)", in.Type)
 			} else if _, problem := ClassifyDataPath(in.Path); problem != "" {
 				bad("inputs."+name+".path", "%s", problem)
 			}
 		} else if in.Type != api.InputLiteral && in.Type != "" {
-			bad("inputs."+name+".type", "%s inputs are not supported yet; tide supports uri_file, uri_folder and literal values", in.Type)
+			bad("inputs."+name+".type", "unknown input type %q; use %s, or a literal value", in.Type, dataTypesText)
 		}
 	}
 	for _, name := range sortedNames(j.Outputs) {
@@ -272,8 +272,8 @@ func checkPipeline(j *api.Job, bad func(field, format string, args ...any)) {
 		if o.Path != "" {
 			bad("outputs."+name+".path", "output paths are not supported yet; the pipeline's outputs are kept with it (tide job download); remove the field")
 		}
-		if o.Type != "" && o.Type != api.InputURIFolder && o.Type != api.InputURIFile {
-			bad("outputs."+name+".type", "%s outputs are not supported yet; use uri_folder or uri_file", o.Type)
+		if o.Type != "" && !api.IsDataType(o.Type) {
+			bad("outputs."+name+".type", "unknown output type %q; use %s", o.Type, dataTypesText)
 		}
 		if o.Mode != "" && !slices.Contains(outputModes, o.Mode) {
 			bad("outputs."+name+".mode", "must be one of %s, got %q", strings.Join(outputModes, ", "), o.Mode)

@@ -50,14 +50,35 @@ go mod edit -require="go.etcd.io/etcd/server/v3@$etcd_version"
 
 mkdir -p "$out.tmp"
 ldflags="-s -w -X k8s.io/component-base/version.gitVersion=$KUBE_VERSION -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor -X k8s.io/client-go/pkg/version.gitVersion=$KUBE_VERSION"
-echo "kube-binaries: building kube-apiserver $KUBE_VERSION and etcd $etcd_version into $out" >&2
+echo "kube-binaries: building kube-apiserver $KUBE_VERSION and etcd $etcd_version into $out (about 10 minutes on 2 cores, once)" >&2
+# build LABEL ARGS... runs go build -v ARGS, printing every 30 s how many
+# packages it compiled so far (the first build takes about 10 minutes on
+# 2 cores: without this, make test would sit silent that long).
+build() {
+	local label=$1 start=$SECONDS
+	shift
+	echo "kube-binaries: building $label" >&2
+	CGO_ENABLED=0 go build -v "$@" 2>"$tmp/build.log" &
+	local pid=$!
+	while kill -0 "$pid" 2>/dev/null; do
+		for _ in $(seq 30); do kill -0 "$pid" 2>/dev/null && sleep 1; done
+		kill -0 "$pid" 2>/dev/null || break
+		echo "kube-binaries: $label: $(grep -c . "$tmp/build.log") packages compiled, $((SECONDS - start))s" >&2
+	done
+	if ! wait "$pid"; then
+		tail -40 "$tmp/build.log" >&2
+		exit 1
+	fi
+	echo "kube-binaries: $label built in $((SECONDS - start))s ($(grep -c . "$tmp/build.log") packages)" >&2
+}
+echo "kube-binaries: [1/3] downloading modules" >&2
 # go get lists hundreds of modules: keep its output for a failure.
 if ! go get "k8s.io/kubernetes/cmd/kube-apiserver@$KUBE_VERSION" "go.etcd.io/etcd/server/v3@$etcd_version" >"$tmp/get.log" 2>&1; then
 	tail -40 "$tmp/get.log" >&2
 	exit 1
 fi
-CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "$out.tmp/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver
-CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$out.tmp/etcd" go.etcd.io/etcd/server/v3
+build "[2/3] kube-apiserver $KUBE_VERSION" -trimpath -ldflags "$ldflags" -o "$out.tmp/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver
+build "[3/3] etcd $etcd_version" -trimpath -ldflags "-s -w" -o "$out.tmp/etcd" go.etcd.io/etcd/server/v3
 rm -rf "$out"
 mv "$out.tmp" "$out"
 echo "$out"
