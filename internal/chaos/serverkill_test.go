@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/tideml/tide/api"
-	"github.com/tideml/tide/internal/tidetest"
 	"github.com/tideml/tide/internal/store/pgtest"
+	"github.com/tideml/tide/internal/tidetest"
 )
 
 // TestServerKill kills the server with SIGKILL every few seconds while jobs

@@ -23,9 +23,9 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/tideml/tide/api"
-	"github.com/tideml/tide/internal/tidetest"
 	"github.com/tideml/tide/internal/spec"
 	"github.com/tideml/tide/internal/store/pgtest"
+	"github.com/tideml/tide/internal/tidetest"
 )
 
 // replicaProc is a `tide server` process.
