@@ -1,14 +1,13 @@
 // Package readme checks the README's command blocks (issue 21, defect 12).
 //
-// This is the short form: every ```sh block must be valid bash, and every
+// TestReadmeBlocks is the short form: every ```sh block must be valid bash, and every
 // repository or shared-data path a block names must exist, so a renamed file
 // or a typo in a pasted command fails here instead of on a new user's machine.
-// Running the blocks end to end (server, jobs, apt-get installs) is not done
-// here yet.
+// TestReadmeBlocksRun (run_test.go) is the full form: the blocks run, in
+// order, as a new user pastes them.
 package readme
 
 import (
-	"bufio"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,30 +21,34 @@ type block struct {
 	text string
 }
 
+// shellBlocks returns the README's sh and bash blocks, those indented in a
+// list item too (their indent removed).
 func shellBlocks(t *testing.T, path string) []block {
 	t.Helper()
-	f, err := os.Open(path)
+	readme, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatalf("open %s: %v", path, err)
 	}
-	defer f.Close()
+	fence := regexp.MustCompile("^(\\s*)```(\\w*)\\s*$")
 	var out []block
-	var cur *block
-	sc := bufio.NewScanner(f)
-	for n := 1; sc.Scan(); n++ {
-		l := sc.Text()
+	var cur []string
+	indent, lang, start, in := "", "", 0, false
+	for i, l := range strings.Split(string(readme), "\n") {
+		m := fence.FindStringSubmatch(l)
 		switch {
-		case cur == nil && (l == "```sh" || l == "```bash"):
-			cur = &block{line: n}
-		case cur != nil && l == "```":
-			out = append(out, *cur)
-			cur = nil
-		case cur != nil:
-			cur.text += l + "\n"
+		case m != nil && !in:
+			in, lang, indent, start, cur = true, m[2], m[1], i+1, nil
+		case m != nil && in:
+			in = false
+			if lang == "sh" || lang == "bash" {
+				out = append(out, block{line: start, text: strings.Join(cur, "\n") + "\n"})
+			}
+		case in:
+			cur = append(cur, strings.TrimPrefix(l, indent))
 		}
 	}
-	if cur != nil {
-		t.Fatalf("%s: the block opened at line %d is never closed", path, cur.line)
+	if in {
+		t.Fatalf("%s: the block opened at line %d is never closed", path, start)
 	}
 	return out
 }
