@@ -2,14 +2,14 @@ package controller
 
 import (
 	"context"
-	"github.com/tideml/tide/internal/autoscaler"
-	"github.com/tideml/tide/internal/store/sqlite"
 	"log/slog"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/tideml/tide/api"
+	"github.com/tideml/tide/internal/autoscaler"
+	"github.com/tideml/tide/internal/store/sqlite"
 )
 
 // TestGapTrackerFeedsAdaptiveComputes checks that only adaptive computes

@@ -5,8 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/jackc/pgx/v5"
 	"strconv"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/tideml/tide/api"
 	"github.com/tideml/tide/internal/store"

@@ -1,0 +1,196 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/tideml/tide/api"
+	"github.com/tideml/tide/internal/provider"
+	"github.com/tideml/tide/internal/service"
+	"github.com/tideml/tide/internal/store"
+)
+
+// provisioning moves computes through their provisioning states.
+func (c *Controller) provisioning(ctx context.Context, s *snapshot, now time.Time) error {
+	for _, comp := range s.computes {
+		switch comp.ProvisioningState {
+		case api.ProvisioningCreating, api.ProvisioningUpdating:
+			state, msg := api.ProvisioningSucceeded, ""
+			if _, ok := c.providers[comp.Location]; !ok {
+				state = api.ProvisioningFailed
+				msg = fmt.Sprintf("location %q has no working provider; see the server log and its configuration", comp.Location)
+			}
+			if err := c.updateCompute(ctx, comp.Workspace, comp.Name, func(cp *api.Compute) bool {
+				if cp.ProvisioningState != comp.ProvisioningState {
+					return false
+				}
+				cp.ProvisioningState = state
+				if msg != "" {
+					cp.Errors = append(cp.Errors, api.ErrorDetail{Code: "ProvisioningFailed", Message: msg, Time: now})
+				}
+				return true
+			}); err != nil {
+				return err
+			}
+		case api.ProvisioningDeleting:
+			if err := c.deleting(ctx, s, comp, now); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// deleting cancels a deleted compute's jobs, removes its nodes, and
+// finally the compute.
+func (c *Controller) deleting(ctx context.Context, s *snapshot, comp api.Compute, now time.Time) error {
+	for _, j := range s.jobs {
+		if j.Workspace != comp.Workspace || j.Compute != comp.Name {
+			continue
+		}
+		if _, err := service.ForceEnd(ctx, c.store, j.Workspace, j.Name, api.JobCanceled, "compute "+comp.Name+" was deleted", now); err != nil {
+			return err
+		}
+	}
+	remaining := 0
+	for _, n := range s.nodes {
+		if n.Workspace == comp.Workspace && n.Compute == comp.Name {
+			remaining++
+			c.removeNode(ctx, n, "compute deleted")
+		}
+	}
+	if remaining > 0 {
+		return nil
+	}
+	if comp.IsInstance() {
+		// A stopped instance's kept disk goes with it.
+		if p, ok := c.providers[comp.Location]; ok {
+			if err := p.Delete(ctx, comp.Instance.Node); err != nil && !provider.IsNotFound(err) {
+				return fmt.Errorf("deleting the disk of instance %s: %w", comp.Name, err)
+			}
+		}
+	}
+	return c.store.Update(ctx, func(tx store.Tx) error {
+		err := tx.DeleteCompute(ctx, comp.Workspace, comp.Name)
+		if store.IsNotFound(err) {
+			return nil
+		}
+		return err
+	})
+}
+
+// liveness marks nodes whose agents stopped heartbeating unusable, fails
+// their jobs, and gives up on nodes that never registered.
+func (c *Controller) liveness(ctx context.Context, s *snapshot, now time.Time) error {
+	for _, n := range s.nodes {
+		switch n.State {
+		case api.NodeIdle, api.NodeRunning:
+			last := n.LastHeartbeat
+			if last.Before(c.started) {
+				last = c.started // a restarted server gives agents time to reconnect
+			}
+			if now.Sub(last) < c.cfg.UnusableAfter {
+				continue
+			}
+			reason := fmt.Sprintf("agent stopped heartbeating (last seen %s ago)", now.Sub(n.LastHeartbeat).Round(time.Second))
+			if err := c.markUnusable(ctx, n, reason, now); err != nil {
+				return err
+			}
+		case api.NodePreparing:
+			if now.Sub(n.CreatedOn) < c.cfg.ProvisionTimeout || c.isInflight(n.ID) {
+				continue
+			}
+			reason := fmt.Sprintf("node did not register within %s", c.cfg.ProvisionTimeout)
+			if err := c.markUnusable(ctx, n, reason, now); err != nil {
+				return err
+			}
+			c.recordFailure(ctx, n.Workspace, n.Compute, "ProvisioningTimeout", reason, now)
+		}
+	}
+	return nil
+}
+
+// markUnusable makes a node unusable and fails the job it ran. tide fails
+// rather than requeues here: a job may have side effects that must not run
+// twice, and Azure ML also fails a job whose node is lost; retries are an
+// explicit job setting.
+func (c *Controller) markUnusable(ctx context.Context, n api.Node, reason string, now time.Time) error {
+	err := c.store.Update(ctx, func(tx store.Tx) error {
+		cur, err := tx.GetNode(ctx, n.ID)
+		if err != nil {
+			return err
+		}
+		cur.State, cur.StateSince, cur.Error = api.NodeUnusable, now, reason
+		if err := tx.PutNode(ctx, cur); err != nil {
+			return err
+		}
+		return tx.AddEvent(ctx, n.Workspace, "compute/"+n.Compute, &api.Event{Time: now, Kind: "NodeUnusable", Message: fmt.Sprintf("node %s unusable: %s", n.ID, reason)})
+	})
+	if err != nil && !store.IsNotFound(err) {
+		return err
+	}
+	if n.Job != "" {
+		ws, name, attempt, perr := service.ParseAssignmentID(n.Job)
+		if perr == nil {
+			if _, err := service.NodeLost(ctx, c.store, ws, name, attempt, fmt.Sprintf("node %s became unusable: %s", n.ID, reason), now); err != nil {
+				return err
+			}
+		}
+	}
+	c.log.Warn("node unusable", "node", n.ID, "reason", reason)
+	return nil
+}
+
+// stopping pushes cancels to the nodes of jobs being canceled or failing,
+// and ends jobs whose nodes are gone.
+func (c *Controller) stopping(ctx context.Context, s *snapshot, now time.Time) error {
+	nodes := map[string]api.Node{}
+	for _, n := range s.nodes {
+		nodes[n.ID] = n
+	}
+	for _, j := range s.jobs {
+		if j.Status != api.JobCancelRequested && j.Status != api.JobFinalizing && j.Status != api.JobPreparing && j.Status != api.JobRunning {
+			continue
+		}
+		id := service.AssignmentID(j.Workspace, j.Name, j.Attempt)
+		alive := 0
+		for _, r := range j.Ranks {
+			if api.JobTerminal(r.Status) {
+				continue
+			}
+			n, ok := nodes[r.Node]
+			if !ok || n.State == api.NodeUnusable || n.Job != id {
+				continue
+			}
+			alive++
+			if j.Status == api.JobCancelRequested || j.Status == api.JobFinalizing {
+				c.pushCancel(r.Node, id, service.StopReason(&j), now)
+			}
+		}
+		if alive == 0 {
+			var err error
+			if j.Status == api.JobCancelRequested {
+				_, err = service.ForceEndAttempt(ctx, c.store, j.Workspace, j.Name, j.Attempt, api.JobCanceled, "canceled by the user", now)
+			} else {
+				_, err = service.NodeLost(ctx, c.store, j.Workspace, j.Name, j.Attempt, "the job's nodes are gone", now)
+			}
+			if err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (c *Controller) pushCancel(node, id, reason string, now time.Time) {
+	c.mu.Lock()
+	last, sent := c.canceled[id+"@"+node]
+	if sent && now.Sub(last) < 10*time.Second {
+		c.mu.Unlock()
+		return
+	}
+	c.canceled[id+"@"+node] = now
+	c.mu.Unlock()
+	c.hub.Push(node, Message{Kind: "cancel", Data: api.Cancel{ID: id, Reason: reason, GraceSeconds: int(c.cfg.CancelGrace.Seconds())}})
+}

@@ -1,0 +1,210 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/tideml/tide/api"
+	"github.com/tideml/tide/internal/provider"
+	"github.com/tideml/tide/internal/scheduler"
+	"github.com/tideml/tide/internal/service"
+	"github.com/tideml/tide/internal/store"
+)
+
+func (c *Controller) isInflight(id string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.inflight[id]
+}
+
+// createNodes records new nodes as preparing and asks the provider for them.
+func (c *Controller) createNodes(ctx context.Context, cp *api.Compute, count int, reason string, waiting []scheduler.Waiting, now time.Time) {
+	k := key(cp.Workspace, cp.Name)
+	c.mu.Lock()
+	b := c.backoff[k]
+	c.mu.Unlock()
+	if now.Before(b.until) {
+		return
+	}
+	p := c.providers[cp.Location]
+	size, _ := c.catalog.Lookup(cp.Size)
+	var jobs []string
+	for _, w := range waiting {
+		jobs = append(jobs, strings.SplitN(w.Job, "/", 2)[1])
+	}
+	msg := fmt.Sprintf("scaling up by %d node(s): %s", count, reason)
+	if len(jobs) > 0 {
+		msg += fmt.Sprintf(" (queued: %s)", strings.Join(firstN(jobs, 5), ", "))
+	}
+	for i := 0; i < count; i++ {
+		n := api.Node{
+			ID: cp.Name + "-" + randomID(), Compute: cp.Name, Workspace: cp.Workspace, Location: cp.Location,
+			Provider: p.Name(), State: api.NodePreparing, CreatedOn: now, StateSince: now,
+			VCPUs: size.VCPUs, MemoryGB: size.MemoryGB, GPUs: size.GPUs, PricePerHour: service.PricePerHour(size, cp.Tier),
+		}
+		err := c.store.Update(ctx, func(tx store.Tx) error {
+			if err := tx.PutNode(ctx, &n); err != nil {
+				return err
+			}
+			if i > 0 {
+				return nil
+			}
+			return tx.AddEvent(ctx, cp.Workspace, "compute/"+cp.Name, &api.Event{Time: now, Kind: "ScaleUp", Message: msg})
+		})
+		if err != nil {
+			c.log.Error("recording node", "node", n.ID, "err", err)
+			return
+		}
+		c.claim(n.ID)
+		req := provider.NodeRequest{ID: n.ID, Workspace: cp.Workspace, Compute: cp.Name, Location: cp.Location,
+			Size: size, Tier: cp.Tier, ServerURL: c.cfg.AgentServerURLs(), CAFingerprint: c.cfg.CAFingerprint, RunAs: c.cfg.RunAs(cp.Location), Token: c.nodeToken(n.ID), Runtime: c.Runtime(cp.Location)}
+		if ns := cp.NetworkSettings; ns != nil {
+			req.Network = ns.VnetName
+		}
+		c.launch(ctx, p, req, "ProvisioningFailed", "creating node")
+	}
+}
+
+// launch asks the provider for a claimed node in the background and
+// records its provider id; a failure is recorded on the compute (code)
+// and the node's record goes.
+func (c *Controller) launch(ctx context.Context, p provider.Provider, req provider.NodeRequest, code, what string) {
+	go func() {
+		defer c.release(req.ID)
+		pn, err := p.Create(ctx, req)
+		if err != nil {
+			c.log.Warn(what+" failed", "node", req.ID, "err", err)
+			c.recordFailure(ctx, req.Workspace, req.Compute, code, fmt.Sprintf("%s %s: %v", what, req.ID, err), c.now().UTC())
+			c.forget(ctx, req.ID)
+			return
+		}
+		_ = c.store.Update(ctx, func(tx store.Tx) error {
+			cur, err := tx.GetNode(ctx, req.ID)
+			if err != nil {
+				return err
+			}
+			cur.ProviderID = pn.ProviderID
+			return tx.PutNode(ctx, cur)
+		})
+	}()
+}
+
+// claim marks a node as having a provider call under way; it reports
+// false when one already is.
+func (c *Controller) claim(id string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.inflight[id] {
+		return false
+	}
+	c.inflight[id] = true
+	return true
+}
+
+// release ends a node's provider call and asks for a turn.
+func (c *Controller) release(id string) {
+	c.mu.Lock()
+	delete(c.inflight, id)
+	c.mu.Unlock()
+	c.Notify()
+}
+
+func firstN(s []string, n int) []string {
+	if len(s) > n {
+		return append(s[:n:n], fmt.Sprintf("and %d more", len(s)-n))
+	}
+	return s
+}
+
+// recordFailure notes a provisioning failure on the compute and backs off
+// exponentially, so a failing backend is not hammered in a create/delete loop.
+func (c *Controller) recordFailure(ctx context.Context, ws, compute, code, msg string, now time.Time) {
+	k := key(ws, compute)
+	c.mu.Lock()
+	b := c.backoff[k]
+	b.failures++
+	delay := min(time.Duration(1<<min(b.failures-1, 8))*time.Second, 5*time.Minute)
+	b.until, b.last, b.at = now.Add(delay), msg, now
+	c.backoff[k] = b
+	c.mu.Unlock()
+	_ = c.updateCompute(ctx, ws, compute, func(cp *api.Compute) bool {
+		cp.Errors = append(cp.Errors, api.ErrorDetail{Code: code, Message: msg, Time: now})
+		if len(cp.Errors) > 10 {
+			cp.Errors = cp.Errors[len(cp.Errors)-10:]
+		}
+		return true
+	})
+	_ = c.store.Update(ctx, func(tx store.Tx) error {
+		return tx.AddEvent(ctx, ws, "compute/"+compute, &api.Event{Time: now, Kind: code, Message: fmt.Sprintf("%s (retrying in %s)", msg, delay)})
+	})
+}
+
+// scaleDown removes an idle, unusable or preempted node.
+func (c *Controller) scaleDown(ctx context.Context, n api.Node, reason string, now time.Time) {
+	_ = c.store.Update(ctx, func(tx store.Tx) error {
+		return tx.AddEvent(ctx, n.Workspace, "compute/"+n.Compute, &api.Event{Time: now, Kind: "ScaleDown", Message: fmt.Sprintf("removing node %s: %s", n.ID, reason)})
+	})
+	c.removeNode(ctx, n, reason)
+}
+
+// removeNode marks a node leaving and deletes it through its provider in
+// the background; the record goes when the provider is done.
+func (c *Controller) removeNode(ctx context.Context, n api.Node, reason string) {
+	if !c.claim(n.ID) {
+		return
+	}
+	if n.State != api.NodeLeaving && n.State != api.NodeUnusable && n.State != api.NodePreempted {
+		_ = c.store.Update(ctx, func(tx store.Tx) error {
+			cur, err := tx.GetNode(ctx, n.ID)
+			if err != nil {
+				return err
+			}
+			cur.State, cur.StateSince = api.NodeLeaving, c.now().UTC()
+			return tx.PutNode(ctx, cur)
+		})
+	}
+	go func() {
+		defer c.release(n.ID)
+		if p, ok := c.providers[n.Location]; ok {
+			if err := p.Delete(ctx, n.ID); err != nil && !provider.IsNotFound(err) {
+				c.log.Warn("deleting node", "node", n.ID, "err", err)
+				return
+			}
+		}
+		c.forget(ctx, n.ID)
+		c.log.Info("node removed", "node", n.ID, "reason", reason)
+	}()
+}
+
+// forget removes a node's record, keeping its life and price for cost.
+func (c *Controller) forget(ctx context.Context, id string) {
+	_ = c.store.Update(ctx, func(tx store.Tx) error {
+		n, err := tx.GetNode(ctx, id)
+		if store.IsNotFound(err) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		u := store.NodeUsage{Workspace: n.Workspace, Compute: n.Compute, Node: n.ID, Started: n.CreatedOn, Ended: c.now().UTC(), PricePerHour: n.PricePerHour}
+		if err := tx.AddNodeUsage(ctx, u); err != nil {
+			return err
+		}
+		return tx.DeleteNode(ctx, id)
+	})
+}
+
+// recovered forgets a compute's provisioning failures once a node created
+// after the last one registered: the backend works again.
+func (c *Controller) recovered(s *snapshot) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, n := range s.nodes {
+		k := key(n.Workspace, n.Compute)
+		if b, ok := c.backoff[k]; ok && (n.State == api.NodeIdle || n.State == api.NodeRunning) && n.CreatedOn.After(b.at) {
+			delete(c.backoff, k)
+		}
+	}
+}

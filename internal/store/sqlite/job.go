@@ -1,0 +1,171 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/tideml/tide/api"
+	"github.com/tideml/tide/internal/store"
+)
+
+// GetJob implements store.Tx.
+func (x *tx) GetJob(ctx context.Context, workspace, name string) (*api.Job, error) {
+	var doc string
+	var etag int64
+	err := x.tx.QueryRowContext(ctx, `SELECT etag, doc FROM jobs WHERE workspace = ? AND name = ?`,
+		workspace, name).Scan(&etag, &doc)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, store.NotFound("job", name)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("getting job %s: %w", name, err)
+	}
+	var j api.Job
+	if err := json.Unmarshal([]byte(doc), &j); err != nil {
+		return nil, fmt.Errorf("decoding job %s: %w", name, err)
+	}
+	j.Etag = strconv.FormatInt(etag, 10)
+	return &j, nil
+}
+
+// ListJobs implements store.Tx.
+func (x *tx) ListJobs(ctx context.Context, f store.JobFilter) ([]api.Job, error) {
+	rows, err := x.queryJobs(ctx, "etag, doc", f)
+	if err != nil {
+		return nil, err
+	}
+	return scanDocs(rows, "jobs", func(j *api.Job, etag int64) { j.Etag = strconv.FormatInt(etag, 10) })
+}
+
+// JobVersions implements store.Tx.
+func (x *tx) JobVersions(ctx context.Context, f store.JobFilter) ([]store.JobVersion, error) {
+	rows, err := x.queryJobs(ctx, "workspace, name, etag, compute, priority", f)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []store.JobVersion
+	for rows.Next() {
+		var v store.JobVersion
+		var etag int64
+		if err := rows.Scan(&v.Workspace, &v.Name, &etag, &v.Compute, &v.Priority); err != nil {
+			return nil, fmt.Errorf("listing jobs: %w", err)
+		}
+		v.Etag = strconv.FormatInt(etag, 10)
+		out = append(out, v)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("listing jobs: %w", err)
+	}
+	return out, nil
+}
+
+// queryJobs selects cols of the jobs f selects, in creation order.
+func (x *tx) queryJobs(ctx context.Context, cols string, f store.JobFilter) (*sql.Rows, error) {
+	var where []string
+	var args []any
+	if f.Workspace != "" {
+		where = append(where, "workspace = ?")
+		args = append(args, f.Workspace)
+	}
+	if f.Compute != "" {
+		where = append(where, "compute = ?")
+		args = append(args, f.Compute)
+	}
+	if f.Serverless {
+		where = append(where, "compute LIKE ?")
+		args = append(args, api.ServerlessPrefix+"%")
+	}
+	if len(f.Statuses) > 0 {
+		where = append(where, "status IN (?"+strings.Repeat(", ?", len(f.Statuses)-1)+")")
+		for _, s := range f.Statuses {
+			args = append(args, s)
+		}
+	}
+	if len(f.Keys) > 0 {
+		// One JSON argument rather than two placeholders per key: the
+		// statement stays short and the same, so it is cheap to prepare.
+		pairs := make([][2]string, len(f.Keys))
+		for i, k := range f.Keys {
+			pairs[i] = [2]string{k.Workspace, k.Name}
+		}
+		keys, err := json.Marshal(pairs)
+		if err != nil {
+			return nil, fmt.Errorf("listing jobs: %w", err)
+		}
+		where = append(where, "(workspace, name) IN (SELECT value->>0, value->>1 FROM json_each(?))")
+		args = append(args, string(keys))
+	}
+	q := `SELECT ` + cols + ` FROM jobs`
+	if len(where) > 0 {
+		q += " WHERE " + strings.Join(where, " AND ")
+	}
+	q += " ORDER BY created"
+	if f.Newest {
+		q += " DESC"
+	}
+	if f.Limit > 0 {
+		q += " LIMIT ?"
+		args = append(args, f.Limit)
+	}
+	rows, err := x.tx.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("listing jobs: %w", err)
+	}
+	return rows, nil
+}
+
+// PutJob implements store.Tx.
+func (x *tx) PutJob(ctx context.Context, j *api.Job, ifMatch string) error {
+	if j.Name == "" || j.Workspace == "" {
+		return fmt.Errorf("job %q in workspace %q: name and workspace must be set", j.Name, j.Workspace)
+	}
+	var stored, created int64
+	err := x.tx.QueryRowContext(ctx, `SELECT etag, created FROM jobs WHERE workspace = ? AND name = ?`,
+		j.Workspace, j.Name).Scan(&stored, &created)
+	found := err == nil
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("putting job %s: %w", j.Name, err)
+	}
+	if err := checkEtag("job", j.Name, found, stored, ifMatch); err != nil {
+		return err
+	}
+	if !found {
+		if err := x.requireWorkspace(ctx, j.Workspace); err != nil {
+			return fmt.Errorf("job %s: %w", j.Name, err)
+		}
+	}
+	doc, err := json.Marshal(utcJob(*j))
+	if err != nil {
+		return fmt.Errorf("encoding job %s: %w", j.Name, err)
+	}
+	rev, err := x.nextRevision(ctx)
+	if err != nil {
+		return err
+	}
+	if !found {
+		created = rev
+	}
+	_, err = x.tx.ExecContext(ctx, `INSERT INTO jobs (workspace, name, compute, status, created, etag, doc, priority)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (workspace, name) DO UPDATE SET
+			compute = excluded.compute, status = excluded.status, etag = excluded.etag, doc = excluded.doc,
+			priority = excluded.priority`,
+		j.Workspace, j.Name, j.Compute, j.Status, created, rev, string(doc), j.Priority())
+	if err != nil {
+		return fmt.Errorf("putting job %s: %w", j.Name, err)
+	}
+	j.Etag = strconv.FormatInt(rev, 10)
+	return nil
+}
+
+func utcJob(j api.Job) api.Job {
+	j.Etag = ""
+	j.CreatedOn, j.StartTime, j.EndTime = j.CreatedOn.UTC(), j.StartTime.UTC(), j.EndTime.UTC()
+	return j
+}
