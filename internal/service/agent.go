@@ -127,14 +127,22 @@ func environmentNotes(j *api.Job, runtime string) []string {
 }
 
 // MasterPort is the rendezvous port of a distributed job attempt: a port in
-// 29500-39499 (29500 is PyTorch's default) derived from the assignment id,
+// 29500-32499 (29500 is PyTorch's default) derived from the assignment id,
 // so every node computes the same one without another round trip, and two
-// jobs on one host rarely meet on the same port.
+// jobs on one host rarely meet on the same port. The range stays below
+// Linux's ephemeral ports (32768 and up by default): an outgoing connection
+// on node 0 could otherwise take the port between tide's check and the
+// launcher's bind, which failed a DDP job under load.
 func MasterPort(assignmentID string) int {
 	h := fnv.New32a()
 	h.Write([]byte(assignmentID))
-	return 29500 + int(h.Sum32()%10000)
+	return masterPortBase + int(h.Sum32()%masterPortCount)
 }
+
+const (
+	masterPortBase  = 29500
+	masterPortCount = 3000
+)
 
 // Register records an agent's registration and reconciles what it runs
 // with what the store says it should run. It returns the assignments the
