@@ -21,11 +21,11 @@ func Clairvoyant(trace *Trace, boot time.Duration) NodeHours {
 		free  bool
 	}
 	evs := make([]ev, 0, 2*len(trace.Jobs))
-	var busy time.Duration
+	var busy nodeTime
 	for _, j := range trace.Jobs {
 		n := max(j.Instances, 1)
 		evs = append(evs, ev{j.Submit, n, false}, ev{j.Submit + j.Duration, n, true})
-		busy += time.Duration(n) * j.Duration
+		busy.addN(j.Duration, n)
 	}
 	// At equal times nodes free up before jobs start, so a node can be
 	// handed straight on.
@@ -41,7 +41,7 @@ func Clairvoyant(trace *Trace, boot time.Duration) NodeHours {
 		}
 		return 0
 	})
-	var idle, booting time.Duration
+	var idle, booting nodeTime
 	var stack []time.Duration // when each idle node went idle
 	for _, e := range evs {
 		if e.free {
@@ -52,19 +52,19 @@ func Clairvoyant(trace *Trace, boot time.Duration) NodeHours {
 		}
 		for range e.nodes {
 			if len(stack) == 0 {
-				booting += boot
+				booting.add(boot)
 				continue
 			}
 			gap := e.at - stack[len(stack)-1]
 			stack = stack[:len(stack)-1]
 			if gap <= boot {
-				idle += gap
+				idle.add(gap)
 			} else {
-				booting += boot
+				booting.add(boot)
 			}
 		}
 	}
-	h := NodeHours{Busy: busy.Hours(), Idle: idle.Hours(), Booting: booting.Hours()}
+	h := NodeHours{Busy: busy.hours(), Idle: idle.hours(), Booting: booting.hours()}
 	h.Total = h.Busy + h.Idle + h.Booting
 	return h
 }

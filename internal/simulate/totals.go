@@ -29,6 +29,18 @@ func (t *nodeTime) add(d time.Duration) {
 	}
 }
 
+// addN adds n times d, each added exactly (n·d may not fit a Duration).
+func (t *nodeTime) addN(d time.Duration, n int) {
+	t.sec += int64(n) * int64(d/time.Second)
+	t.ns += int64(n) * int64(d%time.Second)
+	t.sec += t.ns / int64(time.Second)
+	t.ns %= int64(time.Second)
+	if t.ns < 0 {
+		t.sec--
+		t.ns += int64(time.Second)
+	}
+}
+
 func (t nodeTime) hours() float64 {
 	return (float64(t.sec) + float64(t.ns)/1e9) / 3600
 }
@@ -55,9 +67,7 @@ func (r Result) check(trace *Trace, cfg Config) error {
 	if r.Preemptions == 0 {
 		var want nodeTime
 		for _, j := range trace.Jobs {
-			for range j.Instances {
-				want.add(j.Duration)
-			}
+			want.addN(j.Duration, j.Instances)
 		}
 		if w := want.hours(); math.Abs(h.Busy-w) > 1e-6*math.Max(1, w) {
 			return fmt.Errorf("simulation counted %.3f busy node-hours, but the trace's jobs run %.3f; this is a bug in tide simulate", h.Busy, w)

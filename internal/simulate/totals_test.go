@@ -27,11 +27,16 @@ func TestNoOverflowAtBillionNodeHours(t *testing.T) {
 		tr.Jobs = append(tr.Jobs, Job{Submit: time.Duration(i) * time.Second, Duration: hours * time.Hour, Instances: 1})
 	}
 	res := runTrace(t, tr, "max_instances: 100000\n", Config{BootTime: 180 * time.Second})
-	if want := float64(jobs * hours); math.Abs(res.NodeHours.Busy-want) > 1e-6*want {
+	want := float64(jobs * hours)
+	if math.Abs(res.NodeHours.Busy-want) > 1e-6*want {
 		t.Errorf("busy = %.1f node-hours, want %.1f", res.NodeHours.Busy, want)
 	}
 	if res.NodeHours.Total < res.NodeHours.Busy || res.Cost <= 0 {
 		t.Errorf("total %.1f, cost %.2f: want total >= busy and a positive cost", res.NodeHours.Total, res.Cost)
+	}
+	// The clairvoyant reference adds up the same node time.
+	if c := Clairvoyant(tr, 180*time.Second); math.Abs(c.Busy-want) > 1e-6*want || c.Total < c.Busy {
+		t.Errorf("clairvoyant busy = %.1f node-hours (total %.1f), want %.1f", c.Busy, c.Total, want)
 	}
 }
 
