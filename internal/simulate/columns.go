@@ -134,7 +134,9 @@ func ReadTraceColumns(file string, r io.Reader, cols Columns, format string) (*T
 	if len(t.Jobs) == 0 {
 		return nil, fmt.Errorf("%s: the trace has no jobs that ran (%d rows skipped: never started)", file, t.Skipped)
 	}
-	t.normalize(abs > 0)
+	if err := t.normalize(abs > 0); err != nil {
+		return nil, err
+	}
 	return t, nil
 }
 
@@ -179,6 +181,9 @@ func columnJob(field func(int) string, idx [7]int) (j Job, at, skip bool, err er
 		if end < start {
 			return j, at, false, fmt.Errorf("end: %s is before the start", e)
 		}
+		if end-start > maxSeconds*time.Second {
+			return j, at, false, fmt.Errorf("end: %s is more than ten years after the start; is the unit seconds?", e)
+		}
 		j.Duration = end - start
 	}
 	switch {
@@ -206,7 +211,8 @@ func columnJob(field func(int) string, idx [7]int) (j Job, at, skip bool, err er
 // nanoseconds since the Unix epoch until normalize shifts them.
 func instant(field, s string) (time.Duration, bool, error) {
 	if t, err := time.Parse(time.RFC3339, s); err == nil {
-		return time.Duration(t.UnixNano()), true, nil
+		d, err := sinceEpoch(field, t)
+		return d, true, err
 	}
 	d, err := seconds(field, s)
 	if err != nil {
@@ -217,8 +223,10 @@ func instant(field, s string) (time.Duration, bool, error) {
 
 // normalize sorts the jobs by submit (stably, keeping the file's order for
 // ties) and makes submits offsets from the first; with absolute times it
-// records the first as Start.
-func (t *Trace) normalize(absolute bool) {
+// records the first as Start. A trace spanning more than ten years is
+// refused: no workload does, and a far-off time (a typo, or milliseconds
+// read as seconds) would make every total meaningless.
+func (t *Trace) normalize(absolute bool) error {
 	slices.SortStableFunc(t.Jobs, func(a, b Job) int {
 		switch {
 		case a.Submit < b.Submit:
@@ -228,13 +236,18 @@ func (t *Trace) normalize(absolute bool) {
 		}
 		return 0
 	})
-	first := t.Jobs[0].Submit
+	first, last := t.Jobs[0], t.Jobs[len(t.Jobs)-1]
+	if span := last.Submit - first.Submit; span > maxSeconds*time.Second {
+		return fmt.Errorf("%s:%d: submit: the trace spans %.0f years from line %d to line %d; traces of more than ten years are not supported (is a time wrong, or the unit?)",
+			t.File, last.Line, span.Hours()/24/365, first.Line, last.Line)
+	}
 	if absolute {
-		t.Start = time.Unix(0, int64(first)).UTC()
+		t.Start = time.Unix(0, int64(first.Submit)).UTC()
 	}
 	for i := range t.Jobs {
-		t.Jobs[i].Submit -= first
+		t.Jobs[i].Submit -= first.Submit
 	}
+	return nil
 }
 
 // Split divides the trace by time: the jobs submitted in the first share

@@ -1,6 +1,7 @@
 package simulate
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -97,20 +98,30 @@ func generated(r *rand.Rand, n int) *Trace {
 	return tr
 }
 
-// TestProperties checks, over generated traces: busy hours equal the
-// trace's job-hours (Run also refuses otherwise), idle hours do not fall
-// as the idle time grows, and with a zero boot time and no cap no job
-// waits and the adaptive policy keeps no idle node.
+// traceJobHours is the node time the trace's jobs run, in hours.
+func traceJobHours(tr *Trace) float64 {
+	var h float64
+	for _, j := range tr.Jobs {
+		h += j.Duration.Hours() * float64(j.Instances)
+	}
+	return h
+}
+
+// TestProperties checks, over generated traces of every shape: busy hours
+// equal the trace's job-hours (Run also refuses otherwise), idle hours do
+// not fall as the idle time grows, and with a zero boot time and no cap no
+// job waits and the adaptive policy keeps no idle node. Under a node cap a
+// gang holds the free nodes until enough are free, so idle time remains even
+// with a zero boot time: there the adaptive policy must do exactly what a
+// zero idle time does. Monotonicity is not claimed under a cap: a longer
+// idle time changes which jobs wait, and so which gangs hold nodes.
 func TestProperties(t *testing.T) {
 	r := rand.New(rand.NewPCG(23, 23))
-	for k := range 12 {
-		tr := generated(r, 300)
-		var jobHours float64
-		for _, j := range tr.Jobs {
-			jobHours += j.Duration.Hours() * float64(j.Instances)
-		}
+	for k := range 24 {
+		tr := generated(r, 150+r.IntN(250))
+		jobHours := traceJobHours(tr)
 		prevIdle := -1.0
-		for _, idle := range []int{0, 60, 120, 300, 900, 3600} {
+		for _, idle := range []int{0, 30, 60, 120, 300, 600, 900, 1800, 3600} {
 			res := runTrace(t, tr, fmt.Sprintf("max_instances: 1000\nidle_time_before_scale_down: %d\n", idle), Config{BootTime: 180 * time.Second})
 			if math.Abs(res.NodeHours.Busy-jobHours) > 1e-6*jobHours {
 				t.Errorf("trace %d idle %d: busy %.4f, trace's job-hours %.4f", k, idle, res.NodeHours.Busy, jobHours)
@@ -128,6 +139,90 @@ func TestProperties(t *testing.T) {
 			if policy == autoscaler.AdaptivePolicy && res.NodeHours.Idle != 0 {
 				t.Errorf("trace %d: adaptive kept %.3f idle node-hours with a zero boot time", k, res.NodeHours.Idle)
 			}
+		}
+		adaptive := runTrace(t, tr, "max_instances: 12\n", Config{Policy: autoscaler.AdaptivePolicy})
+		zero := runTrace(t, tr, "max_instances: 12\nidle_time_before_scale_down: 0\n", Config{Policy: autoscaler.DefaultPolicy})
+		if adaptive.NodeHours != zero.NodeHours || adaptive.Wait != zero.Wait {
+			t.Errorf("trace %d, 12 nodes, zero boot time: adaptive %+v %+v, idle time 0 %+v %+v; want the same", k, adaptive.NodeHours, adaptive.Wait, zero.NodeHours, zero.Wait)
+		}
+	}
+}
+
+// TestFaultsKeepTotalsPossible replays generated traces with boot failures
+// and preemptions at random rates, up to one per node-hour: every run must
+// pass Run's checks (no total above peak nodes for the wall-clock time, none
+// negative), no job is preempted more than its retries allow, and the busy
+// time is at most what every allowed attempt of every job could use.
+func TestFaultsKeepTotalsPossible(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 23))
+	for k := range 16 {
+		tr := generated(r, 100+r.IntN(200))
+		jobHours := traceJobHours(tr)
+		retries := r.IntN(4)
+		cfg := Config{BootTime: time.Duration(r.IntN(300)) * time.Second, BootFailureRate: r.Float64() / 2,
+			PreemptionsPerHour: r.Float64(), Retries: retries, Seed: uint64(k)}
+		if retries == 0 {
+			cfg.Retries = -1
+		}
+		res := runTrace(t, tr, fmt.Sprintf("max_instances: %d\ntier: low_priority\n", 8+r.IntN(100)), cfg)
+		if res.Preemptions > (retries+1)*len(tr.Jobs) || res.Failed > len(tr.Jobs) {
+			t.Errorf("trace %d: %d preemptions, %d failed of %d jobs with %d retries", k, res.Preemptions, res.Failed, len(tr.Jobs), retries)
+		}
+		if limit := float64(retries+1) * jobHours; res.NodeHours.Busy > limit*(1+1e-9) {
+			t.Errorf("trace %d: busy %.3f node-hours, more than %d attempts of every job (%.3f)", k, res.NodeHours.Busy, retries+1, limit)
+		}
+	}
+}
+
+// TestImpossibleTotalsAreErrors: a result no replay can produce is refused
+// as the simulator's bug, whatever figure is wrong.
+func TestImpossibleTotalsAreErrors(t *testing.T) {
+	tr := &Trace{File: "t", Jobs: []Job{{Duration: time.Hour, Instances: 2}}}
+	c := compute(t, "max_instances: 4\n")
+	good := Result{Jobs: 1, NodeHours: NodeHours{Busy: 2, Idle: 1, Total: 3}, Cost: 1, PeakNodes: 2, Horizon: 2}
+	if err := good.check(tr, Config{Compute: *c}); err != nil {
+		t.Fatalf("a possible result was refused: %v", err)
+	}
+	for name, bad := range map[string]func(*Result){
+		"negative busy":    func(r *Result) { r.NodeHours.Busy, r.NodeHours.Total = -2, -1 },
+		"negative cost":    func(r *Result) { r.Cost = -1 },
+		"NaN wait":         func(r *Result) { r.Wait.Mean = math.NaN() },
+		"above peak×wall":  func(r *Result) { r.NodeHours.Idle, r.NodeHours.Total = 3, 5 },
+		"above max nodes":  func(r *Result) { r.PeakNodes = 5 },
+		"wait beyond wall": func(r *Result) { r.Wait.P99 = 3 * 3600 },
+		"busy not trace":   func(r *Result) { r.NodeHours.Busy, r.NodeHours.Idle = 1, 2 },
+	} {
+		r := good
+		bad(&r)
+		if err := r.check(tr, Config{Compute: *c}); !errors.Is(err, ErrSimulatorBug) {
+			t.Errorf("%s: check = %v, want ErrSimulatorBug", name, err)
+		}
+	}
+}
+
+// TestTraceTimesStayInRange: times outside 1970-2200, or a trace spanning
+// more than ten years, would wrap time.Duration and make every total
+// meaningless; they are refused naming the line.
+func TestTraceTimesStayInRange(t *testing.T) {
+	for _, c := range []struct{ text, want string }{
+		{"submit,duration,instance_count\n1900-01-01T00:00:00Z,60,1\n", "f.csv:2: submit: 1900-01-01T00:00:00Z is not between 1970 and 2200"},
+		{"submit,duration,instance_count\n2000-01-01T00:00:00Z,60,1\n2199-01-01T00:00:00Z,60,1\n", "f.csv:3: submit: the trace spans 199 years from line 2 to line 3"},
+		{"submit,duration,instance_count\n0,60,1\n300000000,60,1\n", ""},
+		{"timestamp,duration,num_gpus,gpu_time,cluster\n1969-12-31 23:59:59,60,1,60,a\n", "f.csv:2: submit: 1969-12-31T23:59:59Z is not between"},
+	} {
+		_, err := ReadTrace("f.csv", strings.NewReader(c.text))
+		if c.want == "" && err != nil || c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {
+			t.Errorf("ReadTrace(%q) = %v, want %q", c.text, err, c.want)
+		}
+	}
+	cols, _ := ParseColumns("submit=q,start=s,end=e")
+	for _, c := range []struct{ text, want string }{
+		{"q,s,e\n2000-01-01T00:00:00Z,2000-01-01T00:00:00Z,2150-01-01T00:00:00Z\n", "f.csv:2: end: 2150-01-01T00:00:00Z is more than ten years after the start"},
+		{"q,s,e\n2300-01-01T00:00:00Z,2300-01-01T00:00:00Z,2300-01-01T01:00:00Z\n", "f.csv:2: submit: 2300-01-01T00:00:00Z is not between 1970 and 2200"},
+	} {
+		_, err := ReadTraceColumns("f.csv", strings.NewReader(c.text), cols, "columns")
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("ReadTraceColumns(%q) = %v, want %q", c.text, err, c.want)
 		}
 	}
 }

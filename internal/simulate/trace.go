@@ -103,7 +103,9 @@ func ReadTrace(file string, r io.Reader) (*Trace, error) {
 		if !at.IsZero() {
 			// Absolute times: keep them as offsets from the Unix epoch for
 			// now and shift them to the earliest submit below.
-			j.Submit = time.Duration(at.UnixNano())
+			if j.Submit, err = sinceEpoch("submit", at); err != nil {
+				return nil, fmt.Errorf("%s:%d: %w", file, line, err)
+			}
 			if t.Start.IsZero() || at.Before(t.Start) {
 				t.Start = at
 			}
@@ -118,7 +120,9 @@ func ReadTrace(file string, r io.Reader) (*Trace, error) {
 	}
 	// Traces list jobs roughly by submit time (Philly's are not sorted).
 	start := t.Start
-	t.normalize(false)
+	if err := t.normalize(false); err != nil {
+		return nil, err
+	}
 	t.Start = start
 	return t, nil
 }
@@ -177,6 +181,16 @@ func parseGeneric(f []string, _ int) (Job, time.Time, error) {
 // maxSeconds bounds durations and submit offsets (ten years), far beyond
 // any trace and far from time.Duration's limit.
 const maxSeconds = 10 * 365 * 24 * 3600
+
+// sinceEpoch turns a wall-clock time of a trace into nanoseconds since the
+// Unix epoch, refusing years a trace cannot mean: time.Duration holds only
+// 292 years, and between 1970 and 2200 no difference of two times wraps.
+func sinceEpoch(field string, at time.Time) (time.Duration, error) {
+	if y := at.Year(); y < 1970 || y >= 2200 {
+		return 0, fmt.Errorf("%s: %s is not between 1970 and 2200; is the time right?", field, at.Format(time.RFC3339))
+	}
+	return time.Duration(at.UnixNano()), nil
+}
 
 // seconds parses a non-negative number of seconds.
 func seconds(field, s string) (time.Duration, error) {
