@@ -354,7 +354,7 @@ func (s *sim) loop() error {
 	for s.done < len(s.jobs) {
 		if next == len(s.jobs) && len(s.ev) == 0 {
 			// Nothing left to happen, yet jobs wait: a bug, never a hang.
-			return fmt.Errorf("simulation stalled at %s with %d jobs queued and none running", s.now, s.queue.Len())
+			return fmt.Errorf("simulation stalled at %s with %d jobs queued and none running: %w", s.now, s.queue.Len(), ErrSimulatorBug)
 		}
 		t := time.Duration(math.MaxInt64)
 		if next < len(s.jobs) {
