@@ -126,7 +126,10 @@ queue waits and peak nodes. Nothing is sent to a server.
 
 Traces: the Philly trace (timestamp,duration,num_gpus,gpu_time,cluster; one
 GPU per node unless the compute's size has more), the generic CSV
-(` + simulate.GenericHeader + `) that 'tide job list --export-trace' writes.
+(` + simulate.GenericHeader + `) that 'tide job list --export-trace' writes,
+Alibaba's GPU trace (openb_pod_list_*.csv; pods never scheduled are skipped
+and counted; a pod gets the nodes that hold its GPUs, vCPUs and memory), and
+any CSV with a header through --columns (docs/simulate.md).
 Policies: fixed (Azure's idle_time_before_scale_down) and adaptive; a policy
 named with --policy replaces the compute's.`,
 		Example: "  tide simulate --trace philly.csv -f cluster.yml --set max_instances=100000 --policy adaptive",
@@ -270,7 +273,7 @@ first, with the cost-versus-wait frontier marked (*).`,
 				return runError(err)
 			}
 			return r.printer().print(adv, func(w io.Writer) {
-				adviceTable(w, &cfg, adv)
+				adviceTable(w, &cfg, adv, tr.Skipped)
 				clairvoyantLine(w, tr, &cfg, 0)
 			})
 		},
@@ -280,8 +283,8 @@ first, with the cost-versus-wait frontier marked (*).`,
 	return cmd
 }
 
-func adviceTable(w io.Writer, cfg *simulate.Config, adv simulate.Advice) {
-	fmt.Fprintf(w, "Searched on %s.\n", adv.Fit)
+func adviceTable(w io.Writer, cfg *simulate.Config, adv simulate.Advice, skipped int) {
+	fmt.Fprintf(w, "Searched on %s%s.\n", adv.Fit, jobNotes(simulate.Result{Skipped: skipped}, 0))
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "\tSETTING\tNODE-HOURS\tIDLE\tBOOTING\tCOST\tMEAN WAIT\tP95 WAIT\tCOLD")
 	for i, c := range adv.Candidates {

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/tideml/tide/internal/autoscaler"
-	"github.com/tideml/tide/internal/catalog"
 )
 
 // runTrace simulates a trace built in code (not read from text).
@@ -224,75 +223,5 @@ func TestTraceTimesStayInRange(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("ReadTraceColumns(%q) = %v, want %q", c.text, err, c.want)
 		}
-	}
-}
-
-func TestReadAlibaba(t *testing.T) {
-	text := alibabaHeader + `
-openb-pod-0017,88000,327680,8,1000,,Burstable,Succeeded,9437497,10769854,9437497
-openb-pod-0022,4000,15258,1,220,,BE,Running,9679175,9973826,9679175
-openb-pod-0061,11908,47104,1,1000,,BE,Pending,10001278,10001403,
-openb-pod-0048,8000,30517,0,0,,BE,Running,9992086,10013821,9992086
-`
-	tr, err := ReadTrace("openb_pod_list_default.csv", strings.NewReader(text))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if tr.Format != "alibaba" || tr.Skipped != 1 || len(tr.Jobs) != 3 {
-		t.Fatalf("format %s, skipped %d, jobs %d: want alibaba, 1 skipped (never scheduled), 3 jobs", tr.Format, tr.Skipped, len(tr.Jobs))
-	}
-	first := tr.Jobs[0]
-	if first.GPUs != 8 || first.Duration != (10769854-9437497)*time.Second || first.Submit != 0 {
-		t.Errorf("first job = %+v", first)
-	}
-	if cpu := tr.Jobs[2]; cpu.GPUs != 1 || cpu.Submit != (9992086-9437497)*time.Second {
-		t.Errorf("CPU-only pod = %+v: want one node, submit offset from the first", cpu)
-	}
-	c := compute(t, "max_instances: 100\n") // one T4 per node
-	if err := tr.Fit(c, catalog.Default().Lookup); err != nil {
-		t.Fatal(err)
-	}
-	if tr.Jobs[0].Instances != 8 {
-		t.Errorf("an 8-GPU pod on one-GPU nodes needs %d nodes, want 8", tr.Jobs[0].Instances)
-	}
-}
-
-func TestReadTraceColumns(t *testing.T) {
-	cols, err := ParseColumns("submit=queued_at, end=finished_at, start=started_at, gpus=gpu_count")
-	if err != nil {
-		t.Fatal(err)
-	}
-	text := "job,queued_at,started_at,finished_at,gpu_count\n" +
-		"a,2024-05-01T10:00:00Z,2024-05-01T10:01:00Z,2024-05-01T11:01:00Z,2\n" +
-		"\"b,quoted\",2024-05-01T10:00:30Z,,,1\n" +
-		"c,2024-05-01T09:59:00Z,2024-05-01T09:59:00Z,2024-05-01T10:00:00Z,0\n"
-	tr, err := ReadTraceColumns("mine.csv", strings.NewReader(text), cols, "columns")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(tr.Jobs) != 2 || tr.Skipped != 1 {
-		t.Fatalf("jobs %d, skipped %d: want 2 and 1", len(tr.Jobs), tr.Skipped)
-	}
-	if !tr.Start.Equal(time.Date(2024, 5, 1, 9, 59, 0, 0, time.UTC)) || tr.Jobs[1].Submit != time.Minute || tr.Jobs[1].Duration != time.Hour || tr.Jobs[1].GPUs != 2 {
-		t.Errorf("start %v, jobs %+v", tr.Start, tr.Jobs)
-	}
-	for _, bad := range []struct{ cols, want string }{
-		{"duration=x", "submit=COLUMN is required"},
-		{"submit=a", "duration=COLUMN, or end=COLUMN"},
-		{"submit=a,duration=b,end=c", "not both"},
-		{"submit=a,duration=b,colour=red", "unknown key colour"},
-		{"submit", "want key=column"},
-	} {
-		if _, err := ParseColumns(bad.cols); err == nil || !strings.Contains(err.Error(), bad.want) {
-			t.Errorf("ParseColumns(%q) = %v, want an error with %q", bad.cols, err, bad.want)
-		}
-	}
-	cols, _ = ParseColumns("submit=queued_at,duration=runtime")
-	if _, err := ReadTraceColumns("mine.csv", strings.NewReader(text), cols, "columns"); err == nil || !strings.Contains(err.Error(), "duration=runtime: no such column") {
-		t.Errorf("missing column: %v", err)
-	}
-	cols, _ = ParseColumns("submit=queued_at,end=finished_at,start=started_at")
-	if _, err := ReadTraceColumns("mine.csv", strings.NewReader("queued_at,started_at,finished_at\n10,20,15\n"), cols, "columns"); err == nil || !strings.Contains(err.Error(), "mine.csv:2: end") {
-		t.Errorf("end before start: %v", err)
 	}
 }

@@ -25,6 +25,10 @@ type Job struct {
 	// GPUs is the number of GPUs the job asked for (Philly traces); zero
 	// when the trace gives instance counts.
 	GPUs int
+	// CPUs and MemoryGB are the job's whole request of vCPUs and memory
+	// (Alibaba's traces, --columns cpus= and memory_gb=); zero when the
+	// trace does not say. Fit gives the job enough nodes to hold them.
+	CPUs, MemoryGB float64
 	// Size is the VM size the job asked for; empty means the compute's.
 	Size string
 	// Line is the job's line in the trace file, for errors.
@@ -211,7 +215,8 @@ var ErrNoFit = errors.New("job does not fit the compute")
 // Fit checks every job against the compute's size and node cap and fills
 // in Instances for jobs given in GPUs: one GPU per node when the size has
 // none (the Philly convention), otherwise as many nodes as the job's GPUs
-// need. sizes looks up a VM size by name.
+// need. A job that gives its vCPUs or memory gets at least the nodes that
+// hold them, as jobs take whole nodes. sizes looks up a VM size by name.
 func (t *Trace) Fit(c *api.Compute, sizes func(string) (api.Size, bool)) error {
 	size, ok := sizes(c.Size)
 	if !ok {
@@ -222,6 +227,12 @@ func (t *Trace) Fit(c *api.Compute, sizes func(string) (api.Size, bool)) error {
 		j := &t.Jobs[i]
 		if j.GPUs > 0 {
 			j.Instances = (j.GPUs + perNode - 1) / perNode
+		}
+		if j.CPUs > 0 && size.VCPUs > 0 {
+			j.Instances = max(j.Instances, int(math.Ceil(j.CPUs/float64(size.VCPUs)-1e-9)))
+		}
+		if j.MemoryGB > 0 && size.MemoryGB > 0 {
+			j.Instances = max(j.Instances, int(math.Ceil(j.MemoryGB/size.MemoryGB-1e-9)))
 		}
 		if j.Size != "" && !strings.EqualFold(j.Size, size.Name) {
 			js, ok := sizes(j.Size)
