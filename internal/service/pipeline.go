@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -47,6 +48,14 @@ func (s *Service) submitPipeline(ctx context.Context, ws string, j *api.Job) (*a
 			return validation(err)
 		}
 		if err := s.checkData(ctx, tx, ws, &api.Job{Inputs: j.Inputs}); err != nil {
+			return err
+		}
+		// Output paths are checked on a copy: their placeholders are
+		// expanded for each step's job.
+		if err := s.checkData(ctx, tx, ws, &api.Job{Outputs: maps.Clone(j.Outputs)}); err != nil {
+			return err
+		}
+		if err := s.checkDefaultDatastore(ctx, tx, ws, j.Settings); err != nil {
 			return err
 		}
 		for _, name := range stepNames(j) {
@@ -174,7 +183,37 @@ func (s *Service) checkStep(ctx context.Context, tx store.Tx, ws string, p *api.
 			probe.Inputs[k] = in
 		}
 	}
+	probe.Outputs = map[string]api.JobOutput{}
+	for k, o := range step.Outputs {
+		if o.Path != "" {
+			probe.Outputs[k] = o
+		}
+	}
 	return prefixed(s.checkData(ctx, tx, ws, probe), field)
+}
+
+// checkDefaultDatastore checks a pipeline's settings.default_datastore:
+// a datastore of the workspace that nodes can write.
+func (s *Service) checkDefaultDatastore(ctx context.Context, tx store.Tx, ws string, set *api.PipelineSettings) error {
+	if set == nil || set.DefaultDatastore == "" {
+		return nil
+	}
+	const field = "settings.default_datastore"
+	bad := func(format string, args ...any) error {
+		e := errorf(400, api.CodeValidation, field+": "+format, args...)
+		e.Field = field
+		return e
+	}
+	d, err := s.findDatastore(ctx, tx, ws, set.DefaultDatastore)
+	switch {
+	case store.IsNotFound(err):
+		return bad("datastore %q not found in workspace %s; create it with 'tide datastore create -f ds.yml', or use azureml:workspaceblobstore", set.DefaultDatastore, ws)
+	case err != nil:
+		return err
+	case d.Type != api.DatastoreLocal && d.Type != api.DatastoreAzureBlob:
+		return bad("datastore %q has type %s, which nodes cannot write; use a datastore of type local or azure_blob", d.Name, d.Type)
+	}
+	return nil
 }
 
 // prefixed puts a step's field path in front of an error's field.

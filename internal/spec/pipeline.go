@@ -126,7 +126,11 @@ func (d *decoder) pipelineSettings(n *yaml.Node, path string) *api.PipelineSetti
 			c, _ := d.str(v, fp)
 			s.DefaultCompute = strings.TrimPrefix(strings.TrimSpace(c), "azureml:")
 		case "default_datastore":
-			d.notSupported(fp, "not supported yet: step outputs pass through the tide server, not a datastore; remove it")
+			ds, _ := d.str(v, fp)
+			if ds = strings.TrimSpace(ds); !strings.HasPrefix(ds, "azureml://") {
+				ds = strings.TrimPrefix(ds, "azureml:")
+			}
+			s.DefaultDatastore = ds
 		case "continue_on_step_failure":
 			s.ContinueOnStepFailure, _ = d.boolean(v, fp)
 		case "force_rerun":
@@ -255,6 +259,9 @@ func checkPipeline(j *api.Job, bad func(field, format string, args ...any)) {
 			bad("settings.default_compute", "%s", msg)
 		}
 	}
+	if s := j.Settings; s != nil && s.DefaultDatastore != "" && !datastoreNameRE.MatchString(s.DefaultDatastore) {
+		bad("settings.default_datastore", "%q: name a datastore, as in azureml:workspaceblobstore", s.DefaultDatastore)
+	}
 	for _, name := range sortedNames(j.Inputs) {
 		in := j.Inputs[name]
 		if api.IsDataType(in.Type) {
@@ -270,7 +277,9 @@ func checkPipeline(j *api.Job, bad func(field, format string, args ...any)) {
 	for _, name := range sortedNames(j.Outputs) {
 		o := j.Outputs[name]
 		if o.Path != "" {
-			bad("outputs."+name+".path", "output paths are not supported yet; the pipeline's outputs are kept with it (tide job download); remove the field")
+			if _, problem := ClassifyDataPath(o.Path); problem != "" {
+				bad("outputs."+name+".path", "%s", problem)
+			}
 		}
 		if o.Type != "" && !api.IsDataType(o.Type) {
 			bad("outputs."+name+".type", "unknown output type %q; use %s", o.Type, dataTypesText)
@@ -417,6 +426,11 @@ func checkStep(p *api.Job, name string, bad func(field, format string, args ...a
 			}
 		}
 		if o.Bind == "" {
+			if o.Path != "" {
+				if _, problem := ClassifyDataPath(o.Path); problem != "" {
+					bad(fp+".path", "%s", problem)
+				}
+			}
 			continue
 		}
 		b, ok := ParseBinding(o.Bind)

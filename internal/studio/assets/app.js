@@ -210,8 +210,10 @@ function route() {
   for (const p of Studio.pages) {
     const m = path.match(p.re);
     if (m) {
+      // An optional group that did not match stays undefined (decoding
+      // it would make it the string "undefined").
       render(h('p', {class: 'loading'}, 'Loading…'));
-      Promise.resolve(p.render(...m.slice(1).map(decodeURIComponent))).catch(e => {
+      Promise.resolve(p.render(...m.slice(1).map(s => s === undefined ? s : decodeURIComponent(s)))).catch(e => {
         if (!(e instanceof ApiError && e.status === 401)) render(errorBox(e));
       });
       return;

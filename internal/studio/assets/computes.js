@@ -82,12 +82,8 @@ function computeActions(c, note) {
   const out = h('div', {class: 'actions'});
   // An instance assigned to a user (create_on_behalf_of) is theirs, its
   // workspace's Owners' and server admins'.
-  const assigned = c.create_on_behalf_of && c.create_on_behalf_of.user_object_id;
-  const mine = !assigned || (Studio.me && Studio.me.user === assigned) || can('roles/write');
-  if (isInstance(c) && can('computes/operate') && mine) {
+  if (mayOperate(c)) {
     out.append(act('Start', () => api('POST', path + '/start')), act('Stop', () => api('POST', path + '/stop')), act('Restart', () => api('POST', path + '/restart')));
-    // No Jupyter link yet: Jupyter's own pages post without Studio's CSRF
-    // header, so the proxy would refuse them when signed in by the cookie.
   }
   if (can('computes/write')) out.append(act('Delete', async () => {
     if (!confirm('Delete compute ' + c.name + '? Its nodes are released.')) return;
@@ -97,7 +93,39 @@ function computeActions(c, note) {
   return out;
 }
 
+// mayOperate: the user may start, stop, open and SSH into instance c. One
+// assigned to a user (create_on_behalf_of) is theirs, its workspace's
+// Owners' and server admins'.
+function mayOperate(c) {
+  const assigned = c.create_on_behalf_of && c.create_on_behalf_of.user_object_id;
+  const mine = !assigned || (Studio.me && Studio.me.user === assigned) || can('roles/write');
+  return isInstance(c) && can('computes/operate') && mine;
+}
+
+// applications are an instance's links (Jupyter, through the server's
+// proxy, in a new tab) or why each is not available.
+function applications(c) {
+  return (c.applications || []).map(a => {
+    if (!a.available || !a.endpoint_uri) return h('span', {class: 'hint'}, a.display_name + ': ' + (a.reason || 'not available'));
+    if (!mayOperate(c)) return h('span', {class: 'hint'}, a.display_name + ': you may not open it (needs computes/operate on this instance)');
+    // The path only: the link opens on the origin Studio was signed in on.
+    const href = new URL(a.endpoint_uri, location.href).pathname;
+    return h('a', {id: 'app-' + a.display_name.toLowerCase(), href, target: '_blank', rel: 'noopener'}, a.display_name);
+  }).flatMap((el, i) => i ? [' ', el] : [el]);
+}
+
 function detailPairs(c) {
+  if (isInstance(c)) {
+    return [['Type', c.type], ['Size', c.size], ['Location', c.location], ['State', c.state],
+      ['Applications', (c.applications || []).length ? h('span', {}, applications(c)) : ''],
+      ['SSH', c.connection && c.connection.ssh],
+      ['Last operation', c.last_operation ? c.last_operation.operation_name + ' ' + c.last_operation.operation_status + ' (' + c.last_operation.operation_trigger + ', ' + fmtTime(c.last_operation.operation_time) + ')' : ''],
+      ['Idle shutdown', c.idle_time_before_shutdown_minutes ? c.idle_time_before_shutdown_minutes + ' minutes' : (c.idle_time_before_shutdown || 'never')],
+      ['Price per hour', c.cost ? money(c.cost.price_per_hour, c.cost.currency) : ''],
+      ['Created', fmtTime(c.created_on)],
+      ['Errors', (c.errors || []).map(e => e.code + ': ' + e.message).join('; ')]];
+  }
+
   return [['Type', c.type], ['Size', c.size], ['Location', c.location], ['Tier', c.tier],
     ['Provisioning', c.provisioning_state], ['Allocation', c.allocation_state],
     ['Nodes', c.current_node_count + ' current, ' + c.target_node_count + ' target'],
@@ -128,9 +156,12 @@ function computeDetails(c, note) {
   return h('div', {}, info, form);
 }
 
+// updateDetails redraws the details only when they changed, so a link
+// or text being selected is not replaced under the pointer every refresh.
 function updateDetails(body, c) {
   const dl = body.querySelector('dl.kv');
-  if (dl) dl.replaceWith(kv(detailPairs(c)));
+  const next = kv(detailPairs(c));
+  if (dl && !dl.isEqualNode(next)) dl.replaceWith(next);
 }
 
 // connection is what a user pastes to reach a node: ssh when the compute
