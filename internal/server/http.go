@@ -57,6 +57,7 @@ type route struct {
 	sse             bool
 	rawBody         bool // the handler bounds the body itself (uploads)
 	app             bool // a web application's pages (an instance's Jupyter), not the API: see studio.CookieRefused
+	watch           bool // a GET whose answer can be followed as server-sent events (watch.go)
 	handler         func(w http.ResponseWriter, r *http.Request)
 }
 
@@ -120,6 +121,10 @@ func (s *Server) wrap(rt route) http.HandlerFunc {
 		}
 		if !rt.rawBody && !strings.HasSuffix(rt.pattern, "/artifacts") {
 			r.Body = http.MaxBytesReader(w, r.Body, maxBody)
+		}
+		if rt.watch && wantsEvents(r) {
+			s.watch(w, r, rt.handler)
+			return
 		}
 		rt.handler(w, r)
 	}

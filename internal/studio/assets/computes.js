@@ -16,8 +16,8 @@ Studio.pages.push({re: /^computes$/, render: async () => {
   const body = h('div', {});
   const canCreate = can('computes/write') ? h('a', {href: '#/create', class: 'button', id: 'create-compute'}, 'Create compute') : '';
   render(h('div', {class: 'title'}, h('h1', {}, 'Computes'), canCreate), body);
-  every(3000, async () => {
-    const cs = (await api('GET', 'computes')).value;
+  follow('computes', async list => {
+    const cs = list.value;
     if (!cs.length) {
       body.replaceChildren(can('computes/write') ? h('p', {class: 'empty'}, 'No computes yet — ', h('a', {href: '#/create'}, 'create one'), ', or run tide compute create -f FILE.')
         : h('p', {class: 'empty'}, 'No computes yet; your role here does not create them.'));
@@ -45,17 +45,12 @@ Studio.pages.push({re: /^computes\/([^/]+)(?:\/(details|nodes|events|monitoring)
   const note = h('div', {role: 'status'});
   render(head, note, tabs, body);
   let current = null, drawn = false;
-  const refresh = async () => {
-    let c;
-    try {
-      c = await api('GET', 'computes/' + encodeURIComponent(name));
-    } catch (e) {
-      if (e.status === 404) {
-        note.replaceChildren(h('p', {class: 'error', role: 'alert'}, 'Compute ' + name + ' does not exist (it was deleted). ', h('a', {href: '#/computes'}, 'Back to computes')));
-        return;
-      }
-      throw e;
-    }
+  const gone = e => {
+    if (e.status === 404) note.replaceChildren(h('p', {class: 'error', role: 'alert'}, 'Compute ' + name + ' does not exist (it was deleted). ', h('a', {href: '#/computes'}, 'Back to computes')));
+    else note.replaceChildren(errorBox(e));
+  };
+  const path = 'computes/' + encodeURIComponent(name);
+  const refresh = async c => {
     note.replaceChildren();
     current = c;
     // The buttons are drawn once (redrawn only when the state changes), so
@@ -67,11 +62,12 @@ Studio.pages.push({re: /^computes\/([^/]+)(?:\/(details|nodes|events|monitoring)
     }
     if (tab === 'details' && !drawn) { body.replaceChildren(computeDetails(c, note)); drawn = true; }
     if (tab === 'details' && drawn) updateDetails(body, c);
-    if (tab === 'nodes') await drawNodes(body, c);
-    if (tab === 'events') await drawEvents(body, 'computes/' + encodeURIComponent(name) + '/events');
   };
+  follow(path, refresh, gone);
+  // The nodes and events tabs follow their own lists.
+  if (tab === 'nodes') follow(path + '/nodes', ns => current && drawNodes(body, current, ns.value));
+  if (tab === 'events') follow(path + '/events', evs => drawEvents(body, evs.value));
   if (tab === 'monitoring') await drawMonitoring(body, name);
-  every(3000, refresh);
 }});
 
 function computeActions(c, note) {
@@ -180,8 +176,7 @@ function copyButton(text) {
   }}, 'Copy');
 }
 
-async function drawNodes(body, c) {
-  const ns = (await api('GET', 'computes/' + encodeURIComponent(c.name) + '/nodes')).value;
+function drawNodes(body, c, ns) {
   body.replaceChildren(table(['Node', 'State', 'Job', 'Address', 'Runtime', 'In state for', 'Connection'], ns.map(n => {
     const conn = connection(c, n);
     // A node's job is its assignment: WORKSPACE/JOB/ATTEMPT.
@@ -192,8 +187,7 @@ async function drawNodes(body, c) {
   }), 'No nodes now: the compute is at ' + c.min_instances + ' (its minimum). Submit a job to it and a node starts.'));
 }
 
-async function drawEvents(body, path) {
-  const evs = (await api('GET', path)).value;
+function drawEvents(body, evs) {
   body.replaceChildren(table(['Time', 'Kind', 'Message'], evs.slice().reverse().map(e => [fmtTime(e.time), e.kind, e.message]), 'No events yet.'));
 }
 
