@@ -197,7 +197,7 @@ func simTable(w io.Writer, cfg *simulate.Config, r simulate.Result) {
 	fmt.Fprintf(tw, "Jobs:\t%d over %.1f hours%s\n", r.Jobs, r.Horizon, jobNotes(r, max(cfg.Retries, 0)))
 	fmt.Fprintf(tw, "Node-hours:\t%.1f total: %.1f busy, %.1f idle, %.1f booting\n", r.NodeHours.Total, r.NodeHours.Busy, r.NodeHours.Idle, r.NodeHours.Booting)
 	fmt.Fprintf(tw, "Cost:\t$%.2f at $%.4f/hour\n", r.Cost, priceOf(cfg))
-	fmt.Fprintf(tw, "Wait (s):\tmean %.1f, p50 %.0f, p95 %.0f, p99 %.0f\n", r.Wait.Mean, r.Wait.P50, r.Wait.P95, r.Wait.P99)
+	fmt.Fprintf(tw, "Wait (s):\tmean %.1f, p50 %.0f, p95 %.0f, p99 %.0f, max %.0f\n", r.Wait.Mean, r.Wait.P50, r.Wait.P95, r.Wait.P99, r.MaxWait)
 	fmt.Fprintf(tw, "Cold starts:\t%.1f%% of jobs waited for a booting node\n", 100*r.ColdStartFraction)
 	fmt.Fprintf(tw, "Peak nodes:\t%d\n", r.PeakNodes)
 	fmt.Fprintf(tw, "Nodes:\t%d created, %d deleted, %d boot failures, %d preemptions\n", r.ScaleUps, r.ScaleDowns, r.BootFailures, r.Preemptions)

@@ -174,7 +174,7 @@ func New(ctx context.Context, cfg config.Server, log *slog.Logger) (*Server, err
 		return api.Size{}, false
 	}
 	s.ctrl = controller.New(controller.Options{Store: counted, Catalog: cat, Config: cfg, Providers: providers,
-		Hub: s.hub, Changes: s.changes, Log: log.With("component", "controller"), NodeToken: s.nodeToken, IdentityToken: s.jobIdentityToken, SecretBox: s.svc.SecretBox, Now: cfg.Clock, Metrics: s.stats, Pipelines: s.svc})
+		Hub: s.hub, Changes: s.changes, Log: log.With("component", "controller"), NodeToken: s.nodeToken, IdentityToken: s.jobIdentityToken, SecretBox: s.svc.SecretBox, Now: cfg.Clock, Metrics: s.stats, Parents: s.svc})
 	if c, ok := st.(store.Cluster); ok {
 		s.repl = newReplication(s, c)
 		s.hub.Relay = s.repl.relay

@@ -244,12 +244,13 @@ func (s *Service) freeJobName(ctx context.Context, tx store.Tx, ws, want string)
 	}
 }
 
-// AdvancePipeline moves a running pipeline on: it reads its steps' jobs,
-// starts the steps whose inputs are ready, skips or cancels what a failure
-// or a cancel stops, and ends the pipeline when no step runs. It reports
-// whether it changed anything. The controller calls it each turn for every
-// unfinished pipeline.
-func (s *Service) AdvancePipeline(ctx context.Context, ws, name string) (bool, error) {
+// AdvanceParent moves a running pipeline or sweep on. A pipeline: it
+// reads its steps' jobs, starts the steps whose inputs are ready, skips or
+// cancels what a failure or a cancel stops, and ends the pipeline when no
+// step runs. A sweep: see advanceSweep. It reports whether it changed
+// anything. The controller calls it each turn for every unfinished
+// pipeline and sweep.
+func (s *Service) AdvanceParent(ctx context.Context, ws, name string) (bool, error) {
 	changed := false
 	err := s.Store.Update(ctx, func(tx store.Tx) error {
 		p, err := tx.GetJob(ctx, ws, name)
@@ -259,10 +260,15 @@ func (s *Service) AdvancePipeline(ctx context.Context, ws, name string) (bool, e
 		if err != nil {
 			return err
 		}
-		if p.Type != api.JobTypePipeline || api.JobTerminal(p.Status) {
+		if api.JobTerminal(p.Status) {
 			return nil
 		}
-		changed, err = s.advance(ctx, tx, p)
+		switch p.Type {
+		case api.JobTypePipeline:
+			changed, err = s.advance(ctx, tx, p)
+		case api.JobTypeSweep:
+			changed, err = s.advanceSweep(ctx, tx, p)
+		}
 		return err
 	})
 	return changed, err
@@ -420,7 +426,8 @@ func (s *Service) endPipeline(ctx context.Context, tx store.Tx, p *api.Job, d pi
 }
 
 // ChildJobs lists the jobs that ran the steps of pipeline parent, in step
-// order (reused jobs of earlier pipelines included).
+// order (reused jobs of earlier pipelines included), or the trials of
+// sweep parent in the order they started.
 func (s *Service) ChildJobs(ctx context.Context, ws, parent string) ([]api.Job, error) {
 	out := []api.Job{}
 	err := s.Store.View(ctx, func(tx store.Tx) error {
@@ -428,16 +435,26 @@ func (s *Service) ChildJobs(ctx context.Context, ws, parent string) ([]api.Job, 
 		if err != nil {
 			return err
 		}
-		if p.Type != api.JobTypePipeline {
-			e := errorf(400, api.CodeValidation, "parent: job %s is a %s job, not a pipeline; it has no steps", parent, p.Type)
+		var children []string
+		switch p.Type {
+		case api.JobTypePipeline:
+			for _, st := range p.Steps {
+				children = append(children, st.Job)
+			}
+		case api.JobTypeSweep:
+			for _, t := range p.Trials {
+				children = append(children, t.Job)
+			}
+		default:
+			e := errorf(400, api.CodeValidation, "parent: job %s is a %s job, not a pipeline or a sweep; it has no child jobs", parent, p.Type)
 			e.Field = "parent"
 			return e
 		}
-		for _, st := range p.Steps {
-			if st.Job == "" {
+		for _, child := range children {
+			if child == "" {
 				continue
 			}
-			j, err := tx.GetJob(ctx, ws, st.Job)
+			j, err := tx.GetJob(ctx, ws, child)
 			if err != nil {
 				return err
 			}

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -156,6 +157,67 @@ func TestRotateSecretKey(t *testing.T) {
 		env, _, err := ResolveSecrets(ctx, tx, box, "w", map[string]string{"L": "${{secrets.later}}"})
 		if err != nil || env["L"] != "LATER-VALUE" {
 			t.Errorf("a box from before two rotations: %v, %v", env, err)
+		}
+		return nil
+	})
+}
+
+// TestRotateSecretKeyFailsAndResumes: a value that opens with no key stops
+// the rotation, naming it, with nothing re-sealed; the server keeps
+// sealing with the new key and opening with both; once the value is gone
+// the next rotation finishes with that same new key.
+func TestRotateSecretKeyFailsAndResumes(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	st, err := sqlite.Open(ctx, filepath.Join(dir, "tide.db"), slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	box, err := OpenSecretBox(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc := &Service{Store: st, SecretBox: box, Now: time.Now}
+	other, _ := NewSecretBox(bytes.Repeat([]byte{7}, 32))
+	if err := st.Update(ctx, func(tx store.Tx) error {
+		if err := tx.PutWorkspace(ctx, &api.Workspace{Name: "w"}); err != nil {
+			return err
+		}
+		bad := storedSecret{Secret: api.Secret{Name: "foreign", Workspace: "w"}}
+		bad.seal(other, "from another data folder")
+		return putObject(ctx, tx, kindSecret, "w/foreign", bad)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.SetSecret(ctx, api.Secret{Name: "good", Workspace: "w", Value: "GOOD"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.RotateSecretKey(ctx); err == nil || !strings.Contains(err.Error(), `secret "foreign" of workspace w`) || !strings.Contains(err.Error(), "run 'tide secret rotate-key' again") {
+		t.Fatalf("rotation over a value no key opens: %v", err)
+	}
+	next, err := os.ReadFile(filepath.Join(dir, SecretKeyFile+nextKeySuffix))
+	if err != nil {
+		t.Fatalf("the new key is not kept after a failed rotation: %v", err)
+	}
+	// Still working: a new secret is sealed with the new key, the old
+	// secret still opens.
+	if _, err := svc.SetSecret(ctx, api.Secret{Name: "during", Workspace: "w", Value: "DURING"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.DeleteSecret(ctx, "w", "foreign"); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := svc.RotateSecretKey(ctx); err != nil || n.Secrets != 2 {
+		t.Fatalf("rotating again: %+v, %v", n, err)
+	}
+	if now, _ := os.ReadFile(filepath.Join(dir, SecretKeyFile)); !bytes.Equal(now, next) {
+		t.Error("the second rotation did not finish with the first one's new key")
+	}
+	st.View(ctx, func(tx store.Tx) error {
+		env, _, err := ResolveSecrets(ctx, tx, box, "w", map[string]string{"A": "${{secrets.good}}", "B": "${{secrets.during}}"})
+		if err != nil || env["A"] != "GOOD" || env["B"] != "DURING" {
+			t.Errorf("after the rotation: %v, %v", env, err)
 		}
 		return nil
 	})

@@ -73,14 +73,15 @@ func TestPreemptionsBoundedPerJob(t *testing.T) {
 }
 
 // generated returns a random trace of one of several shapes, for property
-// tests: Poisson, bursty, heavy-tailed durations, multi-node.
+// tests: Poisson, bursty, heavy-tailed durations, multi-node, bursts of
+// gangs.
 func generated(r *rand.Rand, n int) *Trace {
 	tr := &Trace{File: "gen"}
-	shape := r.IntN(4)
+	shape := r.IntN(5) // 4: bursts of gangs and one-node jobs
 	at := time.Duration(0)
 	for range n {
 		gap := time.Duration(r.ExpFloat64() * float64(5*time.Minute))
-		if shape == 1 && r.IntN(4) > 0 {
+		if (shape == 1 || shape == 4) && r.IntN(4) > 0 {
 			gap = time.Duration(r.IntN(10)) * time.Second
 		}
 		at += gap
@@ -89,7 +90,7 @@ func generated(r *rand.Rand, n int) *Trace {
 			d = time.Duration(math.Min(30*math.Pow(1-r.Float64(), -1.2), 1e6)) * time.Second
 		}
 		inst := 1
-		if shape == 3 && r.IntN(3) == 0 {
+		if (shape == 3 || shape == 4) && r.IntN(3) == 0 {
 			inst = 2 << r.IntN(3)
 		}
 		tr.Jobs = append(tr.Jobs, Job{Submit: at, Duration: d, Instances: inst})
@@ -109,7 +110,9 @@ func traceJobHours(tr *Trace) float64 {
 // TestProperties checks, over generated traces of every shape: busy hours
 // equal the trace's job-hours (Run also refuses otherwise), idle hours do
 // not fall as the idle time grows, and with a zero boot time and no cap no
-// job waits and the adaptive policy keeps no idle node. Under a node cap a
+// job waits and the adaptive policy keeps no idle node; with no cap no job
+// waits longer than the boot time (a gang keeps the idle nodes it holds,
+// even when booting nodes make a surplus). Under a node cap a
 // gang holds the free nodes until enough are free, so idle time remains even
 // with a zero boot time: there the adaptive policy must do exactly what a
 // zero idle time does. Monotonicity is not claimed under a cap: a longer
@@ -137,6 +140,12 @@ func TestProperties(t *testing.T) {
 			}
 			if policy == autoscaler.AdaptivePolicy && res.NodeHours.Idle != 0 {
 				t.Errorf("trace %d: adaptive kept %.3f idle node-hours with a zero boot time", k, res.NodeHours.Idle)
+			}
+		}
+		for _, policy := range []string{autoscaler.DefaultPolicy, autoscaler.AdaptivePolicy} {
+			res := runTrace(t, tr, "max_instances: 1000\nidle_time_before_scale_down: 0\n", Config{Policy: policy, BootTime: 180 * time.Second})
+			if res.MaxWait > 180 {
+				t.Errorf("trace %d %s: a job waited %.0f s, longer than the 180 s boot time, with no cap", k, policy, res.MaxWait)
 			}
 		}
 		adaptive := runTrace(t, tr, "max_instances: 12\n", Config{Policy: autoscaler.AdaptivePolicy})
@@ -188,7 +197,7 @@ func TestImpossibleTotalsAreErrors(t *testing.T) {
 		"NaN wait":         func(r *Result) { r.Wait.Mean = math.NaN() },
 		"above peak×wall":  func(r *Result) { r.NodeHours.Idle, r.NodeHours.Total = 3, 5 },
 		"above max nodes":  func(r *Result) { r.PeakNodes = 5 },
-		"wait beyond wall": func(r *Result) { r.Wait.P99 = 3 * 3600 },
+		"wait beyond wall": func(r *Result) { r.MaxWait = 3 * 3600 },
 		"busy not trace":   func(r *Result) { r.NodeHours.Busy, r.NodeHours.Idle = 1, 2 },
 	} {
 		r := good

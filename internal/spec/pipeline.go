@@ -58,24 +58,10 @@ func ParseBinding(v string) (b Binding, ok bool) {
 
 func (d *decoder) pipeline(root *yaml.Node, j *api.Job) (*api.Job, error) {
 	d.mapping(root, "", pipelineFields, func(key string, v *yaml.Node, fp string) bool {
+		if d.commonField(j, key, v, fp) {
+			return true
+		}
 		switch key {
-		case "$schema", "type":
-		case "name":
-			j.Name, _ = d.str(v, fp)
-		case "display_name":
-			j.DisplayName, _ = d.str(v, fp)
-		case "experiment_name":
-			j.ExperimentName, _ = d.str(v, fp)
-		case "description":
-			j.Description, _ = d.str(v, fp)
-		case "tags":
-			j.Tags = d.strMap(v, fp)
-		case "inputs":
-			j.Inputs = d.inputs(v, fp)
-		case "outputs":
-			j.Outputs = d.outputs(v, fp)
-		case "compute":
-			j.Compute, _ = d.str(v, fp)
 		case "command":
 			j.Command, _ = d.str(v, fp) // checkPipeline refuses one
 		case "settings":
@@ -100,19 +86,12 @@ func (d *decoder) pipeline(root *yaml.Node, j *api.Job) (*api.Job, error) {
 		return true
 	})
 	if len(d.errs) == 0 {
-		defaultJob(j)
 		for _, s := range j.Jobs {
 			defaultJob(s)
 			s.ExperimentName = ""
 		}
-		checkJob(j, func(field, format string, args ...any) {
-			d.add(d.lineFor(field), field, format, args...)
-		})
 	}
-	if err := d.err(); err != nil {
-		return nil, err
-	}
-	return j, nil
+	return d.finish(j)
 }
 
 func (d *decoder) pipelineSettings(n *yaml.Node, path string) *api.PipelineSettings {
@@ -190,7 +169,7 @@ func (d *decoder) step(n *yaml.Node, path string) *api.Job {
 		case "distribution":
 			s.Distribution = d.distribution(v, fp)
 		case "limits":
-			s.Limits = d.limits(v, fp)
+			s.Limits = d.limits(v, fp, false)
 		case "display_name":
 			s.DisplayName, _ = d.str(v, fp)
 		case "description":
