@@ -128,3 +128,10 @@ type NewUser struct {
 	User  User   `json:"user"`
 	Token *Token `json:"token,omitempty"`
 }
+
+// SecretKeyRotation is what a rotation of the server's secret key did:
+// how many values it sealed again with the new key.
+type SecretKeyRotation struct {
+	Secrets              int `json:"secrets"`
+	DatastoreCredentials int `json:"datastore_credentials"`
+}

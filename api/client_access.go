@@ -122,3 +122,14 @@ func (c *Client) Audit(ctx context.Context, user, since string, limit int) ([]Au
 	}
 	return list[AuditEntry](ctx, c, v1("audit"), q)
 }
+
+// RotateSecretKey replaces the server's secret key, sealing every
+// workspace secret and datastore credential again with the new one
+// (server admins).
+func (c *Client) RotateSecretKey(ctx context.Context) (*SecretKeyRotation, error) {
+	var out SecretKeyRotation
+	if _, err := c.do(ctx, http.MethodPost, v1("secret-key", "rotate"), nil, struct{}{}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}

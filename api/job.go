@@ -60,6 +60,16 @@ type Job struct {
 	// command.
 	Component *Component `json:"component,omitempty"`
 
+	// Sweep jobs (type sweep): the trial (a command job whose command may
+	// bind ${{search_space.X}}), the search space, how to sample it, the
+	// metric to optimise and when to stop trials early. Limits holds the
+	// trial limits.
+	Trial            *Job                  `json:"trial,omitempty"`
+	SearchSpace      map[string]SearchDist `json:"search_space,omitempty"`
+	Sampling         *Sampling             `json:"sampling_algorithm,omitempty"`
+	Objective        *Objective            `json:"objective,omitempty"`
+	EarlyTermination *EarlyTermination     `json:"early_termination,omitempty"`
+
 	// Status, set by the server.
 	ID        string    `json:"id,omitempty"`
 	Workspace string    `json:"workspace,omitempty"`
@@ -86,12 +96,20 @@ type Job struct {
 	// environment reference named when it was submitted; the job keeps it
 	// even if that version is deleted later.
 	ResolvedEnvironment *Environment `json:"resolved_environment,omitempty"`
-	// Parent and Step name the pipeline job this job is a step of.
+	// Parent names the pipeline job this job is a step of (Step names
+	// the step) or the sweep job it is a trial of.
 	Parent string `json:"parent,omitempty"`
 	Step   string `json:"step,omitempty"`
 	// Steps are a pipeline job's steps, in an order that runs a step after
 	// the steps it depends on.
 	Steps []PipelineStep `json:"steps,omitempty"`
+	// Trials are a sweep's trials in the order they started, and
+	// BestTrial the job of the best one so far.
+	Trials    []SweepTrial `json:"trials,omitempty"`
+	BestTrial string       `json:"best_trial,omitempty"`
+	// Parameters are a sweep trial's values of the search space (its
+	// sweep is Parent).
+	Parameters map[string]string `json:"parameters,omitempty"`
 	// ReuseKey identifies a step job's work (component, code, environment,
 	// inputs by content); a later step with the same key may reuse it.
 	ReuseKey string `json:"reuse_key,omitempty"`
@@ -300,8 +318,14 @@ type Distribution struct {
 
 // JobLimits bounds a job.
 type JobLimits struct {
-	// Timeout is the job's maximum run time in seconds.
+	// Timeout is the job's maximum run time in seconds (a sweep's: of the
+	// whole sweep).
 	Timeout int `json:"timeout,omitempty"`
+	// Sweeps only: how many trials to run in all and at once, and each
+	// trial's maximum run time in seconds.
+	MaxTotalTrials      int `json:"max_total_trials,omitempty"`
+	MaxConcurrentTrials int `json:"max_concurrent_trials,omitempty"`
+	TrialTimeout        int `json:"trial_timeout,omitempty"`
 }
 
 // Node states, as in Azure ML (lower case, as its node lists print them).

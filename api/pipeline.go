@@ -12,6 +12,10 @@ const (
 type PipelineSettings struct {
 	// DefaultCompute is the compute of steps that name none.
 	DefaultCompute string `json:"default_compute,omitempty"`
+	// DefaultDatastore is where step outputs without a path are written
+	// (Azure's default path, azureml/JOB/OUTPUT, in that datastore), as
+	// well as handed to the next steps.
+	DefaultDatastore string `json:"default_datastore,omitempty"`
 	// ContinueOnStepFailure keeps running the steps that do not depend on
 	// a failed one; the pipeline still ends Failed.
 	ContinueOnStepFailure bool `json:"continue_on_step_failure,omitempty"`

@@ -28,7 +28,10 @@
 //     nodes that are still booting are never created twice.
 //   - Scale down: only idle nodes without a job leave, longest idle first,
 //     and only the surplus existing - target of them (so queued demand keeps
-//     the nodes it can use), never taking the compute below min_instances.
+//     the nodes it can use), never taking the compute below min_instances,
+//     and never the idle nodes queued demand holds (up to queued demand of
+//     them stay, even when booting nodes make the surplus; over the cap
+//     excepted).
 //     An idle node leaves when now - IdleSince >= the policy's idle timeout
 //     (the edge is inclusive, as Azure's "idle for 120s" means 120s), except
 //     when the compute has more nodes than its cap (max_instances was
@@ -303,12 +306,19 @@ func planCompute(c *Compute, now time.Time, policies Registry, res *Result) {
 		return
 	}
 
-	// Deletions: only surplus idle nodes, never below min_instances.
-	shed := min(existing-target, existing-c.Min)
+	// Deletions: only surplus idle nodes, never below min_instances. Idle
+	// nodes while jobs are queued are held for them (a gang at the head
+	// holds the free nodes until it has enough), so up to the queued
+	// demand of them stay even when preparing nodes make a surplus: those
+	// are not ready yet, and deleting the ready ones made a waiting gang
+	// wait for boots again (Philly, adaptive: 7 gangs past the boot time,
+	// up to 200 s). A surplus left over goes once those boot and idle.
+	overCap := existing - limit
+	idleNow := len(idle) + c.Counted.Idle
+	shed := min(existing-target, existing-c.Min, max(overCap, idleNow-queued))
 	if shed <= 0 || len(idle) == 0 {
 		return
 	}
-	overCap := existing - limit
 	slices.SortFunc(idle, func(a, b int) int {
 		x, y := &c.Nodes[a], &c.Nodes[b]
 		return cmp.Or(x.IdleSince.Compare(y.IdleSince), cmp.Compare(x.ID, y.ID))

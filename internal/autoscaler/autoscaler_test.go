@@ -237,6 +237,20 @@ func TestPlan(t *testing.T) {
 			actions: []string{"create 1"},
 		},
 		{
+			name:   "idle nodes a waiting gang holds stay while booting nodes make a surplus",
+			c:      cluster(0, 40, concat(nodes("n", api.NodeIdle, 3, time.Hour), nodes("p", api.NodePreparing, 10, 0)), demand(8)),
+			target: 8,
+			// 13 nodes for a target of 8, but the 3 idle ones are ready for
+			// the gang and the booting ones are not: deleting them made the
+			// gang wait for boots again (issue 23, Philly: up to 200 s).
+		},
+		{
+			name:    "idle nodes beyond the queue's demand still leave",
+			c:       cluster(0, 40, concat(nodes("n", api.NodeIdle, 10, time.Hour), nodes("p", api.NodePreparing, 2, 0)), demand(8)),
+			target:  8,
+			actions: []string{"delete n-1", "delete n-10"}, // equal idle times: by ID
+		},
+		{
 			name:    "job bigger than max is reported and creates nothing",
 			c:       cluster(0, 4, nil, demand(8)),
 			target:  0,
@@ -485,6 +499,15 @@ func TestPlanProperties(t *testing.T) {
 			}
 			if after < min(c.Min, limit) {
 				fail("%s: %d nodes after actions, below min %d", c.Key, after, c.Min)
+			}
+			idleCount := 0
+			for _, n := range c.Nodes {
+				if n.State == api.NodeIdle && n.Job == "" {
+					idleCount++
+				}
+			}
+			if existing <= limit && deletedIdle > 0 && idleCount-deletedIdle < min(idleCount, queued) {
+				fail("%s: deleted %d of %d idle nodes while %d queued nodes could use them", c.Key, deletedIdle, idleCount, queued)
 			}
 			if after < min(limit, busy+queued) {
 				fail("%s: %d nodes after actions, fewer than the %d busy + %d queued need", c.Key, after, busy, queued)

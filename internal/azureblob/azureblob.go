@@ -15,6 +15,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"time"
 
@@ -113,8 +114,21 @@ func (s *Store) explain(err error, p string) error {
 	if errors.As(err, &re) {
 		return fmt.Errorf("datastore %s: %s: the service answered %d %s", s.name, s.URL(p), re.StatusCode, re.ErrorCode)
 	}
-	return fmt.Errorf("datastore %s: %s: %w", s.name, s.URL(p), err)
+	return &redactedError{msg: fmt.Sprintf("datastore %s: %s: %s", s.name, s.URL(p), sasSignatureRE.ReplaceAllString(err.Error(), "${1}REDACTED")), err: err}
 }
+
+// sasSignatureRE finds a SAS token's signature, its secret part, in the
+// URLs the SDK's transport errors quote, so it stays out of job errors.
+var sasSignatureRE = regexp.MustCompile(`(?i)([?&]sig=)[^&\s"]+`)
+
+// redactedError is an error whose message had a secret taken out.
+type redactedError struct {
+	msg string
+	err error
+}
+
+func (e *redactedError) Error() string { return e.msg }
+func (e *redactedError) Unwrap() error { return e.err }
 
 // Object is a blob found under a prefix.
 type Object struct {

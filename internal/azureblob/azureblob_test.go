@@ -84,3 +84,17 @@ func TestStoreAgainstAzurite(t *testing.T) {
 		t.Errorf("missing container: %v", err)
 	}
 }
+
+// TestSASSignatureNotInErrors: the SDK's transport errors quote the
+// request URL, SAS token and all; the signature is taken out.
+func TestSASSignatureNotInErrors(t *testing.T) {
+	st, err := azureblob.New(&api.Datastore{Name: "d", Type: api.DatastoreAzureBlob, AccountName: "devstoreaccount1", ContainerName: "data",
+		EndpointURL: "http://127.0.0.1:1/devstoreaccount1", Credentials: &api.DatastoreCredentials{SASToken: "sv=2020-10-02&sig=SECRET%2Bsig"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = st.List(context.Background(), "x")
+	if err == nil || strings.Contains(err.Error(), "SECRET") || !strings.Contains(err.Error(), "sig=REDACTED") {
+		t.Errorf("error from an unreachable service: %v; want the signature redacted", err)
+	}
+}

@@ -395,7 +395,31 @@ stays out of your shell history and the process list).`,
 			})
 		},
 	}
-	return group("secret", "Manage workspace secrets", set, list, del)
+	rotate := &cobra.Command{
+		Use:   "rotate-key",
+		Short: "Replace the server's secret key, sealing every secret again with the new one (server admins)",
+		Long: `Replace the key the server encrypts secrets with (DATA_DIR/secrets.key):
+every workspace secret and datastore credential of every workspace is
+sealed again with a new key in one store transaction, then the new key
+file replaces the old one. Jobs and datastores keep working; the old key
+opens nothing any more. A rotation that fails part way leaves the server
+sealing with the new key and still opening with the old; run it again
+(or restart the server) to finish.`,
+		Example: "  tide secret rotate-key",
+		Args:    r.exactArgs(),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return r.request(cmd.Context(), func(ctx context.Context, cl *api.Client) error {
+				out, err := cl.RotateSecretKey(ctx)
+				if err != nil {
+					return err
+				}
+				return r.printer().print(out, func(w io.Writer) {
+					fmt.Fprintf(w, "Rotated the secret key: sealed %d secrets and %d datastore credentials with the new key.\n", out.Secrets, out.DatastoreCredentials)
+				})
+			})
+		},
+	}
+	return group("secret", "Manage workspace secrets", set, list, del, rotate)
 }
 
 func (r *run) auditCommand() *cobra.Command {

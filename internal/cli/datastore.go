@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -36,15 +37,18 @@ path on every node, given by the tide field path:
 
 Jobs then read azureml://datastores/shared_data/paths/iris/ as /srv/data/iris/.
 
-type: azure_blob is an Azure blob container, read and written by the nodes
-(the secret is stored by the server, given only to nodes, never shown):
+type: azure_blob is an Azure blob container, read and written by the nodes.
+The secret is stored encrypted like workspace secrets (or names one, set
+with 'tide secret set'), never shown, and given only to a node whose job
+reads or writes the datastore:
 
   name: blob_data
   type: azure_blob
   account_name: mystorage
   container_name: data
   credentials:
-    account_key: ...        # or sas_token: ...
+    account_key: ${{secrets.storage-key}}   # a workspace secret, or the key itself;
+                                            # or sas_token: ...
   # endpoint_url: http://127.0.0.1:10000/devstoreaccount1   (Azurite)
 
 Jobs then read azureml://datastores/blob_data/paths/iris/, or
@@ -131,7 +135,7 @@ func datastoreDetails(w io.Writer, d *api.Datastore) {
 	fmt.Fprintf(w, "Name:        %s\nType:        %s\n", d.Name, d.Type)
 	if d.Type == api.DatastoreAzureBlob {
 		fmt.Fprintf(w, "Account:     %s\nContainer:   %s\nURL:         %s/%s\nCredentials: %s\n",
-			d.AccountName, d.ContainerName, azureblob.ServiceURL(d), d.ContainerName, d.Credentials.Kind())
+			d.AccountName, d.ContainerName, azureblob.ServiceURL(d), d.ContainerName, credentialsSummary(d.Credentials))
 	} else {
 		fmt.Fprintf(w, "Path:        %s\n", dash(d.Path))
 	}
@@ -151,4 +155,17 @@ func datastoreTable(w io.Writer, ds []api.Datastore) {
 		rows = append(rows, []string{d.Name, d.Type, dash(where), dash(d.Description)})
 	}
 	table(w, []string{"NAME", "TYPE", "PATH", "DESCRIPTION"}, rows)
+}
+
+// credentialsSummary says which secret a datastore has, never the secret:
+// the workspace secret it names, or that one is stored.
+func credentialsSummary(c *api.DatastoreCredentials) string {
+	switch v := c.Kind(); {
+	case v == api.CredentialNone:
+		return "none (a public container)"
+	case c.AccountKey != "" || c.SASToken != "":
+		return v + " from " + strings.TrimSpace(c.AccountKey+c.SASToken)
+	default:
+		return v + " (set, stored encrypted; never shown)"
+	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/tideml/tide/api"
 	"github.com/tideml/tide/internal/simulate"
+	"github.com/tideml/tide/internal/spec"
 )
 
 func (r *run) jobCommand() *cobra.Command {
@@ -76,6 +77,10 @@ With --stream, follow the job's log until it ends.` + streamExitHelp,
 			if err != nil {
 				return err
 			}
+			if stream && out.Type == api.JobTypeSweep {
+				fmt.Fprintf(r.app.Stderr, "Sweep %s submitted (up to %d trials, %d at once).\n", out.Name, spec.SweepMaxTrials(out), spec.SweepMaxConcurrent(out))
+				return r.streamSweep(cmd.Context(), cl, out.Name)
+			}
 			if stream && out.Type == api.JobTypePipeline {
 				fmt.Fprintf(r.app.Stderr, "Pipeline %s submitted (%d steps).\n", out.Name, len(out.Steps))
 				return r.streamPipeline(cmd.Context(), cl, out.Name)
@@ -127,7 +132,7 @@ func (r *run) jobList() *cobra.Command {
 		export string
 	)
 	cmd := &cobra.Command{
-		Use:   "list [--compute C] [--status S] [--limit N] [--oldest] [--parent PIPELINE] [--export-trace FILE]",
+		Use:   "list [--compute C] [--status S] [--limit N] [--oldest] [--parent PIPELINE|SWEEP] [--export-trace FILE]",
 		Short: "List jobs, newest first",
 		Long: `List jobs, newest first (--oldest: oldest first), at most --limit of them.
 With --export-trace, write the jobs that ran as a
@@ -156,7 +161,7 @@ see docs/simulate.md); - writes to standard output.`,
 	cmd.Flags().StringVar(&f.Status, "status", "", "only jobs in this status (Queued, Running, Completed, ...)")
 	cmd.Flags().IntVar(&f.Limit, "limit", 0, "at most this many jobs (the newest, or the oldest with --oldest)")
 	cmd.Flags().BoolVar(&f.Oldest, "oldest", false, "oldest first")
-	cmd.Flags().StringVar(&f.Parent, "parent", "", "list the step jobs of this pipeline job, in step order")
+	cmd.Flags().StringVar(&f.Parent, "parent", "", "list the step jobs of this pipeline job (in step order) or the trials of this sweep job")
 	cmd.Flags().StringVar(&export, "export-trace", "", "write the jobs as a trace for 'tide simulate' to FILE (- for standard output)")
 	return cmd
 }
@@ -219,6 +224,9 @@ followed one after the other, in step order.` + streamExitHelp,
 			cancel()
 			if err == nil && j.Type == api.JobTypePipeline {
 				return r.streamPipeline(cmd.Context(), cl, args[0])
+			}
+			if err == nil && j.Type == api.JobTypeSweep {
+				return r.streamSweep(cmd.Context(), cl, args[0])
 			}
 			return r.streamJob(cmd.Context(), cl, args[0])
 		},

@@ -16,6 +16,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/tideml/tide/api"
+	"github.com/tideml/tide/internal/sweep"
 )
 
 // printer writes results as a table (for people) or as the API's JSON or
@@ -408,7 +409,15 @@ func (p *printer) jobDetails(w io.Writer, j *api.Job) {
 		p.pipelineSteps(w, j)
 		return
 	}
-	if j.Parent != "" {
+	if j.Type == api.JobTypeSweep {
+		details(w, append(lines, sweepLines(j)...))
+		p.sweepTrials(w, j)
+		return
+	}
+	switch {
+	case j.Parent != "" && j.Parameters != nil:
+		lines = append(lines, kv{"sweep", j.Parent}, kv{"parameters", sweep.FormatParams(j.Parameters)})
+	case j.Parent != "":
 		lines = append(lines, kv{"pipeline", j.Parent + " (step " + j.Step + ")"})
 	}
 	lines = append(lines, kv{"command", oneLine(j.Command)})

@@ -69,7 +69,11 @@ func parseJob(file string, data []byte, sets []string) (*api.Job, error) {
 	if j.Type == api.JobTypePipeline {
 		return j, nil // preparePipeline reads the steps' files
 	}
-	if j.Environment, err = localEnvironment(file, j.Environment); err != nil {
+	envOf := j
+	if j.Type == api.JobTypeSweep {
+		envOf = j.Trial
+	}
+	if envOf.Environment, err = localEnvironment(file, envOf.Environment); err != nil {
 		return nil, err
 	}
 	if err := spec.ValidateJob(j); err != nil {

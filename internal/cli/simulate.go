@@ -126,7 +126,10 @@ queue waits and peak nodes. Nothing is sent to a server.
 
 Traces: the Philly trace (timestamp,duration,num_gpus,gpu_time,cluster; one
 GPU per node unless the compute's size has more), the generic CSV
-(` + simulate.GenericHeader + `) that 'tide job list --export-trace' writes.
+(` + simulate.GenericHeader + `) that 'tide job list --export-trace' writes,
+Alibaba's GPU trace (openb_pod_list_*.csv; pods never scheduled are skipped
+and counted; a pod gets the nodes that hold its GPUs, vCPUs and memory), and
+any CSV with a header through --columns (docs/simulate.md).
 Policies: fixed (Azure's idle_time_before_scale_down) and adaptive; a policy
 named with --policy replaces the compute's.`,
 		Example: "  tide simulate --trace philly.csv -f cluster.yml --set max_instances=100000 --policy adaptive",
@@ -142,7 +145,7 @@ named with --policy replaces the compute's.`,
 			}
 			res, err := simulate.Run(tr, cfg)
 			if err != nil {
-				return &UsageError{Err: err}
+				return runError(err)
 			}
 			if plot != "" {
 				if err := writePlot(plot, res, fmt.Sprintf("%s on %s (%s)", filepath.Base(tr.File), cfg.Compute.Name, res.Policy)); err != nil {
@@ -151,7 +154,7 @@ named with --policy replaces the compute's.`,
 			}
 			return r.printer().print(res, func(w io.Writer) {
 				simTable(w, &cfg, res)
-				clairvoyantLine(w, tr, &cfg)
+				clairvoyantLine(w, tr, &cfg, res.Failed)
 			})
 		},
 	}
@@ -159,6 +162,16 @@ named with --policy replaces the compute's.`,
 	cmd.Flags().StringVar(&policy, "policy", "", "autoscale policy: fixed or adaptive (default: the compute's)")
 	cmd.Flags().StringVar(&plot, "plot", "", "draw nodes and queued jobs over time into this SVG file")
 	return cmd
+}
+
+// runError classifies a simulation's error: impossible figures are the
+// simulator's defect (exit 1, never printed as results), anything else a
+// mistake in the input or flags (exit 2).
+func runError(err error) error {
+	if errors.Is(err, simulate.ErrSimulatorBug) {
+		return err
+	}
+	return &UsageError{Err: err}
 }
 
 func writePlot(path string, res simulate.Result, title string) error {
@@ -181,21 +194,23 @@ func simTable(w io.Writer, cfg *simulate.Config, r simulate.Result) {
 	c := &cfg.Compute
 	fmt.Fprintf(tw, "Compute:\t%s (%s, min %d, max %d, idle %ds)\n", c.Name, c.Size, c.MinInstances, c.MaxInstances, c.IdleTimeBeforeScaleDown)
 	fmt.Fprintf(tw, "Policy:\t%s\n", r.Policy)
-	fmt.Fprintf(tw, "Jobs:\t%d over %.1f hours%s\n", r.Jobs, r.Horizon, jobNotes(r))
+	fmt.Fprintf(tw, "Jobs:\t%d over %.1f hours%s\n", r.Jobs, r.Horizon, jobNotes(r, max(cfg.Retries, 0)))
 	fmt.Fprintf(tw, "Node-hours:\t%.1f total: %.1f busy, %.1f idle, %.1f booting\n", r.NodeHours.Total, r.NodeHours.Busy, r.NodeHours.Idle, r.NodeHours.Booting)
 	fmt.Fprintf(tw, "Cost:\t$%.2f at $%.4f/hour\n", r.Cost, priceOf(cfg))
-	fmt.Fprintf(tw, "Wait (s):\tmean %.1f, p50 %.0f, p95 %.0f, p99 %.0f\n", r.Wait.Mean, r.Wait.P50, r.Wait.P95, r.Wait.P99)
+	fmt.Fprintf(tw, "Wait (s):\tmean %.1f, p50 %.0f, p95 %.0f, p99 %.0f, max %.0f\n", r.Wait.Mean, r.Wait.P50, r.Wait.P95, r.Wait.P99, r.MaxWait)
 	fmt.Fprintf(tw, "Cold starts:\t%.1f%% of jobs waited for a booting node\n", 100*r.ColdStartFraction)
 	fmt.Fprintf(tw, "Peak nodes:\t%d\n", r.PeakNodes)
 	fmt.Fprintf(tw, "Nodes:\t%d created, %d deleted, %d boot failures, %d preemptions\n", r.ScaleUps, r.ScaleDowns, r.BootFailures, r.Preemptions)
 	tw.Flush()
 }
 
-// jobNotes says which jobs the figures leave out or did not finish.
-func jobNotes(r simulate.Result) string {
+// jobNotes says which jobs the figures leave out or did not finish. A
+// preempted job is retried at most retries times, as on the server, which
+// bounds the work a high --preemptions-per-hour can make one job cause.
+func jobNotes(r simulate.Result, retries int) string {
 	var notes []string
 	if r.Failed > 0 {
-		notes = append(notes, fmt.Sprintf("%d failed after too many preemptions", r.Failed))
+		notes = append(notes, fmt.Sprintf("%d failed: preempted more than --retries %d times", r.Failed, retries))
 	}
 	if r.Skipped > 0 {
 		notes = append(notes, fmt.Sprintf("%d rows skipped: never ran", r.Skipped))
@@ -207,10 +222,16 @@ func jobNotes(r simulate.Result) string {
 }
 
 // clairvoyantLine prints the reference no policy can beat without waits.
-func clairvoyantLine(w io.Writer, tr *simulate.Trace, cfg *simulate.Config) {
+// It runs every job to the end, so with failed jobs (preempted too often)
+// it is not comparable, and says so.
+func clairvoyantLine(w io.Writer, tr *simulate.Trace, cfg *simulate.Config, failed int) {
 	h := simulate.Clairvoyant(tr, cfg.BootTime)
-	fmt.Fprintf(w, "Clairvoyant reference (no wait): %.1f node-hours (%.1f idle, %.1f booting), $%.2f\n",
-		h.Total, h.Idle, h.Booting, h.Total*priceOf(cfg))
+	note := ""
+	if failed > 0 {
+		note = fmt.Sprintf(" with every job finishing (%d failed above)", failed)
+	}
+	fmt.Fprintf(w, "Clairvoyant reference (no wait): %.1f node-hours (%.1f idle, %.1f booting), $%.2f%s\n",
+		h.Total, h.Idle, h.Booting, h.Total*priceOf(cfg), note)
 }
 
 func priceOf(cfg *simulate.Config) float64 {
@@ -249,11 +270,11 @@ first, with the cost-versus-wait frontier marked (*).`,
 			}
 			adv, err := simulate.Advise(tr, cfg, g)
 			if err != nil {
-				return &UsageError{Err: err}
+				return runError(err)
 			}
 			return r.printer().print(adv, func(w io.Writer) {
-				adviceTable(w, &cfg, adv)
-				clairvoyantLine(w, tr, &cfg)
+				adviceTable(w, &cfg, adv, tr.Skipped)
+				clairvoyantLine(w, tr, &cfg, 0)
 			})
 		},
 	}
@@ -262,8 +283,8 @@ first, with the cost-versus-wait frontier marked (*).`,
 	return cmd
 }
 
-func adviceTable(w io.Writer, cfg *simulate.Config, adv simulate.Advice) {
-	fmt.Fprintf(w, "Searched on %s.\n", adv.Fit)
+func adviceTable(w io.Writer, cfg *simulate.Config, adv simulate.Advice, skipped int) {
+	fmt.Fprintf(w, "Searched on %s%s.\n", adv.Fit, jobNotes(simulate.Result{Skipped: skipped}, 0))
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "\tSETTING\tNODE-HOURS\tIDLE\tBOOTING\tCOST\tMEAN WAIT\tP95 WAIT\tCOLD")
 	for i, c := range adv.Candidates {

@@ -51,7 +51,7 @@ type Controller struct {
 	nodeToken     func(nodeID string) string
 	identityToken func(j *api.Job, c *api.Compute) string
 	secretBox     *service.SecretBox
-	pipelines     Pipelines
+	parents       Parents
 
 	kick    chan struct{}
 	started time.Time
@@ -108,22 +108,23 @@ type Options struct {
 	SecretBox *service.SecretBox
 	// Metrics counts controller turns; nil counts nothing.
 	Metrics *metrics.Metrics
-	// Pipelines moves pipeline jobs on; nil leaves them alone.
-	Pipelines Pipelines
+	// Parents moves pipeline and sweep jobs on; nil leaves them alone.
+	Parents Parents
 }
 
-// Pipelines moves a pipeline job on: starts steps whose inputs are ready,
-// cancels or skips what a failure or a cancel stops, ends the pipeline.
-// It reports whether it changed anything.
-type Pipelines interface {
-	AdvancePipeline(ctx context.Context, ws, name string) (bool, error)
+// Parents moves a job that runs child jobs (a pipeline, a sweep) on:
+// starts the children that are due (steps whose inputs are ready, new
+// trials), cancels what a failure, a policy or a cancel stops, and ends
+// the parent. It reports whether it changed anything.
+type Parents interface {
+	AdvanceParent(ctx context.Context, ws, name string) (bool, error)
 }
 
 // New returns a controller.
 func New(o Options) *Controller {
 	c := &Controller{
 		store: &writeCounter{Store: o.Store}, catalog: o.Catalog, cfg: o.Config, providers: o.Providers, attachedProvider: o.AttachedProvider,
-		hub: o.Hub, changes: o.Changes, log: o.Log, now: o.Now, nodeToken: o.NodeToken, identityToken: o.IdentityToken, secretBox: o.SecretBox, stats: o.Metrics, pipelines: o.Pipelines,
+		hub: o.Hub, changes: o.Changes, log: o.Log, now: o.Now, nodeToken: o.NodeToken, identityToken: o.IdentityToken, secretBox: o.SecretBox, stats: o.Metrics, parents: o.Parents,
 		policies:   autoscaler.BuiltinPolicies(),
 		gaps:       newGapTracker(0),
 		kick:       make(chan struct{}, 1),
@@ -209,9 +210,9 @@ type snapshot struct {
 	computes []api.Compute
 	nodes    []api.Node
 	jobs     []api.Job // unfinished command jobs
-	// pipelines are the unfinished pipeline jobs, which run no command
-	// themselves: their steps are command jobs.
-	pipelines []api.Job
+	// parents are the unfinished pipeline and sweep jobs, which run no
+	// command themselves: their steps and trials are command jobs.
+	parents []api.Job
 }
 
 func key(ws, name string) string { return ws + "/" + name }
@@ -263,8 +264,8 @@ func (c *Controller) load(ctx context.Context) (*snapshot, error) {
 				j = c.jobs[k]
 			}
 			jobs[k] = j
-			if j.Type == api.JobTypePipeline {
-				s.pipelines = append(s.pipelines, j)
+			if j.Type == api.JobTypePipeline || j.Type == api.JobTypeSweep {
+				s.parents = append(s.parents, j)
 				continue
 			}
 			s.jobs = append(s.jobs, j)
@@ -293,7 +294,7 @@ func (c *Controller) Step(ctx context.Context) (time.Time, error) {
 	errs = append(errs, c.stopping(ctx, s, now))
 	instWake, err := c.instances(ctx, s, now)
 	errs = append(errs, err)
-	advanced, err := c.advancePipelines(ctx, s)
+	advanced, err := c.advanceParents(ctx, s)
 	errs = append(errs, err)
 	// Read the state again only when something was written meanwhile (by
 	// these phases, or by a provider call finishing in the background).
@@ -312,19 +313,19 @@ func (c *Controller) Step(ctx context.Context) (time.Time, error) {
 	return wake, errors.Join(errs...)
 }
 
-// advancePipelines moves each unfinished pipeline on (through the
-// service, which submits their steps as command jobs) and reports whether
-// any changed.
-func (c *Controller) advancePipelines(ctx context.Context, s *snapshot) (bool, error) {
-	if c.pipelines == nil {
+// advanceParents moves each unfinished pipeline and sweep on (through the
+// service, which submits their steps and trials as command jobs) and
+// reports whether any changed.
+func (c *Controller) advanceParents(ctx context.Context, s *snapshot) (bool, error) {
+	if c.parents == nil {
 		return false, nil
 	}
 	any := false
 	var errs []error
-	for _, p := range s.pipelines {
-		changed, err := c.pipelines.AdvancePipeline(ctx, p.Workspace, p.Name)
+	for _, p := range s.parents {
+		changed, err := c.parents.AdvanceParent(ctx, p.Workspace, p.Name)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("pipeline %s/%s: %w", p.Workspace, p.Name, err))
+			errs = append(errs, fmt.Errorf("%s %s/%s: %w", p.Type, p.Workspace, p.Name, err))
 		}
 		any = any || changed
 	}

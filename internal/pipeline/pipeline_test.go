@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"errors"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -129,5 +130,46 @@ func TestStepJob(t *testing.T) {
 	_, err = StepJob(p, "score", func(string, string, bool) (string, error) { return "", errors.New("gone") })
 	if err == nil || !strings.Contains(err.Error(), "jobs.score.inputs.m: output model of step train: gone") {
 		t.Errorf("error = %v", err)
+	}
+}
+
+// TestStepOutputPaths: a step's output goes to its own path, else to the
+// path of the pipeline output it binds, else to Azure's default path in
+// settings.default_datastore, else nowhere but the step's job.
+func TestStepOutputPaths(t *testing.T) {
+	p := &api.Job{Name: "p", Type: api.JobTypePipeline,
+		Outputs: map[string]api.JobOutput{"final": {Path: "azureml://datastores/results/paths/final"}, "loose": {}},
+		Jobs: map[string]*api.Job{
+			"a": {Type: "command", Command: "true", Outputs: map[string]api.JobOutput{
+				"own":     {Type: "uri_folder", Path: "azureml://datastores/blobs/paths/mine/${{name}}"},
+				"none":    {Type: "uri_folder"},
+				"final":   {Bind: "${{parent.outputs.final}}"},
+				"unbound": {Bind: "${{parent.outputs.loose}}"},
+			}},
+			"b": {Type: "command", Component: &api.Component{Command: "true", Outputs: map[string]api.JobOutput{"model": {Type: "mlflow_model"}}}},
+		}}
+	paths := func(step string) map[string]string {
+		j, err := StepJob(p, step, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]string{}
+		for name, o := range j.Outputs {
+			out[name] = o.Path
+		}
+		return out
+	}
+	want := map[string]string{"own": "azureml://datastores/blobs/paths/mine/${{name}}", "none": "", "final": "azureml://datastores/results/paths/final", "unbound": ""}
+	if got := paths("a"); !maps.Equal(got, want) {
+		t.Errorf("without default_datastore: %v, want %v", got, want)
+	}
+	p.Settings = &api.PipelineSettings{DefaultDatastore: "workspaceblobstore"}
+	def := "azureml://datastores/workspaceblobstore/paths/azureml/${{name}}/${{output_name}}"
+	want["none"], want["unbound"] = def, def
+	if got := paths("a"); !maps.Equal(got, want) {
+		t.Errorf("with default_datastore: %v, want %v", got, want)
+	}
+	if got := paths("b"); got["model"] != def {
+		t.Errorf("a component's output with default_datastore: %v", got)
 	}
 }

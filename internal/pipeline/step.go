@@ -80,11 +80,12 @@ func StepJob(p *api.Job, name string, ref OutputRef) (*api.Job, error) {
 			if so, ok := s.Outputs[out]; ok && so.Bind == "" && so.Mode != "" {
 				o.Mode = so.Mode
 			}
+			o.Path = OutputPath(p, s.Outputs[out])
 			j.Outputs[out] = withDefaults(o)
 		}
 	} else {
 		for out, so := range s.Outputs {
-			j.Outputs[out] = withDefaults(api.JobOutput{Type: so.Type, Mode: so.Mode})
+			j.Outputs[out] = withDefaults(api.JobOutput{Type: so.Type, Mode: so.Mode, Path: OutputPath(p, so)})
 		}
 	}
 	if len(j.Inputs) == 0 {
@@ -99,6 +100,23 @@ func StepJob(p *api.Job, name string, ref OutputRef) (*api.Job, error) {
 	}
 	j.ReuseKey = key
 	return j, nil
+}
+
+// OutputPath is where a step's output is written besides being handed
+// on: the step's path, else the path of the pipeline output it binds,
+// else Azure's default path in settings.default_datastore, else nowhere
+// (it is kept with the step's job only).
+func OutputPath(p *api.Job, so api.JobOutput) string {
+	if so.Path != "" {
+		return so.Path
+	}
+	if b, ok := spec.ParseBinding(so.Bind); ok && b.Output && p.Outputs[b.Name].Path != "" {
+		return p.Outputs[b.Name].Path
+	}
+	if p.Settings != nil && p.Settings.DefaultDatastore != "" {
+		return spec.DefaultOutputPath(p.Settings.DefaultDatastore)
+	}
+	return ""
 }
 
 func withDefaults(o api.JobOutput) api.JobOutput {

@@ -103,3 +103,6 @@ func Latest(ms []api.Metric) map[string]float64 {
 	}
 	return out
 }
+
+// ValidName reports whether s can name a metric.
+func ValidName(s string) bool { return nameRE.MatchString(s) }

@@ -30,6 +30,7 @@ func (s *Server) accessRoutes(ws string) []route {
 		{method: "GET", pattern: ws + "/secrets", auth: can(service.PermSecretsList), summary: "List the workspace's secrets (names only: values are never returned)", response: api.List[api.Secret]{}, handler: s.listSecrets},
 		{method: "PUT", pattern: ws + "/secrets/{name}", auth: can(service.PermSecretsWrite), summary: "Set a secret (jobs use it as ${{secrets.NAME}} in environment_variables)", request: api.Secret{}, response: api.Secret{}, status: 201, handler: s.setSecret},
 		{method: "DELETE", pattern: ws + "/secrets/{name}", auth: can(service.PermSecretsWrite), summary: "Delete a secret", status: 204, handler: s.deleteSecret},
+		{method: "POST", pattern: "/v1/secret-key/rotate", auth: authServerAdmin, summary: "Replace the server's secret key, sealing every workspace secret and datastore credential again with the new one", response: api.SecretKeyRotation{}, handler: s.rotateSecretKey},
 
 		{method: "GET", pattern: "/v1/audit", auth: authServerAdmin, summary: "The audit log, newest first (filters: user, since=RFC 3339 or 7d/24h, limit)", response: api.List[api.AuditEntry]{}, handler: s.listAudit},
 	}
@@ -224,6 +225,15 @@ func (s *Server) deleteSecret(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.WriteHeader(204)
+}
+
+func (s *Server) rotateSecretKey(w http.ResponseWriter, r *http.Request) {
+	out, err := s.svc.RotateSecretKey(r.Context())
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, 200, out)
 }
 
 func (s *Server) listAudit(w http.ResponseWriter, r *http.Request) {

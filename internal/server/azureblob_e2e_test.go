@@ -133,3 +133,81 @@ func TestAzureBlobDatastoreForReal(t *testing.T) {
 		}
 	}
 }
+
+// TestPipelineDefaultDatastoreForReal: with settings.default_datastore a
+// pipeline's step outputs that name no path are written to Azure's
+// default path in that datastore (azureml/JOB/OUTPUT), besides being
+// handed to the next step; a step's own path, or the path of the
+// pipeline output it binds, wins. Read back from Azurite with the SDK.
+func TestPipelineDefaultDatastoreForReal(t *testing.T) {
+	az := azuritetest.Start(t)
+	blobs := az.Container(t, "runs", nil)
+	in, _ := newServer(t)
+	ctx := context.Background()
+	if _, _, err := in.client.PutDatastore(ctx, "default", az.Datastore("blobs", "runs")); err != nil {
+		t.Fatal(err)
+	}
+	createCompute(t, in, cluster)
+	const pipeline = `type: pipeline
+settings:
+  default_datastore: azureml:blobs
+  default_compute: azureml:cpu-cluster
+outputs:
+  final:
+    type: uri_folder
+    path: azureml://datastores/blobs/paths/final-out
+jobs:
+  make:
+    command: echo made > ${{outputs.out}}/data.txt
+    outputs:
+      out:
+        type: uri_folder
+  use:
+    command: cat ${{inputs.x}}/data.txt > ${{outputs.result}}/copy.txt
+    inputs:
+      x: ${{parent.jobs.make.outputs.out}}
+    outputs:
+      result: ${{parent.outputs.final}}
+  mine:
+    command: echo mine > ${{outputs.o}}/m.txt
+    outputs:
+      o:
+        type: uri_folder
+        path: azureml://datastores/blobs/paths/explicit/${{name}}
+`
+	p := waitJob(t, in, submit(t, in, pipeline).Name, 120*time.Second)
+	if p.Status != api.JobCompleted {
+		t.Fatalf("pipeline %s: %s (%s)", p.Name, p.Status, p.Error)
+	}
+	step := map[string]string{}
+	for _, st := range p.Steps {
+		step[st.Name] = st.Job
+	}
+	for blob, want := range map[string]string{
+		"azureml/" + step["make"] + "/out/data.txt": "made\n", // the default path
+		"final-out/copy.txt":                        "made\n", // the bound pipeline output's path
+		"explicit/" + step["mine"] + "/m.txt":       "mine\n", // the step's own path
+	} {
+		if b, err := blobs.ReadBytes(ctx, blob); err != nil || string(b) != want {
+			t.Errorf("blob %s: %q, %v; want %q", blob, b, err, want)
+		}
+	}
+	if j, err := in.client.Job(ctx, "default", step["make"]); err != nil || j.Outputs["out"].Path != "azureml://datastores/blobs/paths/azureml/"+step["make"]+"/out" {
+		t.Errorf("step make's job output: %+v, %v", j.Outputs, err)
+	}
+
+	// Refused at submit, naming the field.
+	for _, c := range []struct{ from, to, want string }{
+		{"default_datastore: azureml:blobs", "default_datastore: azureml:nosuch", `settings.default_datastore: datastore "nosuch" not found in workspace default`},
+		{"datastores/blobs/paths/final-out", "datastores/nosuch/paths/final-out", `outputs.final.path: datastore "nosuch" not found in workspace default`},
+		{"datastores/blobs/paths/explicit", "datastores/nosuch/paths/explicit", `jobs.mine.outputs.o.path: datastore "nosuch" not found in workspace default`},
+	} {
+		j, err := spec.ParseJob("p.yml", []byte(strings.Replace(pipeline, c.from, c.to, 1)), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := in.client.CreateJob(ctx, "default", j); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("submit with %s: %v; want %q", c.to, err, c.want)
+		}
+	}
+}

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -13,7 +12,6 @@ import (
 	"github.com/tideml/tide/internal/config"
 	"github.com/tideml/tide/internal/service"
 	"github.com/tideml/tide/internal/spec"
-	"github.com/tideml/tide/internal/store"
 )
 
 // dataRoutes are the routes of code and data snapshots and datastores.
@@ -138,12 +136,7 @@ func (s *Server) getDatastore(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) agentDatastore(w http.ResponseWriter, r *http.Request) {
-	// A datastore's credentials go only to nodes of its workspace.
-	if err := s.nodeInWorkspace(r.Context(), principalOf(r).node, r.PathValue("workspace")); err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	d, err := s.svc.AgentDatastore(r.Context(), r.PathValue("workspace"), r.PathValue("name"))
+	d, err := s.svc.NodeDatastore(r.Context(), principalOf(r).node, r.PathValue("workspace"), r.PathValue("name"))
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -157,17 +150,4 @@ func (s *Server) deleteDatastore(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.WriteHeader(204)
-}
-
-// nodeInWorkspace lets a node read only its own workspace's datastores.
-func (s *Server) nodeInWorkspace(ctx context.Context, node, workspace string) error {
-	var n *api.Node
-	err := s.store.View(ctx, func(tx store.Tx) (err error) {
-		n, err = tx.GetNode(ctx, node)
-		return err
-	})
-	if store.IsNotFound(err) || err == nil && n.Workspace != workspace {
-		return &service.Error{Status: 403, Code: "Forbidden", Msg: fmt.Sprintf("node %s may read only its own workspace's datastores", node)}
-	}
-	return err
 }

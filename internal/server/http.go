@@ -56,6 +56,8 @@ type route struct {
 	status          int // success status
 	sse             bool
 	rawBody         bool // the handler bounds the body itself (uploads)
+	app             bool // a web application's pages (an instance's Jupyter), not the API: see studio.CookieRefused
+	watch           bool // a GET whose answer can be followed as server-sent events (watch.go)
 	handler         func(w http.ResponseWriter, r *http.Request)
 }
 
@@ -96,9 +98,11 @@ func (s *Server) wrap(rt route) http.HandlerFunc {
 			defer func() { s.audit.add(r, rt, rec.status) }()
 		}
 		if rt.auth != authPublic {
-			if token, ok := studio.CookieToken(r); ok && r.Header.Get("Authorization") == "" && !studio.Safe(r.Method) && !s.studio.ValidCSRF(r, token) {
-				writeProblem(w, &api.Problem{Status: 403, Code: "Forbidden", Title: "Forbidden", Detail: "missing or wrong " + studio.CSRFHeader + " header: a request signed in by Studio's cookie must come from Studio's own pages"})
-				return
+			if token, ok := studio.CookieToken(r); ok && r.Header.Get("Authorization") == "" {
+				if why := s.studio.CookieRefused(r, token, rt.app); why != "" {
+					writeProblem(w, &api.Problem{Status: 403, Code: "Forbidden", Title: "Forbidden", Detail: why})
+					return
+				}
 			}
 			p, err := s.authenticate(r)
 			if err != nil && !errors.Is(err, errUnauthorized) {
@@ -117,6 +121,10 @@ func (s *Server) wrap(rt route) http.HandlerFunc {
 		}
 		if !rt.rawBody && !strings.HasSuffix(rt.pattern, "/artifacts") {
 			r.Body = http.MaxBytesReader(w, r.Body, maxBody)
+		}
+		if rt.watch && wantsEvents(r) {
+			s.watch(w, r, rt.handler)
+			return
 		}
 		rt.handler(w, r)
 	}

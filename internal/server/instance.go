@@ -8,6 +8,7 @@ import (
 
 	"github.com/tideml/tide/api"
 	"github.com/tideml/tide/internal/service"
+	"github.com/tideml/tide/internal/studio"
 )
 
 // instanceRoutes are the verbs of compute instances and the proxy to
@@ -21,7 +22,7 @@ func (s *Server) instanceRoutes(ws string) []route {
 	}
 	// Jupyter's own API and pages, WebSockets included (kernels' channels).
 	for _, m := range []string{"GET", "POST", "PUT", "PATCH", "DELETE"} {
-		routes = append(routes, route{method: m, pattern: ws + "/instances/{name}/jupyter/{path...}", auth: can(service.PermComputesOperate), rawBody: true,
+		routes = append(routes, route{method: m, pattern: ws + "/instances/{name}/jupyter/{path...}", auth: can(service.PermComputesOperate), rawBody: true, app: true,
 			summary: "Jupyter on a compute instance, proxied (WebSockets included)", handler: s.jupyterProxy})
 	}
 	return routes
@@ -78,6 +79,8 @@ func (s *Server) jupyterProxy(w http.ResponseWriter, r *http.Request) {
 			pr.SetURL(target)
 			pr.Out.URL.Path, pr.Out.URL.RawPath = r.URL.Path, r.URL.RawPath
 			pr.Out.Header.Set("Authorization", "token "+t.Token)
+			// Nor does Studio's session cookie reach the node.
+			studio.StripCookie(pr.Out)
 			// Jupyter checks a WebSocket's Origin against its own host.
 			pr.Out.Header.Del("Origin")
 		},

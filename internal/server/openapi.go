@@ -41,6 +41,10 @@ func (s *Server) openapiDoc() map[string]any {
 		if perm, ok := rt.auth.perm(); ok {
 			op["description"] = fmt.Sprintf("Needs %s in the workspace: one of the roles %s.", perm, strings.Join(service.RolesWith(perm), ", "))
 		}
+		if rt.watch {
+			d, _ := op["description"].(string)
+			op["description"] = strings.TrimSpace(d + " With Accept: text/event-stream the answer is followed: an `update` event with the same JSON now and whenever it changes, a `problem` event (then the end) if it becomes an error; the stream ends after a few minutes and EventSource reconnects.")
+		}
 		switch rt.auth {
 		case authPublic:
 			op["security"] = []any{}
@@ -61,7 +65,7 @@ func (s *Server) openapiDoc() map[string]any {
 		if rt.response != nil {
 			content["application/json"] = map[string]any{"schema": schemaOf(reflect.TypeOf(rt.response), schemas)}
 		}
-		if rt.sse {
+		if rt.sse || rt.watch {
 			content["text/event-stream"] = map[string]any{"schema": map[string]any{"type": "string"}}
 		}
 		if len(content) > 0 {

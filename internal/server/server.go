@@ -151,11 +151,11 @@ func New(ctx context.Context, cfg config.Server, log *slog.Logger) (*Server, err
 		st.Close()
 		return nil, err
 	}
-	if n, err := service.SealStoredSecrets(ctx, st, box); err != nil {
+	if n, err := service.ResealSecrets(ctx, st, box); err != nil {
 		st.Close()
-		return nil, fmt.Errorf("encrypting the workspace secrets stored in clear: %w", err)
-	} else if n > 0 {
-		log.Info("encrypted workspace secrets stored in clear", "count", n)
+		return nil, fmt.Errorf("sealing the stored secrets with the key in %s: %w", filepath.Join(cfg.DataDir, service.SecretKeyFile), err)
+	} else if n.Secrets+n.DatastoreCredentials > 0 {
+		log.Info("sealed stored secrets with the secret key (values stored in clear, or a key rotation finished)", "secrets", n.Secrets, "datastore_credentials", n.DatastoreCredentials)
 	}
 	s.studio = s.newStudio()
 	providers := map[string]provider.Provider{}
@@ -175,7 +175,7 @@ func New(ctx context.Context, cfg config.Server, log *slog.Logger) (*Server, err
 	}
 	s.svc.ProbeMachine = s.probeMachine
 	s.ctrl = controller.New(controller.Options{Store: counted, Catalog: cat, Config: cfg, Providers: providers, AttachedProvider: s.attachedProvider,
-		Hub: s.hub, Changes: s.changes, Log: log.With("component", "controller"), NodeToken: s.nodeToken, IdentityToken: s.jobIdentityToken, SecretBox: s.svc.SecretBox, Now: cfg.Clock, Metrics: s.stats, Pipelines: s.svc})
+		Hub: s.hub, Changes: s.changes, Log: log.With("component", "controller"), NodeToken: s.nodeToken, IdentityToken: s.jobIdentityToken, SecretBox: s.svc.SecretBox, Now: cfg.Clock, Metrics: s.stats, Parents: s.svc})
 	if c, ok := st.(store.Cluster); ok {
 		s.repl = newReplication(s, c)
 		s.hub.Relay = s.repl.relay

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -45,6 +46,20 @@ func (s *sse) send(event, id string, v any) error {
 		}
 	}
 	if _, err := fmt.Fprintf(s.w, "event: %s\ndata: %s\n\n", event, b); err != nil {
+		return err
+	}
+	s.f.Flush()
+	return nil
+}
+
+// sendRaw sends a JSON document as one event (compacted: an event's
+// data is one line).
+func (s *sse) sendRaw(event string, data []byte) error {
+	var b bytes.Buffer
+	if err := json.Compact(&b, data); err != nil {
+		return err
+	}
+	if _, err := fmt.Fprintf(s.w, "event: %s\ndata: %s\n\n", event, b.Bytes()); err != nil {
 		return err
 	}
 	s.f.Flush()

@@ -310,6 +310,13 @@ func (s *Service) AppendLogs(ctx context.Context, nodeID, assignment string, lin
 	for i := range lines {
 		lines[i].Attempt = attempt
 	}
+	trialMetrics := false
+	defer func() {
+		if trialMetrics {
+			// Its sweep's early termination policy looks at them now.
+			s.notify()
+		}
+	}()
 	return s.Store.Update(ctx, func(tx store.Tx) error {
 		if err := nodeMayLog(ctx, tx, nodeID, ws, name); err != nil {
 			return err
@@ -328,6 +335,13 @@ func (s *Service) AppendLogs(ctx context.Context, nodeID, assignment string, lin
 			if err := tx.AddEvent(ctx, ws, "job/"+name, &api.Event{Time: s.now(), Kind: "Metrics", Message: msg}); err != nil {
 				return err
 			}
+		}
+		if len(ms) > 0 {
+			j, err := tx.GetJob(ctx, ws, name)
+			if err != nil {
+				return err
+			}
+			trialMetrics = j.Parent != "" && j.Parameters != nil
 		}
 		return tx.AddMetrics(ctx, ws, name, ms)
 	})

@@ -109,8 +109,8 @@ func (s *Service) attach(ctx context.Context, ws string, c *api.Compute) (*api.C
 		if err := s.sameMachine(ctx, tx, ws, c); err != nil {
 			return err
 		}
-		sec := storedSecret{Secret: api.Secret{Workspace: ws, Name: vm.CredentialsSecret, UpdatedOn: now, UpdatedBy: UserOf(ctx)}, Value: key}
-		s.SecretBox.sealSecret(&sec)
+		sec := storedSecret{Secret: api.Secret{Workspace: ws, Name: vm.CredentialsSecret, UpdatedOn: now, UpdatedBy: UserOf(ctx)}}
+		sec.seal(s.SecretBox, key)
 		if err := putObject(ctx, tx, kindSecret, secretKey(ws, sec.Name), sec); err != nil {
 			return err
 		}
@@ -162,14 +162,10 @@ func AttachedKey(ctx context.Context, tx store.Tx, box *SecretBox, c *api.Comput
 	if c.VirtualMachine == nil || c.CredentialsSecret == "" {
 		return "", fmt.Errorf("compute %s: no credentials recorded", c.Name)
 	}
-	sec, err := getObject[storedSecret](ctx, tx, kindSecret, secretKey(c.Workspace, c.CredentialsSecret))
-	if store.IsNotFound(err) {
+	if _, err := tx.GetObject(ctx, kindSecret, secretKey(c.Workspace, c.CredentialsSecret)); store.IsNotFound(err) {
 		return "", fmt.Errorf("compute %s: its key's workspace secret %q was deleted; detach the compute and attach it again", c.Name, c.CredentialsSecret)
 	}
-	if err != nil {
-		return "", err
-	}
-	return box.openSecret(sec)
+	return openWorkspaceSecret(ctx, tx, box, c.Workspace, c.CredentialsSecret)
 }
 
 // ForgetAttached deletes what an attached compute keeps besides its

@@ -28,8 +28,11 @@ func (s *Service) PutDatastore(ctx context.Context, ws string, d *api.Datastore)
 	if err := spec.ValidateDatastore(d); err != nil {
 		return nil, false, validation(err)
 	}
-	created := false
+	created, given := false, *d
 	err := s.Store.Update(ctx, func(tx store.Tx) error {
+		created = false
+		kept := false
+		*d = given // the store may run this again
 		if _, err := s.workspace(ctx, tx, ws); err != nil {
 			return err
 		}
@@ -42,17 +45,16 @@ func (s *Service) PutDatastore(ctx context.Context, ws string, d *api.Datastore)
 			return err
 		default:
 			d.CreatedOn = old.CreatedOn
-			keepCredentials(d, old)
-		}
-		if c := d.Credentials; c != nil && c.AccountKey == "" && c.SASToken == "" && c.Type != "" && c.Type != api.CredentialNone {
-			e := errorf(400, api.CodeValidation, "credentials: the document names a stored %s, but datastore %s has none for account %s and container %s; give credentials.%s", c.Type, d.Name, d.AccountName, d.ContainerName, c.Type)
-			e.Field = "credentials"
-			return e
-		}
-		if d.Credentials != nil {
-			d.Credentials.Type = ""
+			kept = keepCredentials(d, old)
 		}
 		d.Workspace = ws
+		if d.Type == api.DatastoreAzureBlob {
+			if err := s.storeCredentials(ctx, tx, d, kept); err != nil {
+				return err
+			}
+		} else if err := deleteObject(ctx, tx, kindDatastoreCredential, secretKey(ws, d.Name)); err != nil {
+			return err
+		}
 		return tx.PutDatastore(ctx, d, "")
 	})
 	if err != nil {
@@ -63,13 +65,14 @@ func (s *Service) PutDatastore(ctx context.Context, ws string, d *api.Datastore)
 
 // keepCredentials lets a document that carries no secret (one edited from
 // 'tide datastore show -o yaml', which never shows it) keep the stored
-// one, as long as it names the same container.
-func keepCredentials(d, old *api.Datastore) {
+// one, as long as it names the same container. It reports whether it
+// kept it.
+func keepCredentials(d, old *api.Datastore) bool {
 	if d.Type != api.DatastoreAzureBlob || old.Type != api.DatastoreAzureBlob || old.Credentials == nil {
-		return
+		return false
 	}
 	if d.Credentials != nil && (d.Credentials.AccountKey != "" || d.Credentials.SASToken != "") {
-		return
+		return false
 	}
 	want := api.CredentialNone
 	if d.Credentials != nil && d.Credentials.Type != "" {
@@ -77,15 +80,21 @@ func keepCredentials(d, old *api.Datastore) {
 	}
 	if d.AccountName == old.AccountName && d.ContainerName == old.ContainerName && want == old.Credentials.Kind() {
 		d.Credentials = old.Credentials
+		return true
 	}
+	return false
 }
 
 // redact returns a copy of d without its secrets, for users: they see
-// which kind of credentials is stored, never the secret.
+// which kind of credentials is stored, or the workspace secret it names,
+// never the secret.
 func redact(d *api.Datastore) *api.Datastore {
 	c := *d
 	if d.Type == api.DatastoreAzureBlob {
 		c.Credentials = &api.DatastoreCredentials{Type: d.Credentials.Kind()}
+		if _, ref := credentialValue(d.Credentials); ref != "" {
+			c.Credentials = &api.DatastoreCredentials{AccountKey: d.Credentials.AccountKey, SASToken: d.Credentials.SASToken}
+		}
 	}
 	return &c
 }
@@ -139,22 +148,15 @@ func (s *Service) datastore(ctx context.Context, tx store.Tx, ws, name string) (
 
 // Datastore returns one datastore, without its secrets.
 func (s *Service) Datastore(ctx context.Context, ws, name string) (*api.Datastore, error) {
-	d, err := s.AgentDatastore(ctx, ws, name)
-	if err != nil {
-		return nil, err
-	}
-	return redact(d), nil
-}
-
-// AgentDatastore returns one datastore with its credentials, for the node
-// that reads or writes it for a job.
-func (s *Service) AgentDatastore(ctx context.Context, ws, name string) (*api.Datastore, error) {
 	var out *api.Datastore
 	err := s.Store.View(ctx, func(tx store.Tx) (err error) {
 		out, err = s.datastore(ctx, tx, ws, name)
 		return err
 	})
-	return out, err
+	if err != nil {
+		return nil, err
+	}
+	return redact(out), nil
 }
 
 // Datastores lists a workspace's datastores by name.
@@ -184,6 +186,9 @@ func (s *Service) DeleteDatastore(ctx context.Context, ws, name string) error {
 		}
 		if _, err := tx.GetDatastore(ctx, ws, name); store.IsNotFound(err) {
 			return errorf(409, api.CodeConflict, "datastore %s is workspace %s's default datastore, set by the server config (default_datastores); it cannot be deleted. Register your own with 'tide datastore create' to replace it", name, ws)
+		}
+		if err := deleteObject(ctx, tx, kindDatastoreCredential, secretKey(ws, name)); err != nil {
+			return err
 		}
 		return tx.DeleteDatastore(ctx, ws, name)
 	})

@@ -32,8 +32,11 @@ func (s *Service) SubmitJob(ctx context.Context, ws string, j *api.Job) (*api.Jo
 	if err := spec.ValidateJob(j); err != nil {
 		return nil, validation(err)
 	}
-	if j.Type == api.JobTypePipeline {
+	switch j.Type {
+	case api.JobTypePipeline:
 		return s.submitPipeline(ctx, ws, j)
+	case api.JobTypeSweep:
+		return s.submitSweep(ctx, ws, j)
 	}
 	j.Compute = strings.TrimPrefix(j.Compute, "azureml:")
 	j.Serverless = nil // set by the server, from the job's resources
@@ -106,10 +109,14 @@ func (s *Service) CheckJob(ctx context.Context, ws string, j *api.Job) error {
 	if err := spec.ValidateJob(j); err != nil {
 		ps.add(validation(err))
 	}
-	if j.Type == api.JobTypePipeline {
-		return ps.err() // its steps are checked at submission
+	if j.Type == api.JobTypePipeline || (j.Type == api.JobTypeSweep && len(ps) > 0) {
+		return ps.err() // a pipeline's steps are checked at submission
 	}
 	j.Compute = strings.TrimPrefix(j.Compute, "azureml:")
+	if j.Type == api.JobTypeSweep {
+		// Its trials are checked as command jobs.
+		j = sweepProbe(j)
+	}
 	engineErr := s.engineCheck(ctx, j)
 	err := s.Store.View(ctx, func(tx store.Tx) error {
 		if _, err := s.workspace(ctx, tx, ws); err != nil {
@@ -425,14 +432,18 @@ func (s *Service) CancelJob(ctx context.Context, ws, name, ifMatch string) (*api
 			return err
 		}
 		out = j
-		if j.Type == api.JobTypePipeline && j.Status != api.JobCancelRequested && !api.JobTerminal(j.Status) {
-			// The steps are canceled by the next turn of the controller
-			// (advancePipeline), which then ends the pipeline.
+		if (j.Type == api.JobTypePipeline || j.Type == api.JobTypeSweep) && j.Status != api.JobCancelRequested && !api.JobTerminal(j.Status) {
+			// The steps or trials are canceled by the next turn of the
+			// controller (AdvanceParent), which then ends the parent.
 			j.Status = api.JobCancelRequested
 			if err := tx.PutJob(ctx, j, ""); err != nil {
 				return err
 			}
-			return tx.AddEvent(ctx, ws, "job/"+name, &api.Event{Time: s.now(), Kind: "Cancel", Message: "cancel requested; canceling the steps"})
+			children := "steps"
+			if j.Type == api.JobTypeSweep {
+				children = "trials"
+			}
+			return tx.AddEvent(ctx, ws, "job/"+name, &api.Event{Time: s.now(), Kind: "Cancel", Message: "cancel requested; canceling the " + children})
 		}
 		return s.cancel(ctx, tx, j, "")
 	})

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -47,6 +48,14 @@ func (s *Service) submitPipeline(ctx context.Context, ws string, j *api.Job) (*a
 			return validation(err)
 		}
 		if err := s.checkData(ctx, tx, ws, &api.Job{Inputs: j.Inputs}); err != nil {
+			return err
+		}
+		// Output paths are checked on a copy: their placeholders are
+		// expanded for each step's job.
+		if err := s.checkData(ctx, tx, ws, &api.Job{Outputs: maps.Clone(j.Outputs)}); err != nil {
+			return err
+		}
+		if err := s.checkDefaultDatastore(ctx, tx, ws, j.Settings); err != nil {
 			return err
 		}
 		for _, name := range stepNames(j) {
@@ -174,7 +183,37 @@ func (s *Service) checkStep(ctx context.Context, tx store.Tx, ws string, p *api.
 			probe.Inputs[k] = in
 		}
 	}
+	probe.Outputs = map[string]api.JobOutput{}
+	for k, o := range step.Outputs {
+		if o.Path != "" {
+			probe.Outputs[k] = o
+		}
+	}
 	return prefixed(s.checkData(ctx, tx, ws, probe), field)
+}
+
+// checkDefaultDatastore checks a pipeline's settings.default_datastore:
+// a datastore of the workspace that nodes can write.
+func (s *Service) checkDefaultDatastore(ctx context.Context, tx store.Tx, ws string, set *api.PipelineSettings) error {
+	if set == nil || set.DefaultDatastore == "" {
+		return nil
+	}
+	const field = "settings.default_datastore"
+	bad := func(format string, args ...any) error {
+		e := errorf(400, api.CodeValidation, field+": "+format, args...)
+		e.Field = field
+		return e
+	}
+	d, err := s.findDatastore(ctx, tx, ws, set.DefaultDatastore)
+	switch {
+	case store.IsNotFound(err):
+		return bad("datastore %q not found in workspace %s; create it with 'tide datastore create -f ds.yml', or use azureml:workspaceblobstore", set.DefaultDatastore, ws)
+	case err != nil:
+		return err
+	case d.Type != api.DatastoreLocal && d.Type != api.DatastoreAzureBlob:
+		return bad("datastore %q has type %s, which nodes cannot write; use a datastore of type local or azure_blob", d.Name, d.Type)
+	}
+	return nil
 }
 
 // prefixed puts a step's field path in front of an error's field.
@@ -205,12 +244,13 @@ func (s *Service) freeJobName(ctx context.Context, tx store.Tx, ws, want string)
 	}
 }
 
-// AdvancePipeline moves a running pipeline on: it reads its steps' jobs,
-// starts the steps whose inputs are ready, skips or cancels what a failure
-// or a cancel stops, and ends the pipeline when no step runs. It reports
-// whether it changed anything. The controller calls it each turn for every
-// unfinished pipeline.
-func (s *Service) AdvancePipeline(ctx context.Context, ws, name string) (bool, error) {
+// AdvanceParent moves a running pipeline or sweep on. A pipeline: it
+// reads its steps' jobs, starts the steps whose inputs are ready, skips or
+// cancels what a failure or a cancel stops, and ends the pipeline when no
+// step runs. A sweep: see advanceSweep. It reports whether it changed
+// anything. The controller calls it each turn for every unfinished
+// pipeline and sweep.
+func (s *Service) AdvanceParent(ctx context.Context, ws, name string) (bool, error) {
 	changed := false
 	err := s.Store.Update(ctx, func(tx store.Tx) error {
 		p, err := tx.GetJob(ctx, ws, name)
@@ -220,10 +260,15 @@ func (s *Service) AdvancePipeline(ctx context.Context, ws, name string) (bool, e
 		if err != nil {
 			return err
 		}
-		if p.Type != api.JobTypePipeline || api.JobTerminal(p.Status) {
+		if api.JobTerminal(p.Status) {
 			return nil
 		}
-		changed, err = s.advance(ctx, tx, p)
+		switch p.Type {
+		case api.JobTypePipeline:
+			changed, err = s.advance(ctx, tx, p)
+		case api.JobTypeSweep:
+			changed, err = s.advanceSweep(ctx, tx, p)
+		}
 		return err
 	})
 	return changed, err
@@ -381,7 +426,8 @@ func (s *Service) endPipeline(ctx context.Context, tx store.Tx, p *api.Job, d pi
 }
 
 // ChildJobs lists the jobs that ran the steps of pipeline parent, in step
-// order (reused jobs of earlier pipelines included).
+// order (reused jobs of earlier pipelines included), or the trials of
+// sweep parent in the order they started.
 func (s *Service) ChildJobs(ctx context.Context, ws, parent string) ([]api.Job, error) {
 	out := []api.Job{}
 	err := s.Store.View(ctx, func(tx store.Tx) error {
@@ -389,16 +435,26 @@ func (s *Service) ChildJobs(ctx context.Context, ws, parent string) ([]api.Job, 
 		if err != nil {
 			return err
 		}
-		if p.Type != api.JobTypePipeline {
-			e := errorf(400, api.CodeValidation, "parent: job %s is a %s job, not a pipeline; it has no steps", parent, p.Type)
+		var children []string
+		switch p.Type {
+		case api.JobTypePipeline:
+			for _, st := range p.Steps {
+				children = append(children, st.Job)
+			}
+		case api.JobTypeSweep:
+			for _, t := range p.Trials {
+				children = append(children, t.Job)
+			}
+		default:
+			e := errorf(400, api.CodeValidation, "parent: job %s is a %s job, not a pipeline or a sweep; it has no child jobs", parent, p.Type)
 			e.Field = "parent"
 			return e
 		}
-		for _, st := range p.Steps {
-			if st.Job == "" {
+		for _, child := range children {
+			if child == "" {
 				continue
 			}
-			j, err := tx.GetJob(ctx, ws, st.Job)
+			j, err := tx.GetJob(ctx, ws, child)
 			if err != nil {
 				return err
 			}

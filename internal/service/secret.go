@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
+	"strings"
 
 	"github.com/tideml/tide/api"
 	"github.com/tideml/tide/internal/store"
@@ -19,7 +20,7 @@ var (
 
 // storedSecret is a secret as the store keeps it: the value sealed with
 // the server's SecretBox (Value is set only in rows stored before
-// secrets were encrypted, until SealStoredSecrets seals them).
+// secrets were encrypted, until ResealSecrets seals them).
 type storedSecret struct {
 	api.Secret
 	Value  string `json:"value,omitempty"`
@@ -27,6 +28,17 @@ type storedSecret struct {
 }
 
 func secretKey(workspace, name string) string { return workspace + "/" + name }
+
+// seal puts value into the stored form, bound to the secret's key.
+func (st *storedSecret) seal(box *SecretBox, value string) {
+	st.Value, st.Sealed = box.seal(value, secretKey(st.Workspace, st.Name))
+}
+
+// open returns the secret's value.
+func (st *storedSecret) open(box *SecretBox) (string, error) {
+	return box.open(st.Value, st.Sealed, secretKey(st.Workspace, st.Name),
+		fmt.Sprintf("secret %q of workspace %s", st.Name, st.Workspace))
+}
 
 // SetSecret creates or replaces a workspace secret. The answer never
 // holds the value.
@@ -45,9 +57,9 @@ func (s *Service) SetSecret(ctx context.Context, sec api.Secret) (api.Secret, er
 		} else if err != nil {
 			return err
 		}
-		stored := storedSecret{Secret: sec, Value: sec.Value}
+		stored := storedSecret{Secret: sec}
 		stored.Secret.Value = ""
-		s.SecretBox.sealSecret(&stored)
+		stored.seal(s.SecretBox, sec.Value)
 		return putObject(ctx, tx, kindSecret, secretKey(sec.Workspace, sec.Name), stored)
 	})
 	sec.Value = ""
@@ -72,6 +84,13 @@ func (s *Service) Secrets(ctx context.Context, workspace string) ([]api.Secret, 
 // DeleteSecret deletes a workspace secret.
 func (s *Service) DeleteSecret(ctx context.Context, workspace, name string) error {
 	err := s.Store.Update(ctx, func(tx store.Tx) error {
+		users, err := datastoresUsingSecret(ctx, tx, workspace, name)
+		if err != nil {
+			return err
+		}
+		if len(users) > 0 {
+			return errorf(409, api.CodeConflict, "secret %s is the credentials of datastore %s; give the datastore other credentials ('tide datastore create -f ds.yml') or delete it first", name, strings.Join(users, ", "))
+		}
 		return tx.DeleteObject(ctx, kindSecret, secretKey(workspace, name))
 	})
 	if store.IsNotFound(err) {
@@ -124,14 +143,7 @@ func ResolveSecrets(ctx context.Context, tx store.Tx, box *SecretBox, workspace 
 	values := map[string]string{}
 	var masked []string
 	for _, name := range names {
-		sec, err := getObject[storedSecret](ctx, tx, kindSecret, secretKey(workspace, name))
-		if store.IsNotFound(err) {
-			return nil, nil, fmt.Errorf("secret %q of workspace %s no longer exists; set it again with 'tide secret set %s'", name, workspace, name)
-		}
-		if err != nil {
-			return nil, nil, err
-		}
-		v, err := box.openSecret(sec)
+		v, err := openWorkspaceSecret(ctx, tx, box, workspace, name)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -145,6 +157,18 @@ func ResolveSecrets(ctx context.Context, tx store.Tx, box *SecretBox, workspace 
 		})
 	}
 	return out, masked, nil
+}
+
+// openWorkspaceSecret returns the value of a workspace secret.
+func openWorkspaceSecret(ctx context.Context, tx store.Tx, box *SecretBox, workspace, name string) (string, error) {
+	sec, err := getObject[storedSecret](ctx, tx, kindSecret, secretKey(workspace, name))
+	if store.IsNotFound(err) {
+		return "", fmt.Errorf("secret %q of workspace %s no longer exists; set it again with 'tide secret set %s'", name, workspace, name)
+	}
+	if err != nil {
+		return "", err
+	}
+	return sec.open(box)
 }
 
 // JobSecrets is what an attempt is given beyond its job document: its

@@ -17,7 +17,7 @@ import (
 
 // TestSecretsEncryptedAtRest: a secret set through the service is stored
 // sealed (the database holds no value), opens for a job's environment,
-// a row stored in clear before encryption is sealed by SealStoredSecrets
+// a row stored in clear before encryption is sealed by ResealSecrets
 // and still opens, and a box with another key refuses it, saying why.
 func TestSecretsEncryptedAtRest(t *testing.T) {
 	ctx := context.Background()
@@ -50,11 +50,11 @@ func TestSecretsEncryptedAtRest(t *testing.T) {
 	if _, err := svc.SetSecret(ctx, api.Secret{Name: "new", Workspace: "w", Value: "new-VALUE"}); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := SealStoredSecrets(ctx, st, box); err != nil || n != 1 {
-		t.Fatalf("sealing the clear rows: %d, %v; want 1", n, err)
+	if n, err := ResealSecrets(ctx, st, box); err != nil || n.Secrets != 1 {
+		t.Fatalf("sealing the clear rows: %+v, %v; want 1", n, err)
 	}
-	if n, err := SealStoredSecrets(ctx, st, box); err != nil || n != 0 {
-		t.Fatalf("sealing again: %d, %v; want 0", n, err)
+	if n, err := ResealSecrets(ctx, st, box); err != nil || n.Secrets != 0 {
+		t.Fatalf("sealing again: %+v, %v; want 0", n, err)
 	}
 	env := map[string]string{"A": "${{secrets.old}}", "B": "x-${{secrets.new}}"}
 	err = st.View(ctx, func(tx store.Tx) error {
@@ -84,7 +84,7 @@ func TestSecretsEncryptedAtRest(t *testing.T) {
 		_ = json.Unmarshal(d, &old)
 		moved = old
 		moved.Name = "new"
-		if _, err := box.openSecret(&moved); err == nil {
+		if _, err := moved.open(box); err == nil {
 			t.Error("a sealed value opened under another secret's name")
 		}
 		return nil

@@ -1,6 +1,7 @@
 package simulate
 
 import (
+	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -36,6 +37,9 @@ func TestAdviseFindsTheIdleTimeBetweenGridPoints(t *testing.T) {
 	if rec.Policy == autoscaler.DefaultPolicy && (rec.IdleTime < 700 || rec.IdleTime > 720) {
 		t.Errorf("recommended idle time %d s, want 720 s (the cheapest that meets the goal)", rec.IdleTime)
 	}
+	if rec.Policy != autoscaler.DefaultPolicy && rec.Result.Cost > cheapestFixed(t, adv, goal).Result.Cost {
+		t.Errorf("recommended %s, dearer than the cheapest fixed idle time that meets the goal", rec.Setting)
+	}
 	if adv.Holdout == nil || !adv.Holdout.Met || adv.Confidence != "high" {
 		t.Errorf("holdout %+v, confidence %s: want the goal met on the unseen third, high confidence", adv.Holdout, adv.Confidence)
 	}
@@ -48,4 +52,68 @@ func TestAdviseFindsTheIdleTimeBetweenGridPoints(t *testing.T) {
 	if !found {
 		t.Errorf("the search never tried 720 s: %+v", adv.Candidates)
 	}
+}
+
+// cheapestFixed is the cheapest fixed-idle candidate with min_instances 0
+// that meets goal.
+func cheapestFixed(t *testing.T, adv Advice, goal Goal) Candidate {
+	t.Helper()
+	for _, c := range adv.Candidates { // cheapest first
+		if c.Policy == autoscaler.DefaultPolicy && c.MinInstances == 0 && goal.wait(c.Result) < goal.Under.Seconds() {
+			return c
+		}
+	}
+	t.Fatalf("no fixed idle time met %s", goal)
+	return Candidate{}
+}
+
+// TestAdviseMatchesTheFineGrid: on a noisy generated trace (a job every
+// 560-700 s, 10-30 s long, so idle gaps of 530-690 s), the idle time the
+// search settles on is the one an exhaustive grid of every 30 s from 0 to
+// 3600 s finds on the same part of the trace: the cheapest that meets the
+// goal, well below 1800 s.
+func TestAdviseMatchesTheFineGrid(t *testing.T) {
+	r := rand.New(rand.NewPCG(720, 1800))
+	tr := &Trace{File: "noisy"}
+	at := time.Duration(0)
+	for range 900 {
+		tr.Jobs = append(tr.Jobs, Job{Submit: at, Duration: time.Duration(10+r.IntN(21)) * time.Second, Instances: 1})
+		at += time.Duration(560+r.IntN(141)) * time.Second
+	}
+	c := compute(t, "max_instances: 4\n")
+	if err := tr.Fit(c, catalog.Default().Lookup); err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{Compute: *c, BootTime: 180 * time.Second}
+	cfg.Size, _ = catalog.Default().Lookup(c.Size)
+	goal := Goal{Stat: "mean", Under: 30 * time.Second}
+	adv, err := Advise(tr, cfg, goal)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fit, _ := tr.Split(1 - holdoutShare)
+	best, bestCost := -1, 0.0
+	for idle := 0; idle <= 3600; idle += adviseStep {
+		g := cfg
+		g.Compute.IdleTimeBeforeScaleDown = idle
+		res, err := Run(fit, g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if goal.wait(res) < goal.Under.Seconds() && (best < 0 || res.Cost < bestCost) {
+			best, bestCost = idle, res.Cost
+		}
+	}
+	got := cheapestFixed(t, adv, goal)
+	if got.IdleTime != best || best >= 1800 || best < 530 {
+		t.Errorf("search found %d s, the fine grid %d s: want the same, between the shortest idle gap (530 s) and 1800 s", got.IdleTime, best)
+	}
+	if rec := adv.Candidates[adv.Recommended]; !adv.Met || rec.Result.Cost > got.Result.Cost {
+		t.Errorf("recommended %s ($%.2f), met %v: want the goal met at no more than fixed %d s ($%.2f)", rec.Setting, rec.Result.Cost, adv.Met, got.IdleTime, got.Result.Cost)
+	}
+	if adv.Holdout == nil || adv.Confidence == "untested" {
+		t.Errorf("no holdout on %d jobs", len(tr.Jobs))
+	}
+	t.Logf("search: %s, %d candidates; fine grid: %d s; recommended %s; holdout %+v, confidence %s",
+		got.Setting, len(adv.Candidates), best, adv.Candidates[adv.Recommended].Setting, adv.Holdout.Result.Wait, adv.Confidence)
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -15,24 +16,31 @@ import (
 // any format with a header line. Each value names a column of the header.
 // Submit is required; the run time comes from Duration, or from End minus
 // Start (Start defaults to Submit); the nodes from Instances or GPUs (one
-// GPU per node unless the compute's size has more); Size is optional.
-// Times are seconds from any origin or RFC 3339 times.
+// GPU per node unless the compute's size has more), and at least enough to
+// hold CPUs (vCPUs) and MemoryGB, the job's whole request, when given; Size
+// is optional. Times are seconds from any origin or RFC 3339 times.
 type Columns struct {
-	Submit, Duration, Start, End, Instances, GPUs, Size string
+	Submit, Duration, Start, End, Instances, GPUs, CPUs, MemoryGB, Size string
+	// cpuUnit and memUnit convert the CPU and memory columns to vCPUs and
+	// GB (Alibaba's are in thousandths of a CPU and MiB); zero means 1.
+	cpuUnit, memUnit float64
 }
 
 // AlibabaColumns reads Alibaba's GPU cluster trace (cluster-trace-gpu-v2023,
 // openb_pod_list_*.csv): a pod runs from scheduled_time to deletion_time
 // and needs num_gpu GPUs (a GPU-sharing pod, gpu_milli below 1000, takes a
-// whole one; a CPU-only pod one node).
-var AlibabaColumns = Columns{Submit: "creation_time", Start: "scheduled_time", End: "deletion_time", GPUs: "num_gpu"}
+// whole one; a CPU-only pod one node), cpu_milli thousandths of a vCPU and
+// memory_mib MiB. Its gpu_spec (a GPU model constraint) and qos do not
+// apply: the simulated compute has one size.
+var AlibabaColumns = Columns{Submit: "creation_time", Start: "scheduled_time", End: "deletion_time", GPUs: "num_gpu",
+	CPUs: "cpu_milli", MemoryGB: "memory_mib", cpuUnit: 1.0 / 1000, memUnit: 1.0 / 1024}
 
 // alibabaHeader is the header of openb_pod_list_*.csv.
 const alibabaHeader = "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time,scheduled_time"
 
 // ParseColumns reads a --columns value: "submit=COL,duration=COL,..." with
 // the keys submit, duration, start, end, instances (or instance_count),
-// gpus and size.
+// gpus, cpus, memory_gb and size.
 func ParseColumns(s string) (Columns, error) {
 	var c Columns
 	for _, kv := range strings.Split(s, ",") {
@@ -42,9 +50,10 @@ func ParseColumns(s string) (Columns, error) {
 			return c, fmt.Errorf("%q: want key=column, e.g. submit=created,duration=runtime", kv)
 		}
 		dst := map[string]*string{"submit": &c.Submit, "duration": &c.Duration, "start": &c.Start, "end": &c.End,
-			"instances": &c.Instances, "instance_count": &c.Instances, "gpus": &c.GPUs, "size": &c.Size}[k]
+			"instances": &c.Instances, "instance_count": &c.Instances, "gpus": &c.GPUs, "cpus": &c.CPUs, "memory_gb": &c.MemoryGB,
+			"size": &c.Size}[k]
 		if dst == nil {
-			return c, fmt.Errorf("%q: unknown key %s; keys are submit, duration, start, end, instances, gpus, size", kv, k)
+			return c, fmt.Errorf("%q: unknown key %s; keys are submit, duration, start, end, instances, gpus, cpus, memory_gb, size", kv, k)
 		}
 		*dst = v
 	}
@@ -88,9 +97,10 @@ func ReadTraceColumns(file string, r io.Reader, cols Columns, format string) (*T
 		}
 		return i, nil
 	}
-	var idx [7]int
-	for k, kv := range [][2]string{{"submit", cols.Submit}, {"duration", cols.Duration}, {"start", cols.Start},
-		{"end", cols.End}, {"instances", cols.Instances}, {"gpus", cols.GPUs}, {"size", cols.Size}} {
+	var idx [numColumns]int
+	for k, kv := range [numColumns][2]string{{"submit", cols.Submit}, {"duration", cols.Duration}, {"start", cols.Start},
+		{"end", cols.End}, {"instances", cols.Instances}, {"gpus", cols.GPUs}, {"cpus", cols.CPUs}, {"memory_gb", cols.MemoryGB},
+		{"size", cols.Size}} {
 		if idx[k], err = col(kv[0], kv[1]); err != nil {
 			return nil, err
 		}
@@ -102,17 +112,23 @@ func ReadTraceColumns(file string, r io.Reader, cols Columns, format string) (*T
 		if errors.Is(err, io.EOF) {
 			break
 		}
-		line, _ := cr.FieldPos(0)
 		if err != nil {
-			return nil, fmt.Errorf("%s:%d: %w", file, line, err)
+			// FieldPos panics without a record: take the line from the
+			// error.
+			var pe *csv.ParseError
+			if errors.As(err, &pe) {
+				return nil, fmt.Errorf("%s:%d: %w", file, pe.StartLine, pe.Err)
+			}
+			return nil, fmt.Errorf("reading %s: %w", file, err)
 		}
+		line, _ := cr.FieldPos(0)
 		field := func(i int) string {
 			if i < 0 || i >= len(rec) {
 				return ""
 			}
 			return strings.TrimSpace(rec[i])
 		}
-		j, at, skip, err := columnJob(field, idx)
+		j, at, skip, err := columnJob(field, idx, cols)
 		if err != nil {
 			return nil, fmt.Errorf("%s:%d: %w", file, line, err)
 		}
@@ -134,21 +150,28 @@ func ReadTraceColumns(file string, r io.Reader, cols Columns, format string) (*T
 	if len(t.Jobs) == 0 {
 		return nil, fmt.Errorf("%s: the trace has no jobs that ran (%d rows skipped: never started)", file, t.Skipped)
 	}
-	t.normalize(abs > 0)
+	if err := t.normalize(abs > 0); err != nil {
+		return nil, err
+	}
 	return t, nil
 }
 
+// The columns a job is read from, in the order of columnJob's idx.
+const (
+	cSubmit = iota
+	cDuration
+	cStart
+	cEnd
+	cInstances
+	cGPUs
+	cCPUs
+	cMemory
+	cSize
+	numColumns
+)
+
 // columnJob reads one row; at reports whether its times were RFC 3339.
-func columnJob(field func(int) string, idx [7]int) (j Job, at, skip bool, err error) {
-	const (
-		cSubmit = iota
-		cDuration
-		cStart
-		cEnd
-		cInstances
-		cGPUs
-		cSize
-	)
+func columnJob(field func(int) string, idx [numColumns]int, cols Columns) (j Job, at, skip bool, err error) {
 	submit, at, err := instant("submit", field(idx[cSubmit]))
 	if err != nil {
 		return j, at, false, err
@@ -179,6 +202,9 @@ func columnJob(field func(int) string, idx [7]int) (j Job, at, skip bool, err er
 		if end < start {
 			return j, at, false, fmt.Errorf("end: %s is before the start", e)
 		}
+		if end-start > maxSeconds*time.Second {
+			return j, at, false, fmt.Errorf("end: %s is more than ten years after the start; is the unit seconds?", e)
+		}
 		j.Duration = end - start
 	}
 	switch {
@@ -198,15 +224,39 @@ func columnJob(field func(int) string, idx [7]int) (j Job, at, skip bool, err er
 	default:
 		j.Instances = 1
 	}
+	if j.CPUs, err = amount("cpus", field, idx[cCPUs], cols.cpuUnit); err != nil {
+		return j, at, false, err
+	}
+	if j.MemoryGB, err = amount("memory_gb", field, idx[cMemory], cols.memUnit); err != nil {
+		return j, at, false, err
+	}
 	j.Size = field(idx[cSize])
 	return j, at, false, nil
+}
+
+// amount reads an optional non-negative quantity in unit; an empty field is
+// zero (not given).
+func amount(key string, field func(int) string, i int, unit float64) (float64, error) {
+	s := field(i)
+	if i < 0 || s == "" {
+		return 0, nil
+	}
+	v, err := strconv.ParseFloat(s, 64)
+	if err != nil || v < 0 || math.IsInf(v, 0) || math.IsNaN(v) {
+		return 0, fmt.Errorf("%s: must be a number >= 0 (got %q)", key, s)
+	}
+	if unit == 0 {
+		unit = 1
+	}
+	return v * unit, nil
 }
 
 // instant reads seconds or an RFC 3339 time; RFC 3339 times are kept as
 // nanoseconds since the Unix epoch until normalize shifts them.
 func instant(field, s string) (time.Duration, bool, error) {
 	if t, err := time.Parse(time.RFC3339, s); err == nil {
-		return time.Duration(t.UnixNano()), true, nil
+		d, err := sinceEpoch(field, t)
+		return d, true, err
 	}
 	d, err := seconds(field, s)
 	if err != nil {
@@ -217,8 +267,10 @@ func instant(field, s string) (time.Duration, bool, error) {
 
 // normalize sorts the jobs by submit (stably, keeping the file's order for
 // ties) and makes submits offsets from the first; with absolute times it
-// records the first as Start.
-func (t *Trace) normalize(absolute bool) {
+// records the first as Start. A trace spanning more than ten years is
+// refused: no workload does, and a far-off time (a typo, or milliseconds
+// read as seconds) would make every total meaningless.
+func (t *Trace) normalize(absolute bool) error {
 	slices.SortStableFunc(t.Jobs, func(a, b Job) int {
 		switch {
 		case a.Submit < b.Submit:
@@ -228,13 +280,18 @@ func (t *Trace) normalize(absolute bool) {
 		}
 		return 0
 	})
-	first := t.Jobs[0].Submit
+	first, last := t.Jobs[0], t.Jobs[len(t.Jobs)-1]
+	if span := last.Submit - first.Submit; span > maxSeconds*time.Second {
+		return fmt.Errorf("%s:%d: submit: the trace spans %.0f years from line %d to line %d; traces of more than ten years are not supported (is a time wrong, or the unit?)",
+			t.File, last.Line, span.Hours()/24/365, first.Line, last.Line)
+	}
 	if absolute {
-		t.Start = time.Unix(0, int64(first)).UTC()
+		t.Start = time.Unix(0, int64(first.Submit)).UTC()
 	}
 	for i := range t.Jobs {
-		t.Jobs[i].Submit -= first
+		t.Jobs[i].Submit -= first.Submit
 	}
+	return nil
 }
 
 // Split divides the trace by time: the jobs submitted in the first share

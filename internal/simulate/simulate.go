@@ -82,6 +82,9 @@ type Result struct {
 	Cost float64 `json:"cost"`
 	// Wait is the queue wait of the jobs (submit to start), in seconds.
 	Wait Quantiles `json:"wait_seconds"`
+	// MaxWait is the longest wait, in seconds: with no node cap and no
+	// faults no job waits longer than the boot time.
+	MaxWait float64 `json:"-"`
 	// ColdStartFraction is the share of jobs that found no idle node when
 	// they were submitted and waited for nodes to boot.
 	ColdStartFraction float64 `json:"cold_start_fraction"`
@@ -354,7 +357,7 @@ func (s *sim) loop() error {
 	for s.done < len(s.jobs) {
 		if next == len(s.jobs) && len(s.ev) == 0 {
 			// Nothing left to happen, yet jobs wait: a bug, never a hang.
-			return fmt.Errorf("simulation stalled at %s with %d jobs queued and none running", s.now, s.queue.Len())
+			return fmt.Errorf("simulation stalled at %s with %d jobs queued and none running: %w", s.now, s.queue.Len(), ErrSimulatorBug)
 		}
 		t := time.Duration(math.MaxInt64)
 		if next < len(s.jobs) {
@@ -643,7 +646,7 @@ func (s *sim) snapshot() {
 	}
 	existing := s.counts[stBusy] + s.counts[stPreparing] + s.counts[stIdle]
 	target := min(c.Cap(), max(c.Min, s.counts[stBusy]+queued+max(d.Warm, 0)))
-	shed := min(existing-target, existing-c.Min)
+	shed := min(existing-target, existing-c.Min, max(existing-c.Cap(), s.counts[stIdle]-queued))
 	listed := 0
 	var last time.Duration = -1
 	done := shed <= 0
@@ -749,6 +752,9 @@ func (s *sim) result() Result {
 	}
 	r.Cost = r.NodeHours.Total * price
 	r.Wait = quantiles(s.waits)
+	if len(s.waits) > 0 {
+		r.MaxWait = s.waits[len(s.waits)-1] // sorted by quantiles
+	}
 	cold := 0
 	for i := range s.jobs {
 		if s.jobs[i].cold {

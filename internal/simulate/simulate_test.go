@@ -279,6 +279,8 @@ func FuzzReadTrace(f *testing.F) {
 	f.Add(GenericHeader + "\n0,10,1,\n5,20,2,Standard_NC4as_T4_v3\n")
 	f.Add(phillyHeader + "\n2017-10-09 07:01:55,66.0,1,66.0,11cb48\n")
 	f.Add("submit,duration,instance_count\n1e300,1e300,1\n")
+	f.Add("submit,duration,instance_count\n1990-01-01T00:00:00Z,60,1\n2199-12-31T23:59:59Z,60,1\n")
+	f.Add(alibabaHeader + "\np,88000,327680,8,1000,,LS,Running,0,3600,0\nq,1,1,1,1,,BE,Pending,5,9,\n")
 	f.Fuzz(func(t *testing.T, text string) {
 		tr, err := ReadTrace("f.csv", strings.NewReader(text))
 		if err != nil {

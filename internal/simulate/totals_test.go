@@ -1,6 +1,7 @@
 package simulate
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -9,7 +10,6 @@ import (
 	"time"
 
 	"github.com/tideml/tide/internal/autoscaler"
-	"github.com/tideml/tide/internal/catalog"
 )
 
 // runTrace simulates a trace built in code (not read from text).
@@ -73,14 +73,15 @@ func TestPreemptionsBoundedPerJob(t *testing.T) {
 }
 
 // generated returns a random trace of one of several shapes, for property
-// tests: Poisson, bursty, heavy-tailed durations, multi-node.
+// tests: Poisson, bursty, heavy-tailed durations, multi-node, bursts of
+// gangs.
 func generated(r *rand.Rand, n int) *Trace {
 	tr := &Trace{File: "gen"}
-	shape := r.IntN(4)
+	shape := r.IntN(5) // 4: bursts of gangs and one-node jobs
 	at := time.Duration(0)
 	for range n {
 		gap := time.Duration(r.ExpFloat64() * float64(5*time.Minute))
-		if shape == 1 && r.IntN(4) > 0 {
+		if (shape == 1 || shape == 4) && r.IntN(4) > 0 {
 			gap = time.Duration(r.IntN(10)) * time.Second
 		}
 		at += gap
@@ -89,7 +90,7 @@ func generated(r *rand.Rand, n int) *Trace {
 			d = time.Duration(math.Min(30*math.Pow(1-r.Float64(), -1.2), 1e6)) * time.Second
 		}
 		inst := 1
-		if shape == 3 && r.IntN(3) == 0 {
+		if (shape == 3 || shape == 4) && r.IntN(3) == 0 {
 			inst = 2 << r.IntN(3)
 		}
 		tr.Jobs = append(tr.Jobs, Job{Submit: at, Duration: d, Instances: inst})
@@ -97,20 +98,32 @@ func generated(r *rand.Rand, n int) *Trace {
 	return tr
 }
 
-// TestProperties checks, over generated traces: busy hours equal the
-// trace's job-hours (Run also refuses otherwise), idle hours do not fall
-// as the idle time grows, and with a zero boot time and no cap no job
-// waits and the adaptive policy keeps no idle node.
+// traceJobHours is the node time the trace's jobs run, in hours.
+func traceJobHours(tr *Trace) float64 {
+	var h float64
+	for _, j := range tr.Jobs {
+		h += j.Duration.Hours() * float64(j.Instances)
+	}
+	return h
+}
+
+// TestProperties checks, over generated traces of every shape: busy hours
+// equal the trace's job-hours (Run also refuses otherwise), idle hours do
+// not fall as the idle time grows, and with a zero boot time and no cap no
+// job waits and the adaptive policy keeps no idle node; with no cap no job
+// waits longer than the boot time (a gang keeps the idle nodes it holds,
+// even when booting nodes make a surplus). Under a node cap a
+// gang holds the free nodes until enough are free, so idle time remains even
+// with a zero boot time: there the adaptive policy must do exactly what a
+// zero idle time does. Monotonicity is not claimed under a cap: a longer
+// idle time changes which jobs wait, and so which gangs hold nodes.
 func TestProperties(t *testing.T) {
 	r := rand.New(rand.NewPCG(23, 23))
-	for k := range 12 {
-		tr := generated(r, 300)
-		var jobHours float64
-		for _, j := range tr.Jobs {
-			jobHours += j.Duration.Hours() * float64(j.Instances)
-		}
+	for k := range 24 {
+		tr := generated(r, 150+r.IntN(250))
+		jobHours := traceJobHours(tr)
 		prevIdle := -1.0
-		for _, idle := range []int{0, 60, 120, 300, 900, 3600} {
+		for _, idle := range []int{0, 30, 60, 120, 300, 600, 900, 1800, 3600} {
 			res := runTrace(t, tr, fmt.Sprintf("max_instances: 1000\nidle_time_before_scale_down: %d\n", idle), Config{BootTime: 180 * time.Second})
 			if math.Abs(res.NodeHours.Busy-jobHours) > 1e-6*jobHours {
 				t.Errorf("trace %d idle %d: busy %.4f, trace's job-hours %.4f", k, idle, res.NodeHours.Busy, jobHours)
@@ -129,75 +142,95 @@ func TestProperties(t *testing.T) {
 				t.Errorf("trace %d: adaptive kept %.3f idle node-hours with a zero boot time", k, res.NodeHours.Idle)
 			}
 		}
-	}
-}
-
-func TestReadAlibaba(t *testing.T) {
-	text := alibabaHeader + `
-openb-pod-0017,88000,327680,8,1000,,Burstable,Succeeded,9437497,10769854,9437497
-openb-pod-0022,4000,15258,1,220,,BE,Running,9679175,9973826,9679175
-openb-pod-0061,11908,47104,1,1000,,BE,Pending,10001278,10001403,
-openb-pod-0048,8000,30517,0,0,,BE,Running,9992086,10013821,9992086
-`
-	tr, err := ReadTrace("openb_pod_list_default.csv", strings.NewReader(text))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if tr.Format != "alibaba" || tr.Skipped != 1 || len(tr.Jobs) != 3 {
-		t.Fatalf("format %s, skipped %d, jobs %d: want alibaba, 1 skipped (never scheduled), 3 jobs", tr.Format, tr.Skipped, len(tr.Jobs))
-	}
-	first := tr.Jobs[0]
-	if first.GPUs != 8 || first.Duration != (10769854-9437497)*time.Second || first.Submit != 0 {
-		t.Errorf("first job = %+v", first)
-	}
-	if cpu := tr.Jobs[2]; cpu.GPUs != 1 || cpu.Submit != (9992086-9437497)*time.Second {
-		t.Errorf("CPU-only pod = %+v: want one node, submit offset from the first", cpu)
-	}
-	c := compute(t, "max_instances: 100\n") // one T4 per node
-	if err := tr.Fit(c, catalog.Default().Lookup); err != nil {
-		t.Fatal(err)
-	}
-	if tr.Jobs[0].Instances != 8 {
-		t.Errorf("an 8-GPU pod on one-GPU nodes needs %d nodes, want 8", tr.Jobs[0].Instances)
-	}
-}
-
-func TestReadTraceColumns(t *testing.T) {
-	cols, err := ParseColumns("submit=queued_at, end=finished_at, start=started_at, gpus=gpu_count")
-	if err != nil {
-		t.Fatal(err)
-	}
-	text := "job,queued_at,started_at,finished_at,gpu_count\n" +
-		"a,2024-05-01T10:00:00Z,2024-05-01T10:01:00Z,2024-05-01T11:01:00Z,2\n" +
-		"\"b,quoted\",2024-05-01T10:00:30Z,,,1\n" +
-		"c,2024-05-01T09:59:00Z,2024-05-01T09:59:00Z,2024-05-01T10:00:00Z,0\n"
-	tr, err := ReadTraceColumns("mine.csv", strings.NewReader(text), cols, "columns")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(tr.Jobs) != 2 || tr.Skipped != 1 {
-		t.Fatalf("jobs %d, skipped %d: want 2 and 1", len(tr.Jobs), tr.Skipped)
-	}
-	if !tr.Start.Equal(time.Date(2024, 5, 1, 9, 59, 0, 0, time.UTC)) || tr.Jobs[1].Submit != time.Minute || tr.Jobs[1].Duration != time.Hour || tr.Jobs[1].GPUs != 2 {
-		t.Errorf("start %v, jobs %+v", tr.Start, tr.Jobs)
-	}
-	for _, bad := range []struct{ cols, want string }{
-		{"duration=x", "submit=COLUMN is required"},
-		{"submit=a", "duration=COLUMN, or end=COLUMN"},
-		{"submit=a,duration=b,end=c", "not both"},
-		{"submit=a,duration=b,colour=red", "unknown key colour"},
-		{"submit", "want key=column"},
-	} {
-		if _, err := ParseColumns(bad.cols); err == nil || !strings.Contains(err.Error(), bad.want) {
-			t.Errorf("ParseColumns(%q) = %v, want an error with %q", bad.cols, err, bad.want)
+		for _, policy := range []string{autoscaler.DefaultPolicy, autoscaler.AdaptivePolicy} {
+			res := runTrace(t, tr, "max_instances: 1000\nidle_time_before_scale_down: 0\n", Config{Policy: policy, BootTime: 180 * time.Second})
+			if res.MaxWait > 180 {
+				t.Errorf("trace %d %s: a job waited %.0f s, longer than the 180 s boot time, with no cap", k, policy, res.MaxWait)
+			}
+		}
+		adaptive := runTrace(t, tr, "max_instances: 12\n", Config{Policy: autoscaler.AdaptivePolicy})
+		zero := runTrace(t, tr, "max_instances: 12\nidle_time_before_scale_down: 0\n", Config{Policy: autoscaler.DefaultPolicy})
+		if adaptive.NodeHours != zero.NodeHours || adaptive.Wait != zero.Wait {
+			t.Errorf("trace %d, 12 nodes, zero boot time: adaptive %+v %+v, idle time 0 %+v %+v; want the same", k, adaptive.NodeHours, adaptive.Wait, zero.NodeHours, zero.Wait)
 		}
 	}
-	cols, _ = ParseColumns("submit=queued_at,duration=runtime")
-	if _, err := ReadTraceColumns("mine.csv", strings.NewReader(text), cols, "columns"); err == nil || !strings.Contains(err.Error(), "duration=runtime: no such column") {
-		t.Errorf("missing column: %v", err)
+}
+
+// TestFaultsKeepTotalsPossible replays generated traces with boot failures
+// and preemptions at random rates, up to one per node-hour: every run must
+// pass Run's checks (no total above peak nodes for the wall-clock time, none
+// negative), no job is preempted more than its retries allow, and the busy
+// time is at most what every allowed attempt of every job could use.
+func TestFaultsKeepTotalsPossible(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 23))
+	for k := range 16 {
+		tr := generated(r, 100+r.IntN(200))
+		jobHours := traceJobHours(tr)
+		retries := r.IntN(4)
+		cfg := Config{BootTime: time.Duration(r.IntN(300)) * time.Second, BootFailureRate: r.Float64() / 2,
+			PreemptionsPerHour: r.Float64(), Retries: retries, Seed: uint64(k)}
+		if retries == 0 {
+			cfg.Retries = -1
+		}
+		res := runTrace(t, tr, fmt.Sprintf("max_instances: %d\ntier: low_priority\n", 8+r.IntN(100)), cfg)
+		if res.Preemptions > (retries+1)*len(tr.Jobs) || res.Failed > len(tr.Jobs) {
+			t.Errorf("trace %d: %d preemptions, %d failed of %d jobs with %d retries", k, res.Preemptions, res.Failed, len(tr.Jobs), retries)
+		}
+		if limit := float64(retries+1) * jobHours; res.NodeHours.Busy > limit*(1+1e-9) {
+			t.Errorf("trace %d: busy %.3f node-hours, more than %d attempts of every job (%.3f)", k, res.NodeHours.Busy, retries+1, limit)
+		}
 	}
-	cols, _ = ParseColumns("submit=queued_at,end=finished_at,start=started_at")
-	if _, err := ReadTraceColumns("mine.csv", strings.NewReader("queued_at,started_at,finished_at\n10,20,15\n"), cols, "columns"); err == nil || !strings.Contains(err.Error(), "mine.csv:2: end") {
-		t.Errorf("end before start: %v", err)
+}
+
+// TestImpossibleTotalsAreErrors: a result no replay can produce is refused
+// as the simulator's bug, whatever figure is wrong.
+func TestImpossibleTotalsAreErrors(t *testing.T) {
+	tr := &Trace{File: "t", Jobs: []Job{{Duration: time.Hour, Instances: 2}}}
+	c := compute(t, "max_instances: 4\n")
+	good := Result{Jobs: 1, NodeHours: NodeHours{Busy: 2, Idle: 1, Total: 3}, Cost: 1, PeakNodes: 2, Horizon: 2}
+	if err := good.check(tr, Config{Compute: *c}); err != nil {
+		t.Fatalf("a possible result was refused: %v", err)
+	}
+	for name, bad := range map[string]func(*Result){
+		"negative busy":    func(r *Result) { r.NodeHours.Busy, r.NodeHours.Total = -2, -1 },
+		"negative cost":    func(r *Result) { r.Cost = -1 },
+		"NaN wait":         func(r *Result) { r.Wait.Mean = math.NaN() },
+		"above peak×wall":  func(r *Result) { r.NodeHours.Idle, r.NodeHours.Total = 3, 5 },
+		"above max nodes":  func(r *Result) { r.PeakNodes = 5 },
+		"wait beyond wall": func(r *Result) { r.MaxWait = 3 * 3600 },
+		"busy not trace":   func(r *Result) { r.NodeHours.Busy, r.NodeHours.Idle = 1, 2 },
+	} {
+		r := good
+		bad(&r)
+		if err := r.check(tr, Config{Compute: *c}); !errors.Is(err, ErrSimulatorBug) {
+			t.Errorf("%s: check = %v, want ErrSimulatorBug", name, err)
+		}
+	}
+}
+
+// TestTraceTimesStayInRange: times outside 1970-2200, or a trace spanning
+// more than ten years, would wrap time.Duration and make every total
+// meaningless; they are refused naming the line.
+func TestTraceTimesStayInRange(t *testing.T) {
+	for _, c := range []struct{ text, want string }{
+		{"submit,duration,instance_count\n1900-01-01T00:00:00Z,60,1\n", "f.csv:2: submit: 1900-01-01T00:00:00Z is not between 1970 and 2200"},
+		{"submit,duration,instance_count\n2000-01-01T00:00:00Z,60,1\n2199-01-01T00:00:00Z,60,1\n", "f.csv:3: submit: the trace spans 199 years from line 2 to line 3"},
+		{"submit,duration,instance_count\n0,60,1\n300000000,60,1\n", ""},
+		{"timestamp,duration,num_gpus,gpu_time,cluster\n1969-12-31 23:59:59,60,1,60,a\n", "f.csv:2: submit: 1969-12-31T23:59:59Z is not between"},
+	} {
+		_, err := ReadTrace("f.csv", strings.NewReader(c.text))
+		if c.want == "" && err != nil || c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {
+			t.Errorf("ReadTrace(%q) = %v, want %q", c.text, err, c.want)
+		}
+	}
+	cols, _ := ParseColumns("submit=q,start=s,end=e")
+	for _, c := range []struct{ text, want string }{
+		{"q,s,e\n2000-01-01T00:00:00Z,2000-01-01T00:00:00Z,2150-01-01T00:00:00Z\n", "f.csv:2: end: 2150-01-01T00:00:00Z is more than ten years after the start"},
+		{"q,s,e\n2300-01-01T00:00:00Z,2300-01-01T00:00:00Z,2300-01-01T01:00:00Z\n", "f.csv:2: submit: 2300-01-01T00:00:00Z is not between 1970 and 2200"},
+	} {
+		_, err := ReadTraceColumns("f.csv", strings.NewReader(c.text), cols, "columns")
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("ReadTraceColumns(%q) = %v, want %q", c.text, err, c.want)
+		}
 	}
 }

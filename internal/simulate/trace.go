@@ -25,6 +25,10 @@ type Job struct {
 	// GPUs is the number of GPUs the job asked for (Philly traces); zero
 	// when the trace gives instance counts.
 	GPUs int
+	// CPUs and MemoryGB are the job's whole request of vCPUs and memory
+	// (Alibaba's traces, --columns cpus= and memory_gb=); zero when the
+	// trace does not say. Fit gives the job enough nodes to hold them.
+	CPUs, MemoryGB float64
 	// Size is the VM size the job asked for; empty means the compute's.
 	Size string
 	// Line is the job's line in the trace file, for errors.
@@ -103,7 +107,9 @@ func ReadTrace(file string, r io.Reader) (*Trace, error) {
 		if !at.IsZero() {
 			// Absolute times: keep them as offsets from the Unix epoch for
 			// now and shift them to the earliest submit below.
-			j.Submit = time.Duration(at.UnixNano())
+			if j.Submit, err = sinceEpoch("submit", at); err != nil {
+				return nil, fmt.Errorf("%s:%d: %w", file, line, err)
+			}
 			if t.Start.IsZero() || at.Before(t.Start) {
 				t.Start = at
 			}
@@ -118,7 +124,9 @@ func ReadTrace(file string, r io.Reader) (*Trace, error) {
 	}
 	// Traces list jobs roughly by submit time (Philly's are not sorted).
 	start := t.Start
-	t.normalize(false)
+	if err := t.normalize(false); err != nil {
+		return nil, err
+	}
 	t.Start = start
 	return t, nil
 }
@@ -178,6 +186,16 @@ func parseGeneric(f []string, _ int) (Job, time.Time, error) {
 // any trace and far from time.Duration's limit.
 const maxSeconds = 10 * 365 * 24 * 3600
 
+// sinceEpoch turns a wall-clock time of a trace into nanoseconds since the
+// Unix epoch, refusing years a trace cannot mean: time.Duration holds only
+// 292 years, and between 1970 and 2200 no difference of two times wraps.
+func sinceEpoch(field string, at time.Time) (time.Duration, error) {
+	if y := at.Year(); y < 1970 || y >= 2200 {
+		return 0, fmt.Errorf("%s: %s is not between 1970 and 2200; is the time right?", field, at.Format(time.RFC3339))
+	}
+	return time.Duration(at.UnixNano()), nil
+}
+
 // seconds parses a non-negative number of seconds.
 func seconds(field, s string) (time.Duration, error) {
 	v, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
@@ -197,7 +215,8 @@ var ErrNoFit = errors.New("job does not fit the compute")
 // Fit checks every job against the compute's size and node cap and fills
 // in Instances for jobs given in GPUs: one GPU per node when the size has
 // none (the Philly convention), otherwise as many nodes as the job's GPUs
-// need. sizes looks up a VM size by name.
+// need. A job that gives its vCPUs or memory gets at least the nodes that
+// hold them, as jobs take whole nodes. sizes looks up a VM size by name.
 func (t *Trace) Fit(c *api.Compute, sizes func(string) (api.Size, bool)) error {
 	size, ok := sizes(c.Size)
 	if !ok {
@@ -208,6 +227,12 @@ func (t *Trace) Fit(c *api.Compute, sizes func(string) (api.Size, bool)) error {
 		j := &t.Jobs[i]
 		if j.GPUs > 0 {
 			j.Instances = (j.GPUs + perNode - 1) / perNode
+		}
+		if j.CPUs > 0 && size.VCPUs > 0 {
+			j.Instances = max(j.Instances, int(math.Ceil(j.CPUs/float64(size.VCPUs)-1e-9)))
+		}
+		if j.MemoryGB > 0 && size.MemoryGB > 0 {
+			j.Instances = max(j.Instances, int(math.Ceil(j.MemoryGB/size.MemoryGB-1e-9)))
 		}
 		if j.Size != "" && !strings.EqualFold(j.Size, size.Name) {
 			js, ok := sizes(j.Size)

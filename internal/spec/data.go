@@ -83,6 +83,12 @@ func ClassifyDataPath(p string) (kind, problem string) {
 	}
 }
 
+// DefaultOutputPath is where Azure writes an output without a path in
+// datastore name: azureml/JOB/OUTPUT (placeholders expanded at submit).
+func DefaultOutputPath(name string) string {
+	return DatastoreURI(name, "azureml/${{name}}/${{output_name}}")
+}
+
 // DatastoreURI is the short reference to rel in datastore name.
 func DatastoreURI(name, rel string) string {
 	return "azureml://datastores/" + name + "/paths/" + rel

@@ -28,7 +28,7 @@ const (
 	DefaultOutputType = api.InputURIFolder
 )
 
-var unsupportedJobTypes = []string{"sweep", "parallel", "spark", "automl", "import", "data_transfer", "finetuning", "distillation"}
+var unsupportedJobTypes = []string{"parallel", "spark", "automl", "import", "data_transfer", "finetuning", "distillation"}
 
 var jobFields = []string{
 	"$schema", "type", "name", "display_name", "experiment_name", "description", "tags",
@@ -39,13 +39,15 @@ var jobFields = []string{
 // jobUnsupported are Azure ML command job fields tide does not implement,
 // with what to tell the user.
 var jobUnsupported = map[string]string{
-	"services":     "not supported yet (interactive services: VS Code, Jupyter, TensorBoard, SSH); remove it",
-	"properties":   "not supported yet; use tags",
-	"parameters":   "not supported yet",
-	"trial":        "belongs to sweep jobs, which are not supported yet",
-	"search_space": "belongs to sweep jobs, which are not supported yet",
-	"jobs":         "belongs to pipeline jobs; set type: pipeline",
-	"settings":     "belongs to pipeline jobs; set type: pipeline",
+	"services":           "not supported yet (interactive services: VS Code, Jupyter, TensorBoard, SSH); remove it",
+	"properties":         "not supported yet; use tags",
+	"trial":              "belongs to sweep jobs; set type: sweep",
+	"search_space":       "belongs to sweep jobs; set type: sweep",
+	"sampling_algorithm": "belongs to sweep jobs; set type: sweep",
+	"objective":          "belongs to sweep jobs; set type: sweep",
+	"early_termination":  "belongs to sweep jobs; set type: sweep",
+	"jobs":               "belongs to pipeline jobs; set type: pipeline",
+	"settings":           "belongs to pipeline jobs; set type: pipeline",
 }
 
 // jobStatusFields are set by the server.
@@ -53,8 +55,11 @@ var jobStatusFields = map[string]bool{
 	"id": true, "workspace": true, "status": true, "created_on": true, "start_time": true,
 	"end_time": true, "exit_code": true, "error": true, "log_tail": true, "ranks": true,
 	"attempt": true, "created_by": true, "pending_reason": true, "etag": true, "parent": true, "step": true, "metrics": true, "steps": true, "reuse_key": true, "resolved_environment": true, "creation_context": true, "retried": true, "queue_position": true,
-	"serverless": true, "cost": true, "usage": true,
+	"serverless": true, "cost": true, "usage": true, "trials": true, "best_trial": true, "parameters": true,
 }
+
+// jobTypesText says which job types tide runs, for errors.
+const jobTypesText = "tide supports type: command, type: pipeline and type: sweep"
 
 // dataTypesText lists the data types for errors.
 const dataTypesText = "uri_file, uri_folder, mlflow_model, custom_model, triton_model or mltable"
@@ -89,22 +94,17 @@ func ParseJob(file string, data []byte, sets []string) (*api.Job, error) {
 	if !d.jobType(root, j) {
 		return nil, d.err()
 	}
-	if j.Type == api.JobTypePipeline {
+	switch j.Type {
+	case api.JobTypePipeline:
 		return d.pipeline(root, j)
+	case api.JobTypeSweep:
+		return d.sweep(root, j)
 	}
 	d.mapping(root, "", jobFields, func(key string, v *yaml.Node, fp string) bool {
+		if d.commonField(j, key, v, fp) {
+			return true
+		}
 		switch key {
-		case "$schema", "type":
-		case "name":
-			j.Name, _ = d.str(v, fp)
-		case "display_name":
-			j.DisplayName, _ = d.str(v, fp)
-		case "experiment_name":
-			j.ExperimentName, _ = d.str(v, fp)
-		case "description":
-			j.Description, _ = d.str(v, fp)
-		case "tags":
-			j.Tags = d.strMap(v, fp)
 		case "command":
 			j.Command, _ = d.str(v, fp)
 		case "code":
@@ -113,18 +113,12 @@ func ParseJob(file string, data []byte, sets []string) (*api.Job, error) {
 			j.Environment = d.environment(v, fp)
 		case "environment_variables":
 			j.EnvironmentVariables = d.strMap(v, fp)
-		case "inputs":
-			j.Inputs = d.inputs(v, fp)
-		case "outputs":
-			j.Outputs = d.outputs(v, fp)
-		case "compute":
-			j.Compute, _ = d.str(v, fp)
 		case "resources":
 			j.Resources = d.resources(v, fp)
 		case "distribution":
 			j.Distribution = d.distribution(v, fp)
 		case "limits":
-			j.Limits = d.limits(v, fp)
+			j.Limits = d.limits(v, fp, false)
 		case "queue_settings":
 			j.QueueSettings = d.queueSettings(v, fp)
 		case "identity":
@@ -144,6 +138,40 @@ func ParseJob(file string, data []byte, sets []string) (*api.Job, error) {
 		}
 		return true
 	})
+	return d.finish(j)
+}
+
+// commonField decodes a field every job type has (name, display name,
+// experiment, description, tags, inputs, outputs, compute); it returns
+// false for the others.
+func (d *decoder) commonField(j *api.Job, key string, v *yaml.Node, fp string) bool {
+	switch key {
+	case "$schema", "type":
+	case "name":
+		j.Name, _ = d.str(v, fp)
+	case "display_name":
+		j.DisplayName, _ = d.str(v, fp)
+	case "experiment_name":
+		j.ExperimentName, _ = d.str(v, fp)
+	case "description":
+		j.Description, _ = d.str(v, fp)
+	case "tags":
+		j.Tags = d.strMap(v, fp)
+	case "inputs":
+		j.Inputs = d.inputs(v, fp)
+	case "outputs":
+		j.Outputs = d.outputs(v, fp)
+	case "compute":
+		j.Compute, _ = d.str(v, fp)
+	default:
+		return false
+	}
+	return true
+}
+
+// finish gives a job that decoded without errors Azure's defaults and
+// checks it, reporting problems on the lines of their fields.
+func (d *decoder) finish(j *api.Job) (*api.Job, error) {
 	if len(d.errs) == 0 {
 		defaultJob(j)
 		checkJob(j, func(field, format string, args ...any) {
@@ -169,13 +197,13 @@ func (d *decoder) jobType(root *yaml.Node, j *api.Job) bool {
 		}
 		t := strings.ToLower(strings.TrimSpace(s))
 		switch {
-		case t == JobTypeCommand || t == api.JobTypePipeline:
+		case t == JobTypeCommand || t == api.JobTypePipeline || t == api.JobTypeSweep:
 			j.Type = t
 			return true
 		case slices.Contains(unsupportedJobTypes, t):
-			d.add(d.lines["type"], "type", "%s jobs are not supported yet; tide supports type: command and type: pipeline", t)
+			d.add(d.lines["type"], "type", "%s jobs are not supported yet; %s", t, jobTypesText)
 		default:
-			d.add(d.lines["type"], "type", "%q is not a job type; tide supports type: command and type: pipeline", s)
+			d.add(d.lines["type"], "type", "%q is not a job type; %s", s, jobTypesText)
 		}
 		return false
 	}
@@ -400,20 +428,36 @@ func (d *decoder) distribution(n *yaml.Node, path string) *api.Distribution {
 	return dist
 }
 
-func (d *decoder) limits(n *yaml.Node, path string) *api.JobLimits {
+// limits decodes a job's limits; a sweep's (sweep set) have the trial
+// limits too.
+func (d *decoder) limits(n *yaml.Node, path string, sweep bool) *api.JobLimits {
 	if isNull(n) {
 		return nil
 	}
 	l := &api.JobLimits{}
-	d.mapping(n, path, []string{"timeout"}, func(key string, v *yaml.Node, fp string) bool {
+	known := []string{"timeout"}
+	if sweep {
+		known = append(known, "max_total_trials", "max_concurrent_trials", "trial_timeout")
+	}
+	d.mapping(n, path, known, func(key string, v *yaml.Node, fp string) bool {
+		var field *int
 		switch key {
 		case "timeout":
-			l.Timeout, _ = d.integer(v, fp)
-		case "max_total_trials", "max_concurrent_trials", "trial_timeout":
-			d.notSupported(fp, "belongs to sweep jobs, which are not supported yet")
+			field = &l.Timeout
+		case "max_total_trials":
+			field = &l.MaxTotalTrials
+		case "max_concurrent_trials":
+			field = &l.MaxConcurrentTrials
+		case "trial_timeout":
+			field = &l.TrialTimeout
 		default:
 			return false
 		}
+		if key != "timeout" && !sweep {
+			d.notSupported(fp, "belongs to sweep jobs; set type: sweep")
+			return true
+		}
+		*field, _ = d.integer(v, fp)
 		return true
 	})
 	return l
@@ -470,15 +514,24 @@ func checkJob(j *api.Job, bad func(field, format string, args ...any)) {
 	case t == api.JobTypePipeline:
 		checkPipeline(j, bad)
 		return
+	case t == api.JobTypeSweep:
+		checkSweep(j, bad)
+		return
 	case slices.Contains(unsupportedJobTypes, t):
-		bad("type", "%s jobs are not supported yet; tide supports type: command and type: pipeline", t)
+		bad("type", "%s jobs are not supported yet; %s", t, jobTypesText)
 		return
 	default:
-		bad("type", "%q is not a job type; tide supports type: command and type: pipeline", j.Type)
+		bad("type", "%q is not a job type; %s", j.Type, jobTypesText)
 		return
 	}
 	if len(j.Jobs) > 0 || j.Settings != nil || j.Component != nil {
 		bad("jobs", "jobs, settings and component belong to pipeline jobs; set type: pipeline")
+	}
+	if j.Trial != nil || len(j.SearchSpace) > 0 || j.Sampling != nil || j.Objective != nil || j.EarlyTermination != nil {
+		bad("trial", "trial, search_space, sampling_algorithm, objective and early_termination belong to sweep jobs; set type: sweep")
+	}
+	if l := j.Limits; l != nil && l.MaxTotalTrials+l.MaxConcurrentTrials+l.TrialTimeout != 0 {
+		bad("limits", "max_total_trials, max_concurrent_trials and trial_timeout belong to sweep jobs; set type: sweep")
 	}
 	checkJobBody(j, bad)
 	checkQueue(j, bad)

@@ -51,7 +51,18 @@ func TestJobExamples(t *testing.T) {
 			}
 		}},
 		{"hello-notebook.yml", "", nil},
-		{"hello-sweep.yml", "hello-sweep.yml:2: type: sweep jobs are not supported yet; tide supports type: command and type: pipeline", nil},
+		{"hello-sweep.yml", "", func(t *testing.T, j *api.Job) {
+			b, c := j.SearchSpace["B"], j.SearchSpace["C"]
+			if j.Type != api.JobTypeSweep || j.Trial.Code != "src" || j.Trial.Environment.Ref != "azureml:AzureML-sklearn-1.5@latest" || j.Inputs["A"].Value != "0.5" {
+				t.Errorf("sweep = %+v, trial = %+v", j, j.Trial)
+			}
+			if b.Type != api.DistChoice || len(b.Values) != 3 || c.Type != api.DistUniform || *c.MinValue != 0.1 || *c.MaxValue != 1 {
+				t.Errorf("search space = %+v %+v", b, c)
+			}
+			if j.Sampling.Type != api.SamplingRandom || j.Objective.Goal != api.GoalMinimize || j.Limits.MaxTotalTrials != 4 || j.Limits.MaxConcurrentTrials != 2 || j.Limits.Timeout != 3600 {
+				t.Errorf("settings = %+v %+v %+v", j.Sampling, j.Objective, j.Limits)
+			}
+		}},
 		{"hello-world-env-var.yml", "", func(t *testing.T, j *api.Job) {
 			if j.EnvironmentVariables["hello_env_var"] != "hello world" {
 				t.Errorf("environment_variables = %v", j.EnvironmentVariables)

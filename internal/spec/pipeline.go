@@ -58,24 +58,10 @@ func ParseBinding(v string) (b Binding, ok bool) {
 
 func (d *decoder) pipeline(root *yaml.Node, j *api.Job) (*api.Job, error) {
 	d.mapping(root, "", pipelineFields, func(key string, v *yaml.Node, fp string) bool {
+		if d.commonField(j, key, v, fp) {
+			return true
+		}
 		switch key {
-		case "$schema", "type":
-		case "name":
-			j.Name, _ = d.str(v, fp)
-		case "display_name":
-			j.DisplayName, _ = d.str(v, fp)
-		case "experiment_name":
-			j.ExperimentName, _ = d.str(v, fp)
-		case "description":
-			j.Description, _ = d.str(v, fp)
-		case "tags":
-			j.Tags = d.strMap(v, fp)
-		case "inputs":
-			j.Inputs = d.inputs(v, fp)
-		case "outputs":
-			j.Outputs = d.outputs(v, fp)
-		case "compute":
-			j.Compute, _ = d.str(v, fp)
 		case "command":
 			j.Command, _ = d.str(v, fp) // checkPipeline refuses one
 		case "settings":
@@ -100,19 +86,12 @@ func (d *decoder) pipeline(root *yaml.Node, j *api.Job) (*api.Job, error) {
 		return true
 	})
 	if len(d.errs) == 0 {
-		defaultJob(j)
 		for _, s := range j.Jobs {
 			defaultJob(s)
 			s.ExperimentName = ""
 		}
-		checkJob(j, func(field, format string, args ...any) {
-			d.add(d.lineFor(field), field, format, args...)
-		})
 	}
-	if err := d.err(); err != nil {
-		return nil, err
-	}
-	return j, nil
+	return d.finish(j)
 }
 
 func (d *decoder) pipelineSettings(n *yaml.Node, path string) *api.PipelineSettings {
@@ -126,7 +105,11 @@ func (d *decoder) pipelineSettings(n *yaml.Node, path string) *api.PipelineSetti
 			c, _ := d.str(v, fp)
 			s.DefaultCompute = strings.TrimPrefix(strings.TrimSpace(c), "azureml:")
 		case "default_datastore":
-			d.notSupported(fp, "not supported yet: step outputs pass through the tide server, not a datastore; remove it")
+			ds, _ := d.str(v, fp)
+			if ds = strings.TrimSpace(ds); !strings.HasPrefix(ds, "azureml://") {
+				ds = strings.TrimPrefix(ds, "azureml:")
+			}
+			s.DefaultDatastore = ds
 		case "continue_on_step_failure":
 			s.ContinueOnStepFailure, _ = d.boolean(v, fp)
 		case "force_rerun":
@@ -186,7 +169,7 @@ func (d *decoder) step(n *yaml.Node, path string) *api.Job {
 		case "distribution":
 			s.Distribution = d.distribution(v, fp)
 		case "limits":
-			s.Limits = d.limits(v, fp)
+			s.Limits = d.limits(v, fp, false)
 		case "display_name":
 			s.DisplayName, _ = d.str(v, fp)
 		case "description":
@@ -255,6 +238,9 @@ func checkPipeline(j *api.Job, bad func(field, format string, args ...any)) {
 			bad("settings.default_compute", "%s", msg)
 		}
 	}
+	if s := j.Settings; s != nil && s.DefaultDatastore != "" && !datastoreNameRE.MatchString(s.DefaultDatastore) {
+		bad("settings.default_datastore", "%q: name a datastore, as in azureml:workspaceblobstore", s.DefaultDatastore)
+	}
 	for _, name := range sortedNames(j.Inputs) {
 		in := j.Inputs[name]
 		if api.IsDataType(in.Type) {
@@ -270,7 +256,9 @@ func checkPipeline(j *api.Job, bad func(field, format string, args ...any)) {
 	for _, name := range sortedNames(j.Outputs) {
 		o := j.Outputs[name]
 		if o.Path != "" {
-			bad("outputs."+name+".path", "output paths are not supported yet; the pipeline's outputs are kept with it (tide job download); remove the field")
+			if _, problem := ClassifyDataPath(o.Path); problem != "" {
+				bad("outputs."+name+".path", "%s", problem)
+			}
 		}
 		if o.Type != "" && !api.IsDataType(o.Type) {
 			bad("outputs."+name+".type", "unknown output type %q; use %s", o.Type, dataTypesText)
@@ -417,6 +405,11 @@ func checkStep(p *api.Job, name string, bad func(field, format string, args ...a
 			}
 		}
 		if o.Bind == "" {
+			if o.Path != "" {
+				if _, problem := ClassifyDataPath(o.Path); problem != "" {
+					bad(fp+".path", "%s", problem)
+				}
+			}
 			continue
 		}
 		b, ok := ParseBinding(o.Bind)

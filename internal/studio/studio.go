@@ -24,6 +24,7 @@ import (
 	"io/fs"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -114,6 +115,41 @@ func (s *Studio) CSRFToken(token string) string {
 func (s *Studio) ValidCSRF(r *http.Request, token string) bool {
 	got := r.Header.Get(CSRFHeader)
 	return got != "" && subtle.ConstantTimeCompare([]byte(got), []byte(s.CSRFToken(token))) == 1
+}
+
+// CookieRefused says why a request signed in by the session cookie that
+// holds token is refused, or "" when it may go on. An API call that
+// changes something must carry the session's CSRF token. An application
+// route (an instance's Jupyter, proxied) cannot: Jupyter's own pages
+// send their own headers, not Studio's. There the browser's Origin
+// stands in for the token, as on the sign-in form: a request that changes
+// something, and any request that names an Origin (a WebSocket handshake
+// is a GET with one), must come from this server's own origin.
+func (s *Studio) CookieRefused(r *http.Request, token string, app bool) string {
+	if app {
+		if (!Safe(r.Method) || r.Header.Get("Origin") != "") && !sameOrigin(r) {
+			return "a request to an instance's application signed in by Studio's cookie must come from this server's own pages (Origin " + strconv.Quote(r.Header.Get("Origin")) + ")"
+		}
+		return ""
+	}
+	if !Safe(r.Method) && !s.ValidCSRF(r, token) {
+		return "missing or wrong " + CSRFHeader + " header: a request signed in by Studio's cookie must come from Studio's own pages"
+	}
+	return ""
+}
+
+// StripCookie removes the session cookie from a request about to be
+// proxied to a node: the user's API token must not reach a Jupyter server
+// (or anything the user's notebook runs). Other cookies (Jupyter's own
+// _xsrf) pass.
+func StripCookie(r *http.Request) {
+	cookies := r.Cookies()
+	r.Header.Del("Cookie")
+	for _, c := range cookies {
+		if c.Name != CookieName {
+			r.AddCookie(c)
+		}
+	}
 }
 
 // sameOrigin reports whether a request comes from a page of this server:

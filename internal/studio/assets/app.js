@@ -72,6 +72,36 @@ function render(...nodes) {
 // onLeave registers what to stop (timers, streams) when the page changes.
 function onLeave(fn) { Studio.cleanups.push(fn); }
 
+// follow keeps part of a page current: fn gets the API's answer at path
+// now and each time it changes, from the route's server-sent events (a
+// GET with Accept: text/event-stream; docs/studio.md). A problem (the
+// resource deleted, access lost) goes to onProblem and ends the stream. A
+// stream refused outright (a session that ended) is asked once as a plain
+// call, which shows the sign-in page on 401, and tried again in 3 s.
+function follow(path, fn, onProblem) {
+  const url = path.startsWith('/') ? path : '/v1/workspaces/' + encodeURIComponent(Studio.ws) + '/' + path;
+  let es, stopped = false, timer;
+  const take = async v => { try { await fn(v); } catch (e) { console.warn(e); } };
+  const open = () => {
+    es = new EventSource(url);
+    es.addEventListener('update', ev => take(JSON.parse(ev.data)));
+    es.addEventListener('problem', ev => {
+      es.close();
+      const p = JSON.parse(ev.data);
+      if (onProblem) onProblem(new ApiError(p.status, p)); else console.warn(p.detail);
+    });
+    es.onerror = () => {
+      if (stopped || es.readyState !== EventSource.CLOSED) return;
+      api('GET', path).then(take, e => { if (onProblem && e.status !== 401) onProblem(e); });
+      timer = setTimeout(() => { if (!stopped) open(); }, 3000);
+    };
+  };
+  open();
+  const stop = () => { stopped = true; clearTimeout(timer); es.close(); };
+  onLeave(stop);
+  return stop;
+}
+
 // every runs fn now and then every ms until the page changes; a failed
 // call shows its error in place and keeps polling.
 function every(ms, fn) {
@@ -210,8 +240,10 @@ function route() {
   for (const p of Studio.pages) {
     const m = path.match(p.re);
     if (m) {
+      // An optional group that did not match stays undefined (decoding
+      // it would make it the string "undefined").
       render(h('p', {class: 'loading'}, 'Loading…'));
-      Promise.resolve(p.render(...m.slice(1).map(decodeURIComponent))).catch(e => {
+      Promise.resolve(p.render(...m.slice(1).map(s => s === undefined ? s : decodeURIComponent(s)))).catch(e => {
         if (!(e instanceof ApiError && e.status === 401)) render(errorBox(e));
       });
       return;

@@ -16,8 +16,8 @@ Studio.pages.push({re: /^computes$/, render: async () => {
   const body = h('div', {});
   const canCreate = can('computes/write') ? h('a', {href: '#/create', class: 'button', id: 'create-compute'}, 'Create compute') : '';
   render(h('div', {class: 'title'}, h('h1', {}, 'Computes'), canCreate), body);
-  every(3000, async () => {
-    const cs = (await api('GET', 'computes')).value;
+  follow('computes', async list => {
+    const cs = list.value;
     if (!cs.length) {
       body.replaceChildren(can('computes/write') ? h('p', {class: 'empty'}, 'No computes yet — ', h('a', {href: '#/create'}, 'create one'), ', or run tide compute create -f FILE.')
         : h('p', {class: 'empty'}, 'No computes yet; your role here does not create them.'));
@@ -45,17 +45,12 @@ Studio.pages.push({re: /^computes\/([^/]+)(?:\/(details|nodes|events|monitoring)
   const note = h('div', {role: 'status'});
   render(head, note, tabs, body);
   let current = null, drawn = false;
-  const refresh = async () => {
-    let c;
-    try {
-      c = await api('GET', 'computes/' + encodeURIComponent(name));
-    } catch (e) {
-      if (e.status === 404) {
-        note.replaceChildren(h('p', {class: 'error', role: 'alert'}, 'Compute ' + name + ' does not exist (it was deleted). ', h('a', {href: '#/computes'}, 'Back to computes')));
-        return;
-      }
-      throw e;
-    }
+  const gone = e => {
+    if (e.status === 404) note.replaceChildren(h('p', {class: 'error', role: 'alert'}, 'Compute ' + name + ' does not exist (it was deleted). ', h('a', {href: '#/computes'}, 'Back to computes')));
+    else note.replaceChildren(errorBox(e));
+  };
+  const path = 'computes/' + encodeURIComponent(name);
+  const refresh = async c => {
     note.replaceChildren();
     current = c;
     // The buttons are drawn once (redrawn only when the state changes), so
@@ -67,11 +62,12 @@ Studio.pages.push({re: /^computes\/([^/]+)(?:\/(details|nodes|events|monitoring)
     }
     if (tab === 'details' && !drawn) { body.replaceChildren(computeDetails(c, note)); drawn = true; }
     if (tab === 'details' && drawn) updateDetails(body, c);
-    if (tab === 'nodes') await drawNodes(body, c);
-    if (tab === 'events') await drawEvents(body, 'computes/' + encodeURIComponent(name) + '/events');
   };
+  follow(path, refresh, gone);
+  // The nodes and events tabs follow their own lists.
+  if (tab === 'nodes') follow(path + '/nodes', ns => current && drawNodes(body, current, ns.value));
+  if (tab === 'events') follow(path + '/events', evs => drawEvents(body, evs.value));
   if (tab === 'monitoring') await drawMonitoring(body, name);
-  every(3000, refresh);
 }});
 
 function computeActions(c, note) {
@@ -82,12 +78,8 @@ function computeActions(c, note) {
   const out = h('div', {class: 'actions'});
   // An instance assigned to a user (create_on_behalf_of) is theirs, its
   // workspace's Owners' and server admins'.
-  const assigned = c.create_on_behalf_of && c.create_on_behalf_of.user_object_id;
-  const mine = !assigned || (Studio.me && Studio.me.user === assigned) || can('roles/write');
-  if (isInstance(c) && can('computes/operate') && mine) {
+  if (mayOperate(c)) {
     out.append(act('Start', () => api('POST', path + '/start')), act('Stop', () => api('POST', path + '/stop')), act('Restart', () => api('POST', path + '/restart')));
-    // No Jupyter link yet: Jupyter's own pages post without Studio's CSRF
-    // header, so the proxy would refuse them when signed in by the cookie.
   }
   if (can('computes/write')) out.append(act('Delete', async () => {
     if (!confirm('Delete compute ' + c.name + '? Its nodes are released.')) return;
@@ -97,7 +89,39 @@ function computeActions(c, note) {
   return out;
 }
 
+// mayOperate: the user may start, stop, open and SSH into instance c. One
+// assigned to a user (create_on_behalf_of) is theirs, its workspace's
+// Owners' and server admins'.
+function mayOperate(c) {
+  const assigned = c.create_on_behalf_of && c.create_on_behalf_of.user_object_id;
+  const mine = !assigned || (Studio.me && Studio.me.user === assigned) || can('roles/write');
+  return isInstance(c) && can('computes/operate') && mine;
+}
+
+// applications are an instance's links (Jupyter, through the server's
+// proxy, in a new tab) or why each is not available.
+function applications(c) {
+  return (c.applications || []).map(a => {
+    if (!a.available || !a.endpoint_uri) return h('span', {class: 'hint'}, a.display_name + ': ' + (a.reason || 'not available'));
+    if (!mayOperate(c)) return h('span', {class: 'hint'}, a.display_name + ': you may not open it (needs computes/operate on this instance)');
+    // The path only: the link opens on the origin Studio was signed in on.
+    const href = new URL(a.endpoint_uri, location.href).pathname;
+    return h('a', {id: 'app-' + a.display_name.toLowerCase(), href, target: '_blank', rel: 'noopener'}, a.display_name);
+  }).flatMap((el, i) => i ? [' ', el] : [el]);
+}
+
 function detailPairs(c) {
+  if (isInstance(c)) {
+    return [['Type', c.type], ['Size', c.size], ['Location', c.location], ['State', c.state],
+      ['Applications', (c.applications || []).length ? h('span', {}, applications(c)) : ''],
+      ['SSH', c.connection && c.connection.ssh],
+      ['Last operation', c.last_operation ? c.last_operation.operation_name + ' ' + c.last_operation.operation_status + ' (' + c.last_operation.operation_trigger + ', ' + fmtTime(c.last_operation.operation_time) + ')' : ''],
+      ['Idle shutdown', c.idle_time_before_shutdown_minutes ? c.idle_time_before_shutdown_minutes + ' minutes' : (c.idle_time_before_shutdown || 'never')],
+      ['Price per hour', c.cost ? money(c.cost.price_per_hour, c.cost.currency) : ''],
+      ['Created', fmtTime(c.created_on)],
+      ['Errors', (c.errors || []).map(e => e.code + ': ' + e.message).join('; ')]];
+  }
+
   return [['Type', c.type], ['Size', c.size], ['Location', c.location], ['Tier', c.tier],
     ['Provisioning', c.provisioning_state], ['Allocation', c.allocation_state],
     ['Nodes', c.current_node_count + ' current, ' + c.target_node_count + ' target'],
@@ -128,9 +152,12 @@ function computeDetails(c, note) {
   return h('div', {}, info, form);
 }
 
+// updateDetails redraws the details only when they changed, so a link
+// or text being selected is not replaced under the pointer every refresh.
 function updateDetails(body, c) {
   const dl = body.querySelector('dl.kv');
-  if (dl) dl.replaceWith(kv(detailPairs(c)));
+  const next = kv(detailPairs(c));
+  if (dl && !dl.isEqualNode(next)) dl.replaceWith(next);
 }
 
 // connection is what a user pastes to reach a node: ssh when the compute
@@ -149,8 +176,7 @@ function copyButton(text) {
   }}, 'Copy');
 }
 
-async function drawNodes(body, c) {
-  const ns = (await api('GET', 'computes/' + encodeURIComponent(c.name) + '/nodes')).value;
+function drawNodes(body, c, ns) {
   body.replaceChildren(table(['Node', 'State', 'Job', 'Address', 'Runtime', 'In state for', 'Connection'], ns.map(n => {
     const conn = connection(c, n);
     // A node's job is its assignment: WORKSPACE/JOB/ATTEMPT.
@@ -161,8 +187,7 @@ async function drawNodes(body, c) {
   }), 'No nodes now: the compute is at ' + c.min_instances + ' (its minimum). Submit a job to it and a node starts.'));
 }
 
-async function drawEvents(body, path) {
-  const evs = (await api('GET', path)).value;
+function drawEvents(body, evs) {
   body.replaceChildren(table(['Time', 'Kind', 'Message'], evs.slice().reverse().map(e => [fmtTime(e.time), e.kind, e.message]), 'No events yet.'));
 }
 

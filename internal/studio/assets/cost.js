@@ -24,8 +24,8 @@ Studio.pages.push({re: /^cost$/, render: async () => {
 Studio.pages.push({re: /^usage$/, render: async () => {
   const body = h('div', {});
   render(h('h1', {}, 'Usage and quota'), body);
-  every(10000, async () => {
-    const us = (await api('GET', '/v1/usages')).value;
+  follow('/v1/usages', list => {
+    const us = list.value;
     body.replaceChildren(table(['Location', 'VM family', 'Tier', 'In use', 'Limit', 'Unit'], us.map(u => [u.location, u.family, u.tier,
       h('span', {}, u.current_value, ' ', h('meter', {min: 0, max: u.limit || 1, value: u.current_value})), u.limit, u.unit]),
     'No quota in use.'));

@@ -33,11 +33,9 @@ Studio.pages.push({re: /^jobs$/, render: async () => {
   const body = h('div', {});
   const more = h('button', {type: 'button', id: 'more', onclick: () => { limit += 50; load(); }}, 'Show more');
   render(h('div', {class: 'title'}, h('h1', {}, 'Jobs')), h('div', {class: 'filters'}, compute, status, search), body, more);
-  const load = async () => {
-    const p = new URLSearchParams({limit: String(limit)});
-    if (compute.value) p.set('compute', compute.value);
-    if (status.value) p.set('status', status.value);
-    const js = (await api('GET', 'jobs?' + p)).value;
+  let js = null, stop = null;
+  const draw = () => {
+    if (!js) return;
     const needle = search.value.trim().toLowerCase();
     const shown = js.filter(j => !needle || [j.name, j.display_name, j.experiment_name].some(s => (s || '').toLowerCase().includes(needle)));
     more.hidden = js.length < limit;
@@ -46,9 +44,18 @@ Studio.pages.push({re: /^jobs$/, render: async () => {
       jobCompute(j), fmtTime(j.created_on), jobDuration(j)]),
     js.length ? 'No job matches these filters.' : 'No jobs yet — submit one with tide job create -f job.yml.'));
   };
+  // The list follows the server's answer for the filters; search narrows
+  // it in the page.
+  const load = () => {
+    const p = new URLSearchParams({limit: String(limit)});
+    if (compute.value) p.set('compute', compute.value);
+    if (status.value) p.set('status', status.value);
+    if (stop) stop();
+    stop = follow('jobs?' + p, list => { js = list.value; draw(); });
+  };
   for (const el of [compute, status]) el.addEventListener('change', load);
-  search.addEventListener('input', load);
-  every(3000, load);
+  search.addEventListener('input', draw);
+  load();
 }});
 
 // The log view keeps every line in memory (for download) but only the
@@ -170,17 +177,17 @@ Studio.pages.push({re: /^jobs\/([^/]+)$/, render: async name => {
   draw();
 
   const drawSide = async () => {
-    const [evs, as] = await Promise.all([api('GET', path + '/events'), api('GET', path + '/artifacts')]);
-    events.querySelector('#job-events').replaceChildren(table(['Time', 'Kind', 'Message'], evs.value.map(e => [fmtTime(e.time), e.kind, e.message]), 'No events yet.'));
+    const as = await api('GET', path + '/artifacts');
     const base = '/v1/workspaces/' + encodeURIComponent(Studio.ws) + '/' + path + '/artifacts/';
     arts.querySelector('#artifacts').replaceChildren(table(['File', 'Size'], as.value.map(a => [
       h('a', {href: base + a.path.split('/').map(encodeURIComponent).join('/'), download: a.path.split('/').pop()}, a.path), a.size + ' B']),
     terminal.has(j.status) ? 'The job kept no files.' : 'Files in outputs/ and logs/ appear here when the job ends.'));
   };
-  every(5000, async () => {
-    if (!terminal.has(j.status)) { j = await api('GET', path); draw(); }
-    await drawSide();
-  });
+  // The job and its events follow the server's answers; the files are
+  // listed again whenever the job changes (they appear when it ends).
+  follow(path, nj => { j = nj; draw(); return drawSide(); });
+  follow(path + '/events', evs => events.querySelector('#job-events').replaceChildren(
+    table(['Time', 'Kind', 'Message'], evs.value.map(e => [fmtTime(e.time), e.kind, e.message]), 'No events yet.')));
 
   // The log streams over server-sent events from the same endpoint as
   // 'tide job stream'; EventSource resumes from the last line it saw.
