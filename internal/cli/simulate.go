@@ -56,8 +56,10 @@ func (f *simFlags) load(r *run) (*simulate.Trace, simulate.Config, error) {
 		return nil, simulate.Config{}, usagef("--boot-failure-rate: must be >= 0 and < 1 (got %g)", f.bootFailures)
 	case f.preemptionsPerHour < 0:
 		return nil, simulate.Config{}, usagef("--preemptions-per-hour: must be >= 0 (got %g)", f.preemptionsPerHour)
-	case f.retries < 0:
-		return nil, simulate.Config{}, usagef("--retries: must be >= 0 (got %d)", f.retries)
+	case f.retries < 0 || f.retries > api.MaxRetries:
+		// The server's bound on tide.retries.on_node_failure; it also
+		// bounds the restarts one job can cause in the replay.
+		return nil, simulate.Config{}, usagef("--retries: want a whole number from 0 to %d, as tide.retries.on_node_failure (got %d)", api.MaxRetries, f.retries)
 	}
 	var cols *simulate.Columns
 	if f.columns != "" {
