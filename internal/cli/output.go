@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -13,9 +12,8 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"gopkg.in/yaml.v3"
-
 	"github.com/tideml/tide/api"
+	"github.com/tideml/tide/internal/spec"
 	"github.com/tideml/tide/internal/sweep"
 )
 
@@ -39,7 +37,7 @@ func (p *printer) print(v any, table func(w io.Writer)) error {
 		_, err = p.w.Write(b)
 		return err
 	case "yaml":
-		b, err := marshalYAML(v)
+		b, err := spec.MarshalYAML(v)
 		if err != nil {
 			return err
 		}
@@ -62,36 +60,6 @@ func marshalJSON(v any) ([]byte, error) {
 		return nil, fmt.Errorf("encoding output: %w", err)
 	}
 	return append(b, '\n'), nil
-}
-
-// marshalYAML converts the JSON form to YAML, so YAML output has the API's
-// field names and order (the JSON tags), not Go's.
-func marshalYAML(v any) ([]byte, error) {
-	j, err := marshalJSON(v)
-	if err != nil {
-		return nil, err
-	}
-	var n yaml.Node
-	if err := yaml.Unmarshal(j, &n); err != nil {
-		return nil, fmt.Errorf("encoding output: %w", err)
-	}
-	blockStyle(&n)
-	var buf bytes.Buffer
-	enc := yaml.NewEncoder(&buf)
-	enc.SetIndent(2)
-	if err := enc.Encode(&n); err != nil {
-		return nil, fmt.Errorf("encoding output: %w", err)
-	}
-	return buf.Bytes(), nil
-}
-
-// blockStyle drops the flow and quoting styles that parsing JSON leaves on
-// the nodes; the encoder quotes what needs quoting.
-func blockStyle(n *yaml.Node) {
-	n.Style = 0
-	for _, c := range n.Content {
-		blockStyle(c)
-	}
 }
 
 // table writes aligned columns.

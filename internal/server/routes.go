@@ -33,7 +33,7 @@ func (s *Server) routes() []route {
 
 		{method: "GET", pattern: ws + "/computes", watch: true, auth: can(service.PermComputesRead), summary: "List computes", response: api.List[api.Compute]{}, handler: s.listComputes},
 		{method: "PUT", pattern: ws + "/computes/{name}", auth: can(service.PermComputesWrite), summary: "Create or update a compute", request: api.Compute{}, response: api.Compute{}, status: 201, handler: s.putCompute},
-		{method: "GET", pattern: ws + "/computes/{name}", watch: true, auth: can(service.PermComputesRead), summary: "Get a compute", response: api.Compute{}, handler: s.getCompute},
+		{method: "GET", pattern: ws + "/computes/{name}", watch: true, auth: can(service.PermComputesRead), summary: "Get a compute (Accept: application/yaml: as an editable file, without server-set fields)", response: api.Compute{}, handler: s.getCompute},
 		{method: "PATCH", pattern: ws + "/computes/{name}", auth: can(service.PermComputesWrite), summary: "Update a compute's scale settings", request: api.ComputePatch{}, response: api.Compute{}, handler: s.patchCompute},
 		{method: "DELETE", pattern: ws + "/computes/{name}", auth: can(service.PermComputesWrite), summary: "Delete a compute", status: 202, handler: s.deleteCompute},
 		{method: "GET", pattern: ws + "/computes/{name}/nodes", watch: true, auth: can(service.PermComputesRead), summary: "List a compute's nodes", response: api.List[api.Node]{}, handler: s.listNodes},
@@ -210,6 +210,17 @@ func (s *Server) getCompute(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("ETag", c.Etag)
+	if strings.Contains(r.Header.Get("Accept"), "application/yaml") {
+		// The compute as its file: what `create -f` takes, to edit and PUT back.
+		b, err := spec.EditableYAML(spec.KindCompute, c)
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		w.Header().Set("Content-Type", "application/yaml")
+		_, _ = w.Write(b)
+		return
+	}
 	writeJSON(w, 200, c)
 }
 
@@ -230,6 +241,17 @@ func (s *Server) patchCompute(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("ETag", c.Etag)
+	if strings.Contains(r.Header.Get("Accept"), "application/yaml") {
+		// The compute as its file: what `create -f` takes, to edit and PUT back.
+		b, err := spec.EditableYAML(spec.KindCompute, c)
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		w.Header().Set("Content-Type", "application/yaml")
+		_, _ = w.Write(b)
+		return
+	}
 	writeJSON(w, 200, c)
 }
 

@@ -71,6 +71,9 @@ func (s *Service) PutCompute(ctx context.Context, ws, name string, c *api.Comput
 			}
 			keepSecrets(old, c)
 		}
+		if err := spec.CheckComputeCredentials(c); err != nil {
+			return validation(err)
+		}
 		if err := checkComputeIdentities(ctx, tx, c); err != nil {
 			return err
 		}

@@ -395,9 +395,6 @@ func checkCompute(c *api.Compute, needName bool, bad func(field, format string, 
 		if s.AdminUsername == "" {
 			bad("ssh_settings.admin_username", "required when ssh_settings is set")
 		}
-		if s.AdminPassword == "" && s.SSHKeyValue == "" && !s.HasAdminPassword && !s.HasSSHKeyValue {
-			bad("ssh_settings", "set admin_password or ssh_key_value")
-		}
 	}
 	if id := c.Identity; id != nil {
 		switch id.Type {

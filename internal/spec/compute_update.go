@@ -60,7 +60,10 @@ func sameSSH(a, b *api.SSHSettings) bool {
 	if b == nil {
 		b = &api.SSHSettings{}
 	}
-	return a.AdminUsername == b.AdminUsername && a.AdminPassword == b.AdminPassword && a.SSHKeyValue == b.SSHKeyValue
+	// Responses never carry the password or key: an update without them
+	// keeps the stored ones.
+	return a.AdminUsername == b.AdminUsername && (b.AdminPassword == "" || a.AdminPassword == b.AdminPassword) &&
+		(b.SSHKeyValue == "" || a.SSHKeyValue == b.SSHKeyValue)
 }
 
 // ParseComputePatch parses the body of a PATCH on a compute: description,
@@ -133,4 +136,16 @@ func ParseComputePatch(file string, data []byte) (*api.ComputePatch, error) {
 		return nil, err
 	}
 	return p, nil
+}
+
+// CheckComputeCredentials refuses a cluster whose ssh_settings hold neither
+// a password nor a key once an update has kept the stored ones: the file
+// may leave them out (responses never return them), so this is checked
+// after the merge, not when the file is parsed.
+func CheckComputeCredentials(c *api.Compute) error {
+	var errs collector
+	if s := c.SSHSettings; s != nil && !c.IsInstance() && s.AdminPassword == "" && s.SSHKeyValue == "" {
+		errs.add(0, "ssh_settings", "set admin_password or ssh_key_value")
+	}
+	return errs.err()
 }

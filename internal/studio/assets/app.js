@@ -42,7 +42,7 @@ function h(tag, attrs, ...children) {
 async function api(method, path, body, opts) {
   opts = opts || {};
   const url = path.startsWith('/') ? path : '/v1/workspaces/' + encodeURIComponent(Studio.ws) + '/' + path;
-  const headers = {'X-Tide-CSRF': Studio.csrf, 'Accept': 'application/json'};
+  const headers = Object.assign({'X-Tide-CSRF': Studio.csrf, 'Accept': opts.accept || 'application/json'}, opts.headers);
   if (body !== undefined) headers['Content-Type'] = opts.type || 'application/json';
   const resp = await fetch(url, {
     method, headers, credentials: 'same-origin',
@@ -59,6 +59,7 @@ async function api(method, path, body, opts) {
   }
   if (resp.status === 204 || resp.status === 202 && resp.headers.get('Content-Length') === '0') return null;
   const text = await resp.text();
+  if (opts.accept) return {text, etag: resp.headers.get('ETag')};
   return text ? JSON.parse(text) : null;
 }
 
@@ -161,9 +162,10 @@ function kv(pairs) {
 function showFieldErrors(form, e, withLines) {
   form.querySelectorAll('.invalid').forEach(el => el.classList.remove('invalid'));
   form.querySelectorAll('.field-error').forEach(el => el.remove());
-  const p = (e && e.problem) || {};
-  const list = (p.errors && p.errors.length) ? p.errors : [{field: p.field, message: e.message}];
   const out = form.querySelector('.form-errors');
+  if (!e) { out.replaceChildren(); return; }
+  const p = e.problem || {};
+  const list = (p.errors && p.errors.length) ? p.errors : [{field: p.field, message: e.message}];
   out.replaceChildren(...list.map(f => h('li', {}, (withLines && f.line ? 'line ' + f.line + ': ' : '') + (f.field ? f.field + ': ' : '') + f.message)));
   for (const f of list) {
     if (!f.field) continue;

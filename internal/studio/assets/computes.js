@@ -131,9 +131,45 @@ function detailPairs(c) {
     ['Errors', (c.errors || []).map(e => e.code + ': ' + e.message).join('; ')]];
 }
 
+// yamlEditor edits compute c as its YAML file (the server's, without the
+// fields it sets) and saves it with PUT, If-Match its version: a change
+// made meanwhile elsewhere is not overwritten. Errors show with their line.
+function yamlEditor(c) {
+  const path = 'computes/' + encodeURIComponent(c.name);
+  const text = h('textarea', {id: 'edit-yaml', name: 'yaml', rows: 14, spellcheck: 'false', 'aria-label': 'Compute YAML'});
+  let etag = '';
+  const load = async () => {
+    const got = await api('GET', path, undefined, {accept: 'application/yaml'});
+    text.value = got.text;
+    etag = got.etag;
+  };
+  const form = h('form', {class: 'card', id: 'edit-yaml-form', onsubmit: async ev => {
+    ev.preventDefault();
+    const out = form.querySelector('.form-errors');
+    try {
+      await api('POST', '/v1/parse/compute?file=' + encodeURIComponent(c.name + '.yml'), text.value, {type: 'application/yaml'});
+      await api('PUT', path, text.value, {type: 'application/yaml', headers: etag ? {'If-Match': etag} : {}});
+      showFieldErrors(form, null);
+      await load();
+      out.replaceChildren(h('li', {class: 'ok'}, 'Saved.'));
+    } catch (e) {
+      if (e.status === 412) {
+        out.replaceChildren(h('li', {}, 'The compute changed since you opened it: ', h('button', {type: 'button', onclick: () => load().then(() => out.replaceChildren())}, 'Load its current YAML'), ' and edit again.'));
+        return;
+      }
+      showFieldErrors(form, e, true);
+    }
+  }}, h('h2', {}, 'Edit as YAML'),
+  h('p', {class: 'hint'}, 'The file tide compute create -f takes: schedules, identity, SSH settings and every other field. What may change on an existing compute is what the CLI may change.'),
+  text, h('ul', {class: 'form-errors', 'aria-live': 'polite'}), h('button', {type: 'submit'}, 'Save YAML'));
+  load().catch(e => form.querySelector('.form-errors').replaceChildren(h('li', {}, e.message)));
+  return form;
+}
+
 function computeDetails(c, note) {
   const info = h('div', {class: 'details'}, kv(detailPairs(c)));
-  if (isInstance(c)) return info;
+  const edit = can('computes/write') ? yamlEditor(c) : '';
+  if (isInstance(c)) return h('div', {}, info, edit);
   const num = (name, label, v) => [h('label', {for: 'f-' + name}, label), h('input', {type: 'number', min: 0, id: 'f-' + name, name, value: v, required: true})];
   const form = h('form', {class: 'card', id: 'scale-form', onsubmit: async ev => {
     ev.preventDefault();
@@ -149,7 +185,7 @@ function computeDetails(c, note) {
   num('min_instances', 'Min nodes', c.min_instances), num('max_instances', 'Max nodes', c.max_instances),
   num('idle_time_before_scale_down', 'Idle seconds before scale-down', c.idle_time_before_scale_down),
   h('ul', {class: 'form-errors', 'aria-live': 'polite'}), h('button', {type: 'submit'}, 'Save'));
-  return h('div', {}, info, form);
+  return h('div', {}, info, can('computes/write') ? form : '', edit);
 }
 
 // updateDetails redraws the details only when they changed, so a link
