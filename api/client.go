@@ -294,6 +294,18 @@ func (c *Client) DeleteCompute(ctx context.Context, ws, name string) error {
 	return err
 }
 
+// DetachCompute detaches an attached machine (type virtualmachine): its
+// node stops and the machine is left as it was. The server refuses (409)
+// while the compute has unfinished jobs, unless force, which cancels them.
+func (c *Client) DetachCompute(ctx context.Context, ws, name string, force bool) error {
+	q := url.Values{"underlyingResourceAction": {"Detach"}}
+	if force {
+		q.Set("force", "true")
+	}
+	_, err := c.do(ctx, http.MethodDelete, v1("workspaces", ws, "computes", name), q, nil, nil)
+	return err
+}
+
 // Nodes lists the nodes of a compute.
 func (c *Client) Nodes(ctx context.Context, ws, compute string) ([]Node, error) {
 	return list[Node](ctx, c, v1("workspaces", ws, "computes", compute, "nodes"), nil)

@@ -6,7 +6,8 @@ package api
 
 import "time"
 
-// Compute types tide accepts. Other Azure ML types are rejected with a clear
+// Compute types tide accepts (with ComputeTypeInstance and
+// ComputeTypeVirtualMachine). Other Azure ML types are rejected with a clear
 // "not supported yet" until tide implements them.
 const (
 	ComputeTypeAmlCompute = "amlcompute"
@@ -58,6 +59,9 @@ type Compute struct {
 	// Instance holds the fields of a compute instance (type
 	// computeinstance), flattened into the compute as Azure's file has them.
 	*Instance
+	// VirtualMachine holds the fields of an attached machine (type
+	// virtualmachine), flattened as Azure's file has them.
+	*VirtualMachine
 
 	// Status, set by the server.
 	ID string `json:"id,omitempty"`
@@ -129,6 +133,17 @@ type SSHSettings struct {
 	SSHKeyValue      string `json:"ssh_key_value,omitempty"`
 	HasAdminPassword bool   `json:"has_admin_password,omitempty"`
 	HasSSHKeyValue   bool   `json:"has_ssh_key_value,omitempty"`
+	// SSHPort is an attached machine's sshd port (default 22).
+	SSHPort int `json:"ssh_port,omitempty"`
+	// SSHPrivateKeyFile is the file (on the client) of the private key an
+	// attached machine accepts; the CLI sends its contents as
+	// SSHPrivateKey.
+	SSHPrivateKeyFile string `json:"ssh_private_key_file,omitempty"`
+	// SSHPrivateKey is that private key (OpenSSH or PEM, unencrypted). The
+	// server keeps it as a workspace secret; HasSSHPrivateKey tells it is
+	// set.
+	SSHPrivateKey    string `json:"ssh_private_key,omitempty"`
+	HasSSHPrivateKey bool   `json:"has_ssh_private_key,omitempty"`
 }
 
 // NetworkSettings names the network a compute's nodes join.
@@ -172,7 +187,8 @@ func (c Compute) Redacted() Compute {
 		s := *c.SSHSettings
 		s.HasAdminPassword = s.HasAdminPassword || s.AdminPassword != ""
 		s.HasSSHKeyValue = s.HasSSHKeyValue || s.SSHKeyValue != ""
-		s.AdminPassword, s.SSHKeyValue = "", ""
+		s.HasSSHPrivateKey = s.HasSSHPrivateKey || s.SSHPrivateKey != ""
+		s.AdminPassword, s.SSHKeyValue, s.SSHPrivateKey = "", "", ""
 		c.SSHSettings = &s
 	}
 	return c

@@ -18,7 +18,7 @@ const requestTimeout = time.Minute
 
 func (r *run) computeCommand() *cobra.Command {
 	return group("compute", "Manage compute clusters and instances (like az ml compute)", append([]*cobra.Command{
-		r.computeCreate(), r.computeShow(), r.computeList(), r.computeUpdate(), r.computeDelete(),
+		r.computeCreate(), r.computeAttach(), r.computeShow(), r.computeList(), r.computeUpdate(), r.computeDelete(), r.computeDetach(),
 		r.computeListSizes(), r.computeListUsage(), r.computeListNodes(), r.computeHistory(), r.computeEvents(), r.computePreemptNode(),
 		r.computeConnectSSH(), r.computeSSHProxy(),
 	}, r.instanceVerbs()...)...)
@@ -56,21 +56,7 @@ it got.`,
 			if err != nil {
 				return err
 			}
-			if err := inlineScripts(file, c); err != nil {
-				return err
-			}
-			cl, err := r.client()
-			if err != nil {
-				return err
-			}
-			ctx, cancel := context.WithTimeout(cmd.Context(), requestTimeout)
-			defer cancel()
-			out, _, err := cl.PutCompute(ctx, r.workspace, c)
-			if err != nil {
-				return err
-			}
-			p := r.printer()
-			return p.print(out, func(w io.Writer) { p.computeDetails(w, out) })
+			return r.putCompute(cmd.Context(), file, c)
 		},
 	}
 	cmd.Flags().StringVarP(&file, "file", "f", "", "compute YAML file (- for standard input)")

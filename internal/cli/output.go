@@ -146,8 +146,12 @@ func ftoa(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }
 func computeTable(w io.Writer, cs []api.Compute) {
 	rows := make([][]string, 0, len(cs))
 	for _, c := range cs {
+		size, loc := c.Size, c.Location
+		if c.VirtualMachine != nil {
+			size, loc = machineSize(c.VirtualMachine), c.Address
+		}
 		rows = append(rows, []string{
-			c.Name, c.Type, c.Size, c.Tier, dash(c.Location),
+			c.Name, c.Type, size, c.Tier, dash(loc),
 			itoa(c.MinInstances), itoa(c.MaxInstances),
 			fmt.Sprintf("%d/%d", c.CurrentNodeCount, c.TargetNodeCount),
 			dash(c.ProvisioningState), dash(c.AllocationState),
@@ -181,13 +185,17 @@ func (p *printer) computeDetails(w io.Writer, c *api.Compute) {
 		{"created_on", p.when(c.CreatedOn)},
 		{"modified_on", p.when(c.ModifiedOn)},
 	}
-	if c.Instance != nil {
-		// A compute instance is one node: the cluster's scale lines do
-		// not apply.
+	if c.Instance != nil || c.VirtualMachine != nil {
+		// A compute instance or an attached machine is one node: the
+		// cluster's scale lines do not apply.
 		lines = slices.DeleteFunc(lines, func(l kv) bool {
 			switch l.k {
-			case "tier", "min_instances", "max_instances", "idle_time_before_scale_down", "allocation_state", "current_node_count", "target_node_count", "node_state_counts":
+			case "tier", "min_instances", "max_instances", "idle_time_before_scale_down", "allocation_state", "current_node_count", "target_node_count":
 				return true
+			case "size", "runtime", "location":
+				return c.VirtualMachine != nil
+			case "node_state_counts":
+				return c.Instance != nil
 			}
 			return false
 		})
@@ -200,6 +208,9 @@ func (p *printer) computeDetails(w io.Writer, c *api.Compute) {
 	}
 	if c.Instance != nil {
 		lines = append(lines, p.instanceDetails(c)...)
+	}
+	if c.VirtualMachine != nil {
+		lines = append(lines, machineDetails(c)...)
 	}
 	if c.Tide != nil {
 		for i, s := range c.Tide.Schedules {

@@ -72,6 +72,9 @@ type Server struct {
 	// or compute: serverless): where their nodes come from and their size
 	// when the job names none.
 	Serverless Serverless `yaml:"serverless"`
+	// Attached configures the nodes tide runs on machines users attach
+	// through the API (type virtualmachine).
+	Attached Attached `yaml:"attached"`
 	// Clock is the server's clock (schedules, idle times, heartbeats);
 	// nil means time.Now. Tests set one to put the server at a chosen
 	// time; it is not read from the file.
@@ -167,6 +170,26 @@ type Serverless struct {
 	Workspaces map[string]string `yaml:"workspaces"`
 }
 
+// Attached configures how the server runs a node on an attached machine
+// (a compute of type virtualmachine): the ssh provider's settings that
+// come from the server, not from the compute's file.
+type Attached struct {
+	// Binary is the tide executable copied to attached machines (when it
+	// is missing there or differs). Default: the server's own executable.
+	Binary string `yaml:"binary"`
+	// Dir is the folder on each machine tide keeps its binary and node
+	// folder in, relative to the login's home unless absolute; detaching
+	// removes what tide put there. Default ".tide".
+	Dir string `yaml:"dir"`
+	// Timeout bounds each SSH operation (binary uploads get ten times as
+	// long). Default 15s.
+	Timeout time.Duration `yaml:"timeout"`
+	// RunAs is the Unix user jobs run as on attached machines, as a
+	// location's run_as. Default "same-as-agent": the login's user, as
+	// on Azure's attached VMs.
+	RunAs string `yaml:"run_as"`
+}
+
 // DefaultServerlessInstanceType is Azure ML's default serverless VM size.
 const DefaultServerlessInstanceType = "Standard_DS3_v2"
 
@@ -220,6 +243,15 @@ func (c *Server) fill() {
 		if c.Locations[i].Runtime == "" {
 			c.Locations[i].Runtime = "process"
 		}
+	}
+	if c.Attached.Dir == "" {
+		c.Attached.Dir = ".tide"
+	}
+	if c.Attached.RunAs == "" {
+		c.Attached.RunAs = "same-as-agent"
+	}
+	if c.Attached.Timeout <= 0 {
+		c.Attached.Timeout = 15 * time.Second
 	}
 	if c.HeartbeatInterval == 0 {
 		c.HeartbeatInterval = 2 * time.Second

@@ -36,14 +36,17 @@ type Controller struct {
 	catalog   *catalog.Catalog
 	cfg       config.Server
 	providers map[string]provider.Provider // by location name
-	runtimes  map[string]string            // by location name
-	hub       *Hub
-	stats     *metrics.Metrics
-	changes   *Broadcast
-	log       *slog.Logger
-	now       func() time.Time
-	policies  autoscaler.Registry
-	gaps      *gapTracker // idle-gap histories of adaptive computes
+	// attachedProvider builds an attached compute's provider, kept in
+	// attached by location (guarded by mu).
+	attachedProvider func(ctx context.Context, cp *api.Compute) (provider.Provider, error)
+	runtimes         map[string]string // by location name
+	hub              *Hub
+	stats            *metrics.Metrics
+	changes          *Broadcast
+	log              *slog.Logger
+	now              func() time.Time
+	policies         autoscaler.Registry
+	gaps             *gapTracker // idle-gap histories of adaptive computes
 	// NodeToken makes the bearer token of a node's agent.
 	nodeToken     func(nodeID string) string
 	identityToken func(j *api.Job, c *api.Compute) string
@@ -66,6 +69,7 @@ type Controller struct {
 	lastSample, lastPrune time.Time
 
 	mu       sync.Mutex
+	attached map[string]provider.Provider
 	inflight map[string]bool      // node ids with a provider call under way
 	canceled map[string]time.Time // assignment ids a cancel was pushed for, and when
 	backoff  map[string]backoff   // compute key -> provisioning back-off
@@ -84,9 +88,13 @@ type Options struct {
 	Catalog   *catalog.Catalog
 	Config    config.Server
 	Providers map[string]provider.Provider
-	Hub       *Hub
-	Changes   *Broadcast
-	Log       *slog.Logger
+	// AttachedProvider builds the provider of an attached compute (type
+	// virtualmachine) from its record; nil leaves attached computes
+	// without nodes.
+	AttachedProvider func(ctx context.Context, cp *api.Compute) (provider.Provider, error)
+	Hub              *Hub
+	Changes          *Broadcast
+	Log              *slog.Logger
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 	// Rand draws numbers in [0, 1) for simulated evictions; nil means
@@ -115,12 +123,13 @@ type Parents interface {
 // New returns a controller.
 func New(o Options) *Controller {
 	c := &Controller{
-		store: &writeCounter{Store: o.Store}, catalog: o.Catalog, cfg: o.Config, providers: o.Providers,
+		store: &writeCounter{Store: o.Store}, catalog: o.Catalog, cfg: o.Config, providers: o.Providers, attachedProvider: o.AttachedProvider,
 		hub: o.Hub, changes: o.Changes, log: o.Log, now: o.Now, nodeToken: o.NodeToken, identityToken: o.IdentityToken, secretBox: o.SecretBox, stats: o.Metrics, parents: o.Parents,
 		policies:   autoscaler.BuiltinPolicies(),
 		gaps:       newGapTracker(0),
 		kick:       make(chan struct{}, 1),
 		inflight:   map[string]bool{},
+		attached:   map[string]provider.Provider{},
 		canceled:   map[string]time.Time{},
 		backoff:    map[string]backoff{},
 		runtimes:   map[string]string{},
@@ -442,6 +451,9 @@ func (c *Controller) decide(ctx context.Context, s *snapshot, serverlessWaits ma
 // reservation is max_instances × vCPUs, so it is max_instances unless the
 // size is unknown.
 func (c *Controller) quotaCap(cp *api.Compute) int {
+	if cp.IsAttached() {
+		return cp.MaxInstances // the machine is the user's: no quota
+	}
 	if _, ok := c.catalog.Lookup(cp.Size); !ok {
 		return 0
 	}

@@ -120,7 +120,7 @@ func (c *Controller) applyInstance(ctx context.Context, cp *api.Compute, n *api.
 
 // startInstance creates the instance's node, on its kept disk if any.
 func (c *Controller) startInstance(ctx context.Context, cp *api.Compute, now time.Time) {
-	p, ok := c.providers[cp.Location]
+	p, ok := c.provider(ctx, cp.Location)
 	if !ok {
 		return // provisioning() already failed the compute
 	}
@@ -169,7 +169,7 @@ func (c *Controller) stopInstance(ctx context.Context, cp *api.Compute, n api.No
 		cur.State, cur.StateSince = api.NodeLeaving, now
 		return tx.PutNode(ctx, cur)
 	})
-	p := c.providers[n.Location]
+	p, _ := c.provider(ctx, n.Location)
 	go func() {
 		defer c.release(n.ID)
 		var err error

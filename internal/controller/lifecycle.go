@@ -17,7 +17,7 @@ func (c *Controller) provisioning(ctx context.Context, s *snapshot, now time.Tim
 		switch comp.ProvisioningState {
 		case api.ProvisioningCreating, api.ProvisioningUpdating:
 			state, msg := api.ProvisioningSucceeded, ""
-			if _, ok := c.providers[comp.Location]; !ok {
+			if _, ok := c.provider(ctx, comp.Location); !ok {
 				state = api.ProvisioningFailed
 				msg = fmt.Sprintf("location %q has no working provider; see the server log and its configuration", comp.Location)
 			}
@@ -65,13 +65,26 @@ func (c *Controller) deleting(ctx context.Context, s *snapshot, comp api.Compute
 	}
 	if comp.IsInstance() {
 		// A stopped instance's kept disk goes with it.
-		if p, ok := c.providers[comp.Location]; ok {
+		if p, ok := c.provider(ctx, comp.Location); ok {
 			if err := p.Delete(ctx, comp.Instance.Node); err != nil && !provider.IsNotFound(err) {
 				return fmt.Errorf("deleting the disk of instance %s: %w", comp.Name, err)
 			}
 		}
 	}
+	if comp.IsAttached() {
+		if err := c.detached(ctx, comp); err != nil {
+			// The machine keeps tide's binary; the compute goes anyway
+			// (its node is gone), and its events say what was left.
+			c.log.Warn("cleaning up an attached machine", "compute", comp.Name, "err", err)
+			_ = c.store.Update(ctx, func(tx store.Tx) error {
+				return tx.AddEvent(ctx, comp.Workspace, "compute/"+comp.Name, &api.Event{Time: now, Kind: "DetachIncomplete", Message: err.Error()})
+			})
+		}
+	}
 	return c.store.Update(ctx, func(tx store.Tx) error {
+		if err := service.ForgetAttached(ctx, tx, &comp); err != nil {
+			return err
+		}
 		err := tx.DeleteCompute(ctx, comp.Workspace, comp.Name)
 		if store.IsNotFound(err) {
 			return nil

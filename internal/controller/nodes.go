@@ -28,8 +28,16 @@ func (c *Controller) createNodes(ctx context.Context, cp *api.Compute, count int
 	if now.Before(b.until) {
 		return
 	}
-	p := c.providers[cp.Location]
+	p, ok := c.provider(ctx, cp.Location)
+	if !ok {
+		return // provisioning() failed the compute, or its provider cannot be built now
+	}
 	size, _ := c.catalog.Lookup(cp.Size)
+	runAs := c.cfg.RunAs(cp.Location)
+	if cp.IsAttached() {
+		// The machine's own figures, and the attached machines' run_as.
+		size, runAs = cp.VirtualMachine.AttachedSize(), c.cfg.Attached.RunAs
+	}
 	var jobs []string
 	for _, w := range waiting {
 		jobs = append(jobs, strings.SplitN(w.Job, "/", 2)[1])
@@ -59,7 +67,7 @@ func (c *Controller) createNodes(ctx context.Context, cp *api.Compute, count int
 		}
 		c.claim(n.ID)
 		req := provider.NodeRequest{ID: n.ID, Workspace: cp.Workspace, Compute: cp.Name, Location: cp.Location,
-			Size: size, Tier: cp.Tier, ServerURL: c.cfg.AgentServerURLs(), CAFingerprint: c.cfg.CAFingerprint, RunAs: c.cfg.RunAs(cp.Location), Token: c.nodeToken(n.ID), Runtime: c.Runtime(cp.Location)}
+			Size: size, Tier: cp.Tier, ServerURL: c.cfg.AgentServerURLs(), CAFingerprint: c.cfg.CAFingerprint, RunAs: runAs, Token: c.nodeToken(n.ID), Runtime: c.Runtime(cp.Location)}
 		if ns := cp.NetworkSettings; ns != nil {
 			req.Network = ns.VnetName
 		}
@@ -167,7 +175,7 @@ func (c *Controller) removeNode(ctx context.Context, n api.Node, reason string) 
 	}
 	go func() {
 		defer c.release(n.ID)
-		if p, ok := c.providers[n.Location]; ok {
+		if p, ok := c.provider(ctx, n.Location); ok {
 			if err := p.Delete(ctx, n.ID); err != nil && !provider.IsNotFound(err) {
 				c.log.Warn("deleting node", "node", n.ID, "err", err)
 				return

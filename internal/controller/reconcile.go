@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 
 	"github.com/tideml/tide/api"
 	"github.com/tideml/tide/internal/provider"
@@ -29,7 +30,13 @@ func (c *Controller) reconcile(ctx context.Context) error {
 	}
 	now := c.now().UTC()
 	var errs []error
-	for loc, p := range c.providers {
+	locations := maps.Clone(c.providers)
+	for _, cp := range s.computes {
+		if p, ok := c.provider(ctx, cp.Location); ok && cp.IsAttached() {
+			locations[cp.Location] = p
+		}
+	}
+	for loc, p := range locations {
 		pnodes, err := p.List(ctx)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("listing nodes of location %s: %w", loc, err))
@@ -82,7 +89,7 @@ func (c *Controller) checkProviders(ctx context.Context) error {
 		if n.State != api.NodeIdle && n.State != api.NodeRunning && n.State != api.NodePreparing && n.State != api.NodeLeaving || c.isInflight(n.ID) {
 			continue
 		}
-		p, ok := c.providers[n.Location]
+		p, ok := c.provider(ctx, n.Location)
 		if !ok {
 			continue
 		}

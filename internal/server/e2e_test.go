@@ -165,6 +165,10 @@ func cleanup(t testing.TB, in *instance) {
 	defer cancel()
 	cs, _ := in.client.Computes(ctx, "default")
 	for _, c := range cs {
+		if c.IsAttached() {
+			_ = in.client.DetachCompute(ctx, "default", c.Name, true)
+			continue
+		}
 		_ = in.client.DeleteCompute(ctx, "default", c.Name)
 	}
 	// Serverless jobs' computes go when their jobs end.

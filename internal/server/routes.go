@@ -2,6 +2,7 @@ package server
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"slices"
 	"strconv"
@@ -35,7 +36,7 @@ func (s *Server) routes() []route {
 		{method: "PUT", pattern: ws + "/computes/{name}", auth: can(service.PermComputesWrite), summary: "Create or update a compute", request: api.Compute{}, response: api.Compute{}, status: 201, handler: s.putCompute},
 		{method: "GET", pattern: ws + "/computes/{name}", watch: true, auth: can(service.PermComputesRead), summary: "Get a compute (Accept: application/yaml: as an editable file, without server-set fields)", response: api.Compute{}, handler: s.getCompute},
 		{method: "PATCH", pattern: ws + "/computes/{name}", auth: can(service.PermComputesWrite), summary: "Update a compute's scale settings", request: api.ComputePatch{}, response: api.Compute{}, handler: s.patchCompute},
-		{method: "DELETE", pattern: ws + "/computes/{name}", auth: can(service.PermComputesWrite), summary: "Delete a compute", status: 202, handler: s.deleteCompute},
+		{method: "DELETE", pattern: ws + "/computes/{name}", auth: can(service.PermComputesWrite), summary: "Delete a compute, or detach an attached one (underlyingResourceAction=Detach; force=true cancels its jobs)", status: 202, handler: s.deleteCompute},
 		{method: "GET", pattern: ws + "/computes/{name}/nodes", watch: true, auth: can(service.PermComputesRead), summary: "List a compute's nodes", response: api.List[api.Node]{}, handler: s.listNodes},
 		{method: "POST", pattern: ws + "/computes/{name}/nodes/{node}/preempt", auth: can(service.PermComputesWrite), summary: "Preempt a low-priority node, as an eviction would", response: api.Node{}, status: 202, handler: s.preemptNode},
 		{method: "GET", pattern: ws + "/computes/{name}/events", watch: true, auth: can(service.PermComputesRead), summary: "List a compute's events", response: api.List[api.Event]{}, handler: s.computeEvents},
@@ -256,7 +257,26 @@ func (s *Server) patchCompute(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) deleteCompute(w http.ResponseWriter, r *http.Request) {
-	if err := s.svc.DeleteCompute(r.Context(), r.PathValue("workspace"), r.PathValue("name"), r.Header.Get("If-Match")); err != nil {
+	q := r.URL.Query()
+	var o service.DeleteOptions
+	// Azure's query parameter: Delete (the default) or Detach.
+	switch a := q.Get("underlyingResourceAction"); {
+	case a == "" || strings.EqualFold(a, "Delete"):
+	case strings.EqualFold(a, "Detach"):
+		o.Detach = true
+	default:
+		s.fail(w, r, &service.Error{Status: 400, Code: api.CodeValidation, Field: "underlyingResourceAction", Msg: fmt.Sprintf("underlyingResourceAction: %q must be Delete or Detach", a)})
+		return
+	}
+	switch f := q.Get("force"); f {
+	case "", "false":
+	case "true":
+		o.Force = true
+	default:
+		s.fail(w, r, &service.Error{Status: 400, Code: api.CodeValidation, Field: "force", Msg: fmt.Sprintf("force: %q must be true or false", f)})
+		return
+	}
+	if err := s.svc.DeleteCompute(r.Context(), r.PathValue("workspace"), r.PathValue("name"), r.Header.Get("If-Match"), o); err != nil {
 		s.fail(w, r, err)
 		return
 	}

@@ -34,6 +34,17 @@ func (s *Service) PutCompute(ctx context.Context, ws, name string, c *api.Comput
 		e.Field = "name"
 		return nil, false, e
 	}
+	if c.IsAttached() {
+		c.Location = ""
+		if err := spec.ValidateCompute(c, spec.Env{Catalog: s.Catalog}); err != nil {
+			return nil, false, validation(err)
+		}
+		if ifMatch != "" {
+			return nil, false, errorf(412, api.CodePrecondition, "an attached machine cannot be changed, so If-Match does not apply; detach it and attach it again")
+		}
+		out, err := s.attach(ctx, ws, c)
+		return out, err == nil, err
+	}
 	if c.Location == "" {
 		c.Location = s.Config.DefaultLocation()
 	}
@@ -65,6 +76,9 @@ func (s *Service) PutCompute(ctx context.Context, ws, name string, c *api.Comput
 			}
 			if old.ProvisioningState == api.ProvisioningDeleting {
 				return errorf(409, api.CodeConflict, "compute %q is being deleted; wait until it is gone, then create it again", c.Name)
+			}
+			if old.IsAttached() {
+				return errorf(409, api.CodeConflict, "compute %q is an attached machine; detach it ('tide compute detach %s') before creating a %s of that name", c.Name, c.Name, c.Type)
 			}
 			if err := spec.CheckComputeUpdate(old, c); err != nil {
 				return validation(err)
@@ -282,7 +296,8 @@ func (s *Service) Computes(ctx context.Context, ws string) ([]api.Compute, error
 
 // DeleteCompute marks a compute Deleting; the controller drains its nodes,
 // cancels its unfinished jobs and removes it. Its quota is released at once.
-func (s *Service) DeleteCompute(ctx context.Context, ws, name, ifMatch string) error {
+// An attached compute is detached instead (o.Detach), the same way.
+func (s *Service) DeleteCompute(ctx context.Context, ws, name, ifMatch string, o DeleteOptions) error {
 	err := s.Store.Update(ctx, func(tx store.Tx) error {
 		c, err := s.compute(ctx, tx, ws, name)
 		if err != nil {
@@ -297,12 +312,19 @@ func (s *Service) DeleteCompute(ctx context.Context, ws, name, ifMatch string) e
 		if c.ProvisioningState == api.ProvisioningDeleting {
 			return nil
 		}
+		if err := checkDelete(ctx, tx, c, o); err != nil {
+			return err
+		}
 		c.ProvisioningState = api.ProvisioningDeleting
 		c.ModifiedOn = s.now()
 		if err := tx.PutCompute(ctx, c, ""); err != nil {
 			return err
 		}
-		return tx.AddEvent(ctx, ws, "compute/"+name, &api.Event{Time: c.ModifiedOn, Kind: "Deleting", Message: "compute deletion requested"})
+		msg := "compute deletion requested"
+		if o.Detach {
+			msg = "detach requested: the node stops and tide's files leave the machine"
+		}
+		return tx.AddEvent(ctx, ws, "compute/"+name, &api.Event{Time: c.ModifiedOn, Kind: "Deleting", Message: msg})
 	})
 	if err != nil {
 		return s.mapStoreErr(err, "compute", name)

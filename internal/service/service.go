@@ -96,6 +96,9 @@ type Service struct {
 	// DockerEngine checks that a Docker engine answers, for jobs with an
 	// image on docker-runtime locations; nil skips the check.
 	DockerEngine func(ctx context.Context) error
+	// ProbeMachine logs in to a machine being attached; nil refuses
+	// attaching.
+	ProbeMachine MachineProbe
 }
 
 func (s *Service) now() time.Time {

@@ -105,6 +105,9 @@ type Result struct {
 	Horizon float64 `json:"-"`
 	// Series is the time series asked for with Config.SeriesPoints.
 	Series []Point `json:"-"`
+	// jobWaits is each job's wait in seconds, in the trace's order (NaN
+	// for a job that never started), for Advise's holdout windows.
+	jobWaits []float64
 }
 
 // NodeHours is node time by what the nodes did.
@@ -163,6 +166,7 @@ type job struct {
 	queued  bool
 	ran     bool
 	started time.Duration
+	first   time.Duration // first start: the end of its wait
 	cold    bool
 	nodes   []int32
 	epoch   uint32 // bumped when preempted: invalidates its finish event
@@ -551,6 +555,7 @@ func (s *sim) start(ji int32, ids []string) {
 	first := !j.ran
 	if first {
 		j.ran = true
+		j.first = s.now
 		s.waits = append(s.waits, (s.now - j.Submit).Seconds())
 	}
 	j.started = s.now
@@ -756,9 +761,15 @@ func (s *sim) result() Result {
 		r.MaxWait = s.waits[len(s.waits)-1] // sorted by quantiles
 	}
 	cold := 0
+	r.jobWaits = make([]float64, len(s.jobs))
 	for i := range s.jobs {
-		if s.jobs[i].cold {
+		j := &s.jobs[i]
+		if j.cold {
 			cold++
+		}
+		r.jobWaits[i] = math.NaN()
+		if j.ran {
+			r.jobWaits[i] = (j.first - j.Submit).Seconds()
 		}
 	}
 	r.ColdStartFraction = float64(cold) / float64(len(s.jobs))

@@ -283,22 +283,30 @@ func FuzzReadTrace(f *testing.F) {
 	f.Add(alibabaHeader + "\np,88000,327680,8,1000,,LS,Running,0,3600,0\nq,1,1,1,1,,BE,Pending,5,9,\n")
 	f.Fuzz(func(t *testing.T, text string) {
 		tr, err := ReadTrace("f.csv", strings.NewReader(text))
-		if err != nil {
-			if !strings.HasPrefix(err.Error(), "f.csv") && !strings.HasPrefix(err.Error(), "reading f.csv") {
-				t.Fatalf("error %q does not name the file", err)
-			}
-			return
-		}
-		if len(tr.Jobs) > 50 {
-			return
-		}
-		c := &api.Compute{Name: "gpu-cluster", Size: "Standard_NC4as_T4_v3", MaxInstances: 8, IdleTimeBeforeScaleDown: 120}
-		if tr.Fit(c, catalog.Default().Lookup) != nil {
-			return
-		}
-		size, _ := catalog.Default().Lookup(c.Size)
-		if _, err := Run(tr, Config{Compute: *c, Size: size, BootTime: time.Minute}); err != nil {
-			t.Fatal(err)
-		}
+		replayFuzzed(t, tr, err)
 	})
+}
+
+// replayFuzzed checks what a fuzzed trace read gave: an error naming the
+// file f.csv, or a trace that replays without error (when small enough and
+// fitting a compute of 8 one-GPU nodes).
+func replayFuzzed(t *testing.T, tr *Trace, err error) {
+	t.Helper()
+	if err != nil {
+		if !strings.HasPrefix(err.Error(), "f.csv") && !strings.HasPrefix(err.Error(), "reading f.csv") {
+			t.Fatalf("error %q does not name the file", err)
+		}
+		return
+	}
+	if len(tr.Jobs) > 50 {
+		return
+	}
+	c := &api.Compute{Name: "gpu-cluster", Size: "Standard_NC4as_T4_v3", MaxInstances: 8, IdleTimeBeforeScaleDown: 120}
+	if tr.Fit(c, catalog.Default().Lookup) != nil {
+		return
+	}
+	size, _ := catalog.Default().Lookup(c.Size)
+	if _, err := Run(tr, Config{Compute: *c, Size: size, BootTime: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -31,7 +31,10 @@ const (
 
 // computeTypes are the compute types of Azure ML's YAML files that tide
 // recognizes but does not run yet.
-var unsupportedComputeTypes = []string{"virtualmachine", "synapsespark", "kubernetes", "attachedcompute", "serverless"}
+var unsupportedComputeTypes = []string{"synapsespark", "kubernetes", "attachedcompute", "serverless"}
+
+// supportedTypes is how errors list the compute types tide runs.
+const supportedTypes = "tide supports type: amlcompute, computeinstance and virtualmachine"
 
 var computeFields = []string{
 	"$schema", "name", "type", "description", "tags", "location", "size", "tier",
@@ -67,8 +70,12 @@ func ParseCompute(file string, data []byte, sets []string) (*api.Compute, error)
 	if !d.computeType(root, c) {
 		return nil, d.err()
 	}
-	if c.Type == api.ComputeTypeInstance {
-		d.parseInstance(root, c)
+	if c.Type == api.ComputeTypeInstance || c.Type == api.ComputeTypeVirtualMachine {
+		if c.IsInstance() {
+			d.parseInstance(root, c)
+		} else {
+			d.parseVirtualMachine(root, c)
+		}
 		if len(d.errs) == 0 {
 			checkCompute(c, false, func(field, format string, args ...any) {
 				d.add(d.lineFor(field), field, format, args...)
@@ -80,14 +87,10 @@ func ParseCompute(file string, data []byte, sets []string) (*api.Compute, error)
 		return c, nil
 	}
 	d.mapping(root, "", computeFields, func(key string, v *yaml.Node, fp string) bool {
+		if d.commonComputeField(c, key, v, fp) {
+			return true
+		}
 		switch key {
-		case "$schema", "type":
-		case "name":
-			c.Name, _ = d.str(v, fp)
-		case "description":
-			c.Description, _ = d.str(v, fp)
-		case "tags":
-			c.Tags = d.strMap(v, fp)
 		case "location":
 			c.Location, _ = d.str(v, fp)
 		case "size":
@@ -164,6 +167,23 @@ func ParseCompute(file string, data []byte, sets []string) (*api.Compute, error)
 	return c, nil
 }
 
+// commonComputeField reads the fields every compute type has ($schema,
+// type, name, description, tags); it reports false for the others.
+func (d *decoder) commonComputeField(c *api.Compute, key string, v *yaml.Node, fp string) bool {
+	switch key {
+	case "$schema", "type":
+	case "name":
+		c.Name, _ = d.str(v, fp)
+	case "description":
+		c.Description, _ = d.str(v, fp)
+	case "tags":
+		c.Tags = d.strMap(v, fp)
+	default:
+		return false
+	}
+	return true
+}
+
 // lineFor finds the line of field or, failing that, of its nearest parent.
 func (d *decoder) lineFor(field string) int {
 	for f := field; f != ""; {
@@ -201,12 +221,12 @@ func (d *decoder) computeType(root *yaml.Node, c *api.Compute) bool {
 	t := strings.ToLower(strings.TrimSpace(s))
 	c.Type = t
 	switch {
-	case t == api.ComputeTypeAmlCompute, t == api.ComputeTypeInstance:
+	case t == api.ComputeTypeAmlCompute, t == api.ComputeTypeInstance, t == api.ComputeTypeVirtualMachine:
 		return true
 	case slices.Contains(unsupportedComputeTypes, t):
-		d.add(d.lines["type"], "type", "%s is not supported yet; tide supports type: amlcompute and computeinstance", t)
+		d.add(d.lines["type"], "type", "%s is not supported yet; %s", t, supportedTypes)
 	default:
-		d.add(d.lines["type"], "type", "%q is not a compute type; tide supports type: amlcompute and computeinstance", s)
+		d.add(d.lines["type"], "type", "%q is not a compute type; %s", s, supportedTypes)
 	}
 	return false
 }
@@ -350,12 +370,16 @@ func checkCompute(c *api.Compute, needName bool, bad func(field, format string, 
 	switch {
 	case c.Type == api.ComputeTypeInstance:
 		checkInstance(c, bad)
+	case c.IsAttached():
+		checkVirtualMachine(c, bad)
+	case c.VirtualMachine != nil:
+		bad("type", "attached machine fields (address, resource_id, host_key) need type: virtualmachine")
 	case c.Instance != nil:
 		bad("type", "instance fields (idle_time_before_shutdown, schedules, setup_scripts, ...) need type: computeinstance")
 	case c.Type == "":
 		bad("type", "required; set type: amlcompute")
 	case c.Type != api.ComputeTypeAmlCompute:
-		bad("type", "%s is not supported yet; tide supports type: amlcompute and computeinstance", c.Type)
+		bad("type", "%s is not supported yet; %s", c.Type, supportedTypes)
 	}
 	if t := normalizeTier(c.Tier); t != api.TierDedicated && t != api.TierLowPriority {
 		bad("tier", "must be dedicated or low_priority, got %q", c.Tier)
@@ -391,7 +415,7 @@ func checkCompute(c *api.Compute, needName bool, bad func(field, format string, 
 	if s := c.SSHSettings; s != nil {
 		checkSSHKeys(s.SSHKeyValue, bad)
 	}
-	if s := c.SSHSettings; s != nil && !c.IsInstance() {
+	if s := c.SSHSettings; s != nil && !c.IsInstance() && !c.IsAttached() {
 		if s.AdminUsername == "" {
 			bad("ssh_settings.admin_username", "required when ssh_settings is set")
 		}
@@ -492,6 +516,10 @@ func ValidateCompute(c *api.Compute, env Env) error {
 	var errs collector
 	bad := func(field, format string, args ...any) { errs.add(0, field, format, args...) }
 	checkCompute(c, true, bad)
+	if c.IsAttached() {
+		// An attached machine has no size and no configured location.
+		return errs.err()
+	}
 	cat := env.Catalog
 	if cat == nil {
 		cat = catalog.Default()

@@ -49,14 +49,10 @@ func (d *decoder) parseInstance(root *yaml.Node, c *api.Compute) {
 	c.Instance = in
 	c.MinInstances, c.MaxInstances, c.Tier = 0, 1, api.TierDedicated
 	d.mapping(root, "", instanceFields, func(key string, v *yaml.Node, fp string) bool {
+		if d.commonComputeField(c, key, v, fp) {
+			return true
+		}
 		switch key {
-		case "$schema", "type":
-		case "name":
-			c.Name, _ = d.str(v, fp)
-		case "description":
-			c.Description, _ = d.str(v, fp)
-		case "tags":
-			c.Tags = d.strMap(v, fp)
 		case "location":
 			c.Location, _ = d.str(v, fp)
 		case "size":

@@ -622,14 +622,13 @@ func checkSampling(j *api.Job, bad func(field, format string, args ...any)) {
 			}
 		}
 	case api.SamplingBayesian:
-		bad("sampling_algorithm", "bayesian sampling is not supported yet; use random or grid")
 	case "":
 		bad("sampling_algorithm.type", "required: random, grid or bayesian")
 	default:
 		bad("sampling_algorithm", "%q is not a sampling algorithm; use random, grid or bayesian", s.Type)
 	}
-	if s.Seed != nil && s.Type != api.SamplingRandom {
-		bad("sampling_algorithm.seed", "only random sampling takes a seed")
+	if s.Seed != nil && s.Type == api.SamplingGrid {
+		bad("sampling_algorithm.seed", "grid sampling takes no seed: it tries every point in order")
 	}
 }
 

@@ -148,7 +148,7 @@ func TestSweepErrors(t *testing.T) {
 		{"grid over a continuous distribution", "sampling_algorithm: random=>sampling_algorithm: grid",
 			"s.yml:11: search_space.lr: grid sampling needs a finite set of values, but lr is a continuous uniform distribution; use type: choice with the values to try, or sampling_algorithm: random"},
 		{"unknown sampling", "sampling_algorithm: random=>sampling_algorithm: sobol", `s.yml:15: sampling_algorithm: "sobol" is not a sampling algorithm; use random, grid or bayesian`},
-		{"seed on grid", "sampling_algorithm: random=>sampling_algorithm: {type: grid, seed: 3}|" + space + "  lr: choice(1, 2)\n", "s.yml:12: sampling_algorithm.seed: only random sampling takes a seed"},
+		{"seed on grid", "sampling_algorithm: random=>sampling_algorithm: {type: grid, seed: 3}|" + space + "  lr: choice(1, 2)\n", "s.yml:12: sampling_algorithm.seed: grid sampling takes no seed: it tries every point in order"},
 		{"sobol rule", "sampling_algorithm: random=>sampling_algorithm: {type: random, rule: sobol}", "s.yml:15: sampling_algorithm.rule: not supported yet; tide samples with a pseudo-random generator; remove it"},
 		{"goal", "goal: Maximize=>goal: best", `s.yml:18: objective.goal: must be maximize or minimize, got "best"`},
 		{"no objective", "objective:\n  primary_metric: accuracy\n  goal: Maximize\n=>", "s.yml: objective: required: the metric the trials log and whether to maximize or minimize it, e.g. objective: {primary_metric: accuracy, goal: maximize}"},

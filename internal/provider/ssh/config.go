@@ -25,6 +25,10 @@ type Host struct {
 	// KeyFile is the private key to log in with (OpenSSH or PEM format,
 	// unencrypted). Empty: use the keys of the ssh-agent at $SSH_AUTH_SOCK.
 	KeyFile string
+	// PrivateKey is the private key itself, for a host whose key is kept
+	// elsewhere than a file (an attached machine's, in a workspace
+	// secret). It wins over KeyFile.
+	PrivateKey []byte
 	// HostKey pins the host's public key, in authorized_keys format
 	// ("ssh-ed25519 AAAA..."). Empty: the location's KnownHosts file
 	// must list the host.

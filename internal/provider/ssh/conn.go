@@ -62,13 +62,16 @@ const maxProbeWait = 10 * time.Second
 // newRemote prepares the client configuration of h: the host key check
 // (pinned key or known_hosts, never none) and the login method.
 func newRemote(h Host, knownHostsFile string) (*remote, error) {
-	cfg := &xssh.ClientConfig{User: h.User}
+	cfg, err := loginConfig(h)
+	if err != nil {
+		return nil, err
+	}
 	if h.HostKey != "" {
 		pub, _, _, _, err := xssh.ParseAuthorizedKey([]byte(h.HostKey))
 		if err != nil {
 			return nil, fmt.Errorf("host_key: must be a public key in authorized_keys format (%v)", err)
 		}
-		cfg.HostKeyCallback = xssh.FixedHostKey(pub)
+		cfg.HostKeyCallback = pinnedKey(pub)
 		// Ask for the pinned key's type, so a host with several keys
 		// shows the one we can check.
 		cfg.HostKeyAlgorithms = algorithmsFor(pub.Type())
@@ -88,31 +91,64 @@ func newRemote(h Host, knownHostsFile string) (*remote, error) {
 		}
 		cfg.HostKeyAlgorithms = algos
 	}
-	if h.KeyFile != "" {
+	return &remote{Host: h, config: cfg}, nil
+}
+
+// HostKeyError means a host showed another host key than the one pinned:
+// the machine was replaced or reinstalled, or someone is in between.
+type HostKeyError struct {
+	// Want and Got are the pinned key's and the shown key's SHA256
+	// fingerprints.
+	Want, Got string
+}
+
+func (e *HostKeyError) Error() string {
+	return fmt.Sprintf("the host key changed: the host shows %s, not the pinned %s (if the machine was reinstalled, pin its new key; otherwise someone may be intercepting the connection)", e.Got, e.Want)
+}
+
+// pinnedKey accepts only want, failing with a *HostKeyError.
+func pinnedKey(want xssh.PublicKey) xssh.HostKeyCallback {
+	return func(_ string, _ net.Addr, got xssh.PublicKey) error {
+		if bytes.Equal(got.Marshal(), want.Marshal()) {
+			return nil
+		}
+		return &HostKeyError{Want: xssh.FingerprintSHA256(want), Got: xssh.FingerprintSHA256(got)}
+	}
+}
+
+// loginConfig is the client configuration of h without its host key
+// check: the user and the login method.
+func loginConfig(h Host) (*xssh.ClientConfig, error) {
+	cfg := &xssh.ClientConfig{User: h.User}
+	key := h.PrivateKey
+	if key == nil && h.KeyFile != "" {
 		b, err := os.ReadFile(h.KeyFile)
 		if err != nil {
 			return nil, fmt.Errorf("key_file: %w", err)
 		}
-		signer, err := xssh.ParsePrivateKey(b)
+		key = b
+	}
+	if key != nil {
+		signer, err := xssh.ParsePrivateKey(key)
 		if err != nil {
 			return nil, fmt.Errorf("key_file %s: %w (tide needs an unencrypted key, or an ssh-agent)", h.KeyFile, err)
 		}
 		cfg.Auth = []xssh.AuthMethod{xssh.PublicKeys(signer)}
-	} else {
-		sock := os.Getenv("SSH_AUTH_SOCK")
-		if sock == "" {
-			return nil, errors.New("key_file: required when no ssh-agent runs (SSH_AUTH_SOCK is unset)")
-		}
-		cfg.Auth = []xssh.AuthMethod{xssh.PublicKeysCallback(func() ([]xssh.Signer, error) {
-			conn, err := net.Dial("unix", sock)
-			if err != nil {
-				return nil, fmt.Errorf("ssh-agent at %s: %w", sock, err)
-			}
-			defer conn.Close()
-			return sshagent.NewClient(conn).Signers()
-		})}
+		return cfg, nil
 	}
-	return &remote{Host: h, config: cfg}, nil
+	sock := os.Getenv("SSH_AUTH_SOCK")
+	if sock == "" {
+		return nil, errors.New("key_file: required when no ssh-agent runs (SSH_AUTH_SOCK is unset)")
+	}
+	cfg.Auth = []xssh.AuthMethod{xssh.PublicKeysCallback(func() ([]xssh.Signer, error) {
+		conn, err := net.Dial("unix", sock)
+		if err != nil {
+			return nil, fmt.Errorf("ssh-agent at %s: %w", sock, err)
+		}
+		defer conn.Close()
+		return sshagent.NewClient(conn).Signers()
+	})}
+	return cfg, nil
 }
 
 // knownAlgorithms returns the host key algorithms of the keys known_hosts

@@ -22,7 +22,7 @@ func TestEndToEnd(t *testing.T) {
 	opts := servertest.Options{
 		DataDir: t.TempDir(),
 		// The root end of host 0's veth: every host routes to it.
-		Addr:     l.hosts[0].rootIP + ":0",
+		Addr:     l.Hosts[0].RootIP + ":0",
 		Location: config.Location{Name: "lab", Provider: "ssh", Settings: settings},
 	}
 	srv := servertest.Start(t, opts)
@@ -48,8 +48,8 @@ func TestEndToEnd(t *testing.T) {
 	}
 	hostOf := map[string]int{}
 	for _, n := range nodes {
-		for i, h := range l.hosts {
-			if strings.Contains(n.ProviderID, "@"+h.ip+":") {
+		for i, h := range l.Hosts {
+			if strings.Contains(n.ProviderID, "@"+h.IP+":") {
 				hostOf[n.ID] = i
 			}
 		}
@@ -70,13 +70,13 @@ func TestEndToEnd(t *testing.T) {
 	j = srv.WaitJob(j.Name, 30*time.Second, func(j *api.Job) bool { return j.Status == api.JobRunning && len(j.Ranks) == 1 })
 	node := j.Ranks[0].Node
 	host := hostOf[node]
-	if err := l.cut(host, true); err != nil {
+	if err := l.Cut(host, true); err != nil {
 		t.Fatal(err)
 	}
 	restored := false
 	defer func() {
 		if !restored {
-			_ = l.cut(host, false)
+			_ = l.Cut(host, false)
 		}
 	}()
 	var states []string
@@ -99,7 +99,7 @@ func TestEndToEnd(t *testing.T) {
 	}
 	_, _ = srv.Client.CancelJob(ctx, "default", j.Name)
 	srv.WaitJob(j.Name, 30*time.Second, servertest.Terminal)
-	if err := l.cut(host, false); err != nil {
+	if err := l.Cut(host, false); err != nil {
 		t.Fatal(err)
 	}
 	restored = true

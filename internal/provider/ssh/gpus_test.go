@@ -41,7 +41,7 @@ func TestHostsGiveDisjointGPUs(t *testing.T) {
 		}
 		got[id] = strings.Split(n.ProviderID, "/pid/")[0] + " " + strings.Join(n.Capacity.GPUDevices, ",")
 	}
-	h0, h1 := "ssh://root@"+l.hosts[0].ip+":22", "ssh://root@"+l.hosts[1].ip+":22"
+	h0, h1 := "ssh://root@"+l.Hosts[0].IP+":22", "ssh://root@"+l.Hosts[1].IP+":22"
 	want := map[string]string{"g-a": h0 + " 0,1", "g-b": h0 + " 2,3", "g-c": h1 + " 0,1"}
 	for id, w := range want {
 		if got[id] != w {

@@ -43,16 +43,16 @@ func TestConformance(t *testing.T) {
 func TestCapacityAndHostKeys(t *testing.T) {
 	l := requireLab(t)
 	ctx := t.Context()
-	kh, err := l.knownHosts()
+	kh, err := l.KnownHosts()
 	if err != nil {
 		t.Fatal(err)
 	}
 	settings := l.settings(l.shared(), 1, kh)
 	deleteAll(t, settings)
 	// A stale binary on a host is replaced before an agent starts.
-	bins := make([]string, len(l.hosts))
-	for i, h := range l.hosts {
-		bins[i] = filepath.Join(l.shared(), h.ns, "bin", "tide")
+	bins := make([]string, len(l.Hosts))
+	for i, h := range l.Hosts {
+		bins[i] = filepath.Join(l.shared(), h.NS, "bin", "tide")
 		if err := os.MkdirAll(filepath.Dir(bins[i]), 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -98,18 +98,18 @@ func TestCapacityAndHostKeys(t *testing.T) {
 		t.Errorf("three Creates on two capacity-1 hosts: nodes on %v, %d insufficient capacity; want both hosts and 1", hosts, full)
 	}
 
-	// A host whose key is not the pinned one is refused with ssh's reason,
+	// A host whose key is not the pinned one is refused, naming both keys,
 	// and nothing is started.
 	bad := l.settings(t.TempDir(), 1, "")
-	other := l.hosts[1].hostKey
+	other := l.Hosts[1].HostKey
 	for _, h := range bad["hosts"].([]any) {
 		h.(map[string]any)["host_key"] = other
 	}
 	bad["hosts"] = bad["hosts"].([]any)[:1]
 	pb := open(t, bad)
 	_, err = pb.Create(ctx, providertest.Request("wrong-key"))
-	if err == nil || !strings.Contains(err.Error(), "host key mismatch") {
-		t.Errorf("Create on a host with the wrong key: err = %v; want ssh's host key mismatch", err)
+	if err == nil || !strings.Contains(err.Error(), "the host key changed") {
+		t.Errorf("Create on a host with the wrong key: err = %v; want the host key changed", err)
 	}
 	if _, err := os.Stat(filepath.Join(bad["hosts"].([]any)[0].(map[string]any)["dir"].(string), "nodes", "wrong-key")); err == nil {
 		t.Error("a node folder was made on a host whose key did not verify")
@@ -121,13 +121,13 @@ func TestCapacityAndHostKeys(t *testing.T) {
 		want     string
 	}{
 		{map[string]any{}, "hosts: at least one host"},
-		{map[string]any{"hosts": []any{map[string]any{"address": "h", "key_file": l.clientKey}}}, "hosts[0].host_key: required"},
-		{map[string]any{"hosts": []any{map[string]any{"address": "h", "port": 70000, "host_key": other, "key_file": l.clientKey}}}, "hosts[0].port"},
+		{map[string]any{"hosts": []any{map[string]any{"address": "h", "key_file": l.ClientKey}}}, "hosts[0].host_key: required"},
+		{map[string]any{"hosts": []any{map[string]any{"address": "h", "port": 70000, "host_key": other, "key_file": l.ClientKey}}}, "hosts[0].port"},
 		{map[string]any{"hosts": []any{map[string]any{"adress": "h"}}}, "hosts[0].adress: unknown host setting"},
 		{map[string]any{"host": 1}, "host: unknown setting"},
 		{map[string]any{"hosts": []any{map[string]any{"address": "h", "host_key": other, "gpus": "all"}}}, "hosts[0].gpus: want auto or a list"},
 		{map[string]any{"hosts": []any{map[string]any{"address": "h", "host_key": other, "gpus": []any{0, 0}}}}, "hosts[0].gpus: device 0 is listed twice"},
-		{map[string]any{"known_hosts": kh, "hosts": []any{map[string]any{"address": "10.9.9.9", "key_file": l.clientKey}}}, "10.9.9.9:22 is not in known_hosts"},
+		{map[string]any{"known_hosts": kh, "hosts": []any{map[string]any{"address": "10.9.9.9", "key_file": l.ClientKey}}}, "10.9.9.9:22 is not in known_hosts"},
 	} {
 		_, err := ssh.Factory("lab", tc.settings, provider.Deps{})
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -149,13 +149,13 @@ func TestHostCutOff(t *testing.T) {
 	if _, err := p.Get(ctx, "nothing"); !provider.IsNotFound(err) {
 		t.Fatalf("Get on a reachable host: %v; want NotFound", err)
 	}
-	if err := l.cut(1, true); err != nil {
+	if err := l.Cut(1, true); err != nil {
 		t.Fatal(err)
 	}
 	restored := false
 	defer func() {
 		if !restored {
-			_ = l.cut(1, false)
+			_ = l.Cut(1, false)
 		}
 	}()
 	var ue *ssh.UnreachableError
@@ -167,7 +167,7 @@ func TestHostCutOff(t *testing.T) {
 	if took := time.Since(start); !errors.As(err, &ue) || !strings.Contains(err.Error(), "unreachable since") || took > time.Second {
 		t.Errorf("second Get on a host cut off: %v after %s; want an immediate *UnreachableError", err, took)
 	}
-	if err := l.cut(1, false); err != nil {
+	if err := l.Cut(1, false); err != nil {
 		t.Fatal(err)
 	}
 	restored = true

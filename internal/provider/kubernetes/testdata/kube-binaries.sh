@@ -21,13 +21,25 @@ if [ -x "$out/kube-apiserver" ] && [ -x "$out/etcd" ]; then
 	exit 0
 fi
 
+# One build at a time: test packages running in parallel (and people) may
+# start this together; the second waits for the first and then finds the
+# binaries. Each build stages into its own directory, so nothing half-built
+# is ever moved into place or removed from under another.
+mkdir -p "$(dirname "$out")"
+exec 9>"$out.lock"
+flock 9
+if [ -x "$out/kube-apiserver" ] && [ -x "$out/etcd" ]; then
+	echo "$out"
+	exit 0
+fi
+
 # Staging modules (k8s.io/api, client-go, ...) are published as v0.<minor>.<patch>.
 minor_patch=${KUBE_VERSION#v1.}
 staging=v0.$minor_patch
 minor=${minor_patch%%.*}
 
 tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+trap 'rm -rf "$tmp" "${stage:-}"' EXIT
 cd "$tmp"
 export GOFLAGS=-mod=mod GOWORK=off
 go mod init tide.local/kubebuild >/dev/null 2>&1
@@ -48,7 +60,8 @@ go mod edit "${args[@]}" -require="k8s.io/kubernetes@$KUBE_VERSION"
 etcd_version=$(sed -n 's#^[[:space:]]*go.etcd.io/etcd/server/v3 \(v[^ ]*\).*#\1#p' "$kube_gomod" | head -1)
 go mod edit -require="go.etcd.io/etcd/server/v3@$etcd_version"
 
-mkdir -p "$out.tmp"
+stage="$out.tmp.$$"
+mkdir -p "$stage"
 ldflags="-s -w -X k8s.io/component-base/version.gitVersion=$KUBE_VERSION -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor -X k8s.io/client-go/pkg/version.gitVersion=$KUBE_VERSION"
 echo "kube-binaries: building kube-apiserver $KUBE_VERSION and etcd $etcd_version into $out (about 10 minutes on 2 cores, once)" >&2
 # build LABEL ARGS... runs go build -v ARGS, printing every 30 s how many
@@ -77,8 +90,8 @@ if ! go get "k8s.io/kubernetes/cmd/kube-apiserver@$KUBE_VERSION" "go.etcd.io/etc
 	tail -40 "$tmp/get.log" >&2
 	exit 1
 fi
-build "[2/3] kube-apiserver $KUBE_VERSION" -trimpath -ldflags "$ldflags" -o "$out.tmp/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver
-build "[3/3] etcd $etcd_version" -trimpath -ldflags "-s -w" -o "$out.tmp/etcd" go.etcd.io/etcd/server/v3
+build "[2/3] kube-apiserver $KUBE_VERSION" -trimpath -ldflags "$ldflags" -o "$stage/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver
+build "[3/3] etcd $etcd_version" -trimpath -ldflags "-s -w" -o "$stage/etcd" go.etcd.io/etcd/server/v3
 rm -rf "$out"
-mv "$out.tmp" "$out"
+mv "$stage" "$out"
 echo "$out"
