@@ -30,6 +30,23 @@ func sweepProbe(j *api.Job) *api.Job {
 // workspace), stores it Running and starts its first trials.
 func (s *Service) submitSweep(ctx context.Context, ws string, j *api.Job) (*api.Job, error) {
 	j.Compute = strings.TrimPrefix(j.Compute, "azureml:")
+	if c := j.Trial.Component; c != nil && c.Ref != "" {
+		// A registered component's versions are immutable: resolving it
+		// apart from the submission changes nothing.
+		err := s.Store.View(ctx, func(tx store.Tx) (err error) {
+			if _, err := s.workspace(ctx, tx, ws); err != nil {
+				return err
+			}
+			j.Trial.Component, err = s.resolveComponent(ctx, tx, ws, "trial", c.Ref)
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+		if err := spec.ValidateJob(j); err != nil {
+			return nil, validation(err)
+		}
+	}
 	if j.Sampling.Type != api.SamplingGrid && j.Sampling.Seed == nil {
 		// Recorded, so the trials' parameters can be drawn again.
 		seed := rand.Int64N(1 << 31)
