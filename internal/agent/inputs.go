@@ -210,14 +210,7 @@ func (j *job) fetchInput(ctx context.Context, in api.JobInput, dst string) (plac
 	isFile := in.Type == api.InputURIFile
 	switch kind {
 	case spec.PathBlob:
-		digest, file, _ := api.ParseBlobRef(in.Path)
-		if err := j.fetchBlob(ctx, digest, dst); err != nil {
-			return placed{}, err
-		}
-		if isFile {
-			return placed{path: filepath.Join(dst, filepath.FromSlash(path.Clean("/" + file)[1:]))}, nil
-		}
-		return placed{path: dst}, nil
+		return j.fetchSnapshot(ctx, in, dst)
 	case spec.PathFile:
 		u, _ := url.Parse(in.Path)
 		return j.placeLocal(u.Path, dst, in)
