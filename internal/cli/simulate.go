@@ -77,6 +77,10 @@ func (f *simFlags) load(r *run) (*simulate.Trace, simulate.Config, error) {
 	if err != nil {
 		return nil, simulate.Config{}, err
 	}
+	if f.preemptionsPerHour > 0 && c.Tier != api.TierLowPriority {
+		// Only low-priority nodes are preempted, in Azure and in the replay.
+		return nil, simulate.Config{}, usagef("--preemptions-per-hour: compute %s is not low priority, so nothing would be preempted; add --set tier=low_priority", c.Name)
+	}
 	cat := catalog.Default()
 	size, ok := cat.Lookup(c.Size)
 	if !ok {
