@@ -58,8 +58,8 @@ type SearchDist struct {
 // Sampling is a sweep's sampling_algorithm.
 type Sampling struct {
 	Type string `json:"type"`
-	// Seed makes random sampling repeatable; the server picks one (and
-	// records it here) when the file gives none.
+	// Seed makes random and Bayesian sampling repeatable; the server
+	// picks one (and records it here) when the file gives none.
 	Seed *int64 `json:"seed,omitempty"`
 }
 

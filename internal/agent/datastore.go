@@ -33,35 +33,35 @@ func (j *job) datastore(ctx context.Context, name string) (*api.Datastore, error
 }
 
 // fetchDatastore puts rel of a datastore into dst (a local datastore's
-// folder is copied) and returns the path the job sees.
-func (j *job) fetchDatastore(ctx context.Context, p, dst string, isFile bool) (string, error) {
-	name, rel, problem := spec.ParseDatastorePath(p)
+// folder is bound or copied, see placeLocal) and says where the job sees it.
+func (j *job) fetchDatastore(ctx context.Context, in api.JobInput, dst string) (placed, error) {
+	name, rel, problem := spec.ParseDatastorePath(in.Path)
 	if problem != "" {
-		return "", fmt.Errorf("%s", problem)
+		return placed{}, fmt.Errorf("%s", problem)
 	}
 	ds, err := j.datastore(ctx, name)
 	if err != nil {
-		return "", err
+		return placed{}, err
 	}
 	switch ds.Type {
 	case api.DatastoreLocal:
 		if !filepath.IsAbs(ds.Path) {
-			return "", fmt.Errorf("datastore %s: path %q is not absolute", name, ds.Path)
+			return placed{}, fmt.Errorf("datastore %s: path %q is not absolute", name, ds.Path)
 		}
-		return copyLocal(filepath.Join(ds.Path, filepath.FromSlash(rel)), dst, isFile)
+		return j.placeLocal(filepath.Join(ds.Path, filepath.FromSlash(rel)), dst, in)
 	case api.DatastoreAzureBlob:
 		st, err := azureblob.New(ds)
 		if err != nil {
-			return "", err
+			return placed{}, err
 		}
 		c := blobCache{dir: filepath.Join(j.a.cfg.Dir, "cache", "blobs"), st: st}
-		out, err := c.fetch(ctx, rel, dst, isFile)
+		out, err := c.fetch(ctx, rel, dst, in.Type == api.InputURIFile)
 		if err == nil {
 			j.logs.add("tide", fmt.Sprintf("%s: %d files, %d downloaded, %d from the node's cache", st.URL(rel), c.hits+c.misses, c.misses, c.hits))
 		}
-		return out, err
+		return placed{path: out}, err
 	}
-	return "", fmt.Errorf("datastore %s has type %s, which nodes cannot read", name, ds.Type)
+	return placed{}, fmt.Errorf("datastore %s has type %s, which nodes cannot read", name, ds.Type)
 }
 
 // blobCache keeps the blobs a node downloaded, named by the container,

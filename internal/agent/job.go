@@ -41,6 +41,12 @@ type job struct {
 	log *slog.Logger
 
 	dir, outputsDir, logsDir, checkpointDir string
+	// inputBinds are the inputs the runtime shows read-only (ro_mount);
+	// inputMounts the input folders it binds writable (download, and
+	// ro_mount copies where it cannot bind read-only). Only the job's own
+	// goroutine writes them, before the command starts.
+	inputBinds  []runtime.Bind
+	inputMounts []string
 
 	logs *shipper
 
@@ -328,7 +334,8 @@ func (j *job) runtimeSpec() (runtime.Spec, error) {
 		Name:     strings.Join([]string{j.as.Workspace, j.as.Job, strconv.Itoa(j.as.Attempt), strconv.Itoa(j.as.NodeRank)}, "-"),
 		Image:    j.as.Image,
 		BuildDir: j.as.BuildPath,
-		Mounts:   []string{j.checkpointDir},
+		Mounts:   append([]string{j.checkpointDir}, j.inputMounts...),
+		ReadOnly: j.inputBinds,
 		Note:     func(s string) { j.logs.add("tide", s) },
 	}
 	if j.as.ShmSize != "" {

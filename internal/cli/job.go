@@ -53,9 +53,9 @@ With --stream, follow the job's log until it ends.` + streamExitHelp,
 			}
 			// The server checks everything it can (compute, environment,
 			// datastores, name) before code and data go up, and says
-			// every problem at once. (A pipeline's steps are prepared
-			// from local component files first.)
-			if j.Type != api.JobTypePipeline {
+			// every problem at once. (A pipeline's steps and a sweep's
+			// component trial are prepared from local files first.)
+			if j.Type == api.JobTypeCommand || j.Type == api.JobTypeSweep && j.Trial.Component == nil {
 				vctx, vcancel := context.WithTimeout(cmd.Context(), requestTimeout)
 				err = cl.ValidateJob(vctx, r.workspace, j)
 				vcancel()
@@ -63,9 +63,12 @@ With --stream, follow the job's log until it ends.` + streamExitHelp,
 					return err
 				}
 			}
-			if j.Type == api.JobTypePipeline {
+			switch j.Type {
+			case api.JobTypePipeline:
 				err = r.preparePipeline(cmd.Context(), cl, file, j)
-			} else {
+			case api.JobTypeSweep:
+				err = r.prepareSweep(cmd.Context(), cl, file, j)
+			default:
 				err = r.uploadData(cmd.Context(), cl, file, j)
 			}
 			if err != nil {

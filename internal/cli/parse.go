@@ -66,8 +66,11 @@ func parseJob(file string, data []byte, sets []string) (*api.Job, error) {
 	if err != nil {
 		return nil, err
 	}
-	if j.Type == api.JobTypePipeline {
+	switch {
+	case j.Type == api.JobTypePipeline:
 		return j, nil // preparePipeline reads the steps' files
+	case j.Type == api.JobTypeSweep && j.Trial.Component != nil:
+		return j, nil // prepareSweep reads the component
 	}
 	envOf := j
 	if j.Type == api.JobTypeSweep {

@@ -56,8 +56,10 @@ func (f *simFlags) load(r *run) (*simulate.Trace, simulate.Config, error) {
 		return nil, simulate.Config{}, usagef("--boot-failure-rate: must be >= 0 and < 1 (got %g)", f.bootFailures)
 	case f.preemptionsPerHour < 0:
 		return nil, simulate.Config{}, usagef("--preemptions-per-hour: must be >= 0 (got %g)", f.preemptionsPerHour)
-	case f.retries < 0:
-		return nil, simulate.Config{}, usagef("--retries: must be >= 0 (got %d)", f.retries)
+	case f.retries < 0 || f.retries > api.MaxRetries:
+		// The server's bound on tide.retries.on_node_failure; it also
+		// bounds the restarts one job can cause in the replay.
+		return nil, simulate.Config{}, usagef("--retries: want a whole number from 0 to %d, as tide.retries.on_node_failure (got %d)", api.MaxRetries, f.retries)
 	}
 	var cols *simulate.Columns
 	if f.columns != "" {
@@ -74,6 +76,13 @@ func (f *simFlags) load(r *run) (*simulate.Trace, simulate.Config, error) {
 	c, err := parseCompute(f.file, data, f.sets)
 	if err != nil {
 		return nil, simulate.Config{}, err
+	}
+	if c.Tide != nil && len(c.Tide.Schedules) > 0 {
+		return nil, simulate.Config{}, usagef("%s: tide.schedules: not supported by tide simulate yet (the replay keeps min_instances and max_instances fixed); simulate a copy of the file without them", f.file)
+	}
+	if f.preemptionsPerHour > 0 && c.Tier != api.TierLowPriority {
+		// Only low-priority nodes are preempted, in Azure and in the replay.
+		return nil, simulate.Config{}, usagef("--preemptions-per-hour: compute %s is not low priority, so nothing would be preempted; add --set tier=low_priority", c.Name)
 	}
 	cat := catalog.Default()
 	size, ok := cat.Lookup(c.Size)
@@ -312,8 +321,14 @@ func adviceTable(w io.Writer, cfg *simulate.Config, adv simulate.Advice, skipped
 		if !h.Met {
 			verdict = "misses the goal"
 		}
+		var windows []string
+		for _, v := range h.Windows {
+			windows = append(windows, fmt.Sprintf("%.1fs", v))
+		}
 		fmt.Fprintf(w, "On the last %d jobs, which the search did not see: mean wait %.1fs, p95 %.0fs, $%.2f: %s (confidence %s).\n",
 			h.Jobs, h.Result.Wait.Mean, h.Result.Wait.P95, h.Result.Cost, verdict, adv.Confidence)
+		fmt.Fprintf(w, "In %d equal spans of that time: %s %s; the goal held in %d of them.\n",
+			len(h.Windows), strings.SplitN(adv.Goal, " under", 2)[0], strings.Join(windows, ", "), h.WindowsMet)
 	} else {
 		fmt.Fprintf(w, "The trace is too short to hold a part back (fewer than 300 jobs): confidence untested.\n")
 	}

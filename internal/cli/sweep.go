@@ -13,6 +13,38 @@ import (
 	"github.com/tideml/tide/internal/sweep"
 )
 
+// prepareSweep reads the component file a sweep's trial names and uploads
+// code folders and local data, all relative to the file that names them
+// (parseJob read a command trial's environment file). It validates the
+// result.
+func (r *run) prepareSweep(ctx context.Context, cl *api.Client, file string, j *api.Job) error {
+	base := fileBase(file)
+	if err := r.uploadInputs(ctx, cl, base, "inputs.", j.Inputs); err != nil {
+		return err
+	}
+	t := j.Trial
+	switch c := t.Component; {
+	case c != nil && c.Ref != "":
+		if _, ok := spec.ComponentFile(c.Ref); ok {
+			comp, err := r.readComponentFile(ctx, cl, file, "trial", c.Ref)
+			if err != nil {
+				return err
+			}
+			t.Component = comp
+		}
+	case c != nil:
+		if err := r.prepareComponent(ctx, cl, file, "trial.component.", c); err != nil {
+			return err
+		}
+	default:
+		var err error
+		if t.Code, err = r.uploadCode(ctx, cl, base, "trial.code", t.Code); err != nil {
+			return err
+		}
+	}
+	return spec.ValidateJob(j)
+}
+
 // sweepLines are the settings and the best trial of a sweep, for job show.
 func sweepLines(j *api.Job) []kv {
 	var lines []kv

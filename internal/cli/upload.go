@@ -24,15 +24,11 @@ const uploadTimeout = 30 * time.Minute
 // has (same SHA-256) is not sent again.
 func (r *run) uploadData(ctx context.Context, cl *api.Client, file string, j *api.Job) error {
 	base := fileBase(file)
-	codeOf, field := j, "code"
-	if j.Type == api.JobTypeSweep {
-		codeOf, field = j.Trial, "trial.code"
-	}
-	code, err := r.uploadCode(ctx, cl, base, field, codeOf.Code)
+	code, err := r.uploadCode(ctx, cl, base, "code", j.Code)
 	if err != nil {
 		return err
 	}
-	codeOf.Code = code
+	j.Code = code
 	return r.uploadInputs(ctx, cl, base, "inputs.", j.Inputs)
 }
 

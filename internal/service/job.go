@@ -109,8 +109,8 @@ func (s *Service) CheckJob(ctx context.Context, ws string, j *api.Job) error {
 	if err := spec.ValidateJob(j); err != nil {
 		ps.add(validation(err))
 	}
-	if j.Type == api.JobTypePipeline || (j.Type == api.JobTypeSweep && len(ps) > 0) {
-		return ps.err() // a pipeline's steps are checked at submission
+	if j.Type == api.JobTypePipeline || (j.Type == api.JobTypeSweep && (len(ps) > 0 || j.Trial.Component != nil && j.Trial.Component.Ref != "")) {
+		return ps.err() // a pipeline's steps and a registered trial component are checked at submission
 	}
 	j.Compute = strings.TrimPrefix(j.Compute, "azureml:")
 	if j.Type == api.JobTypeSweep {

@@ -118,33 +118,42 @@ func (s *Service) resolveComponents(ctx context.Context, tx store.Tx, ws string,
 		if step == nil || step.Component == nil || step.Component.Ref == "" {
 			continue
 		}
-		field := "jobs." + name + ".component"
-		if f, ok := spec.ComponentFile(step.Component.Ref); ok {
-			e := errorf(400, api.CodeValidation, "%s: %s: a component file is read by the CLI (tide job create -f), which sends the component inline; a request must carry it inline or name a registered one (azureml:NAME:VERSION)", field, f)
-			e.Field = field
-			return e
-		}
-		ref, err := spec.ParseComponentRef(step.Component.Ref)
-		if err != nil {
-			e := validation(err).(*Error)
-			e.Msg, e.Field = field+": "+err.(*spec.FieldError).Message, field
-			return e
-		}
-		c, err := s.component(ctx, tx, ws, ref.Name, ref.Version)
-		var se *Error
-		if errors.As(err, &se) {
-			se.Msg, se.Field = field+": "+se.Msg, field
-			se.Status = 400
-			return se
-		}
+		c, err := s.resolveComponent(ctx, tx, ws, "jobs."+name+".component", step.Component.Ref)
 		if err != nil {
 			return err
 		}
-		cp := *c
-		cp.Workspace, cp.Etag = "", ""
-		step.Component = &cp
+		step.Component = c
 	}
 	return nil
+}
+
+// resolveComponent returns a copy of the registered component ref names
+// (azureml:NAME:VERSION), for the field that names it.
+func (s *Service) resolveComponent(ctx context.Context, tx store.Tx, ws, field, ref string) (*api.Component, error) {
+	if f, ok := spec.ComponentFile(ref); ok {
+		e := errorf(400, api.CodeValidation, "%s: %s: a component file is read by the CLI (tide job create -f), which sends the component inline; a request must carry it inline or name a registered one (azureml:NAME:VERSION)", field, f)
+		e.Field = field
+		return nil, e
+	}
+	r, err := spec.ParseComponentRef(ref)
+	if err != nil {
+		e := validation(err).(*Error)
+		e.Msg, e.Field = field+": "+err.(*spec.FieldError).Message, field
+		return nil, e
+	}
+	c, err := s.component(ctx, tx, ws, r.Name, r.Version)
+	var se *Error
+	if errors.As(err, &se) {
+		se.Msg, se.Field = field+": "+se.Msg, field
+		se.Status = 400
+		return nil, se
+	}
+	if err != nil {
+		return nil, err
+	}
+	cp := *c
+	cp.Workspace, cp.Etag = "", ""
+	return &cp, nil
 }
 
 // checkStep checks what a step needs from the workspace before the

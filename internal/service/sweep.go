@@ -21,7 +21,7 @@ import (
 // checks before a sweep is accepted look at: every trial runs the same
 // command, code, environment and data on the same compute.
 func sweepProbe(j *api.Job) *api.Job {
-	p := sweep.TrialJob(j, 0, sweep.Next(j, 0, nil))
+	p := sweep.TrialJob(j, 0, sweep.Next(j, 0, nil, nil))
 	p.Name, p.Parent = j.Name, ""
 	return p
 }
@@ -30,7 +30,24 @@ func sweepProbe(j *api.Job) *api.Job {
 // workspace), stores it Running and starts its first trials.
 func (s *Service) submitSweep(ctx context.Context, ws string, j *api.Job) (*api.Job, error) {
 	j.Compute = strings.TrimPrefix(j.Compute, "azureml:")
-	if j.Sampling.Type == api.SamplingRandom && j.Sampling.Seed == nil {
+	if c := j.Trial.Component; c != nil && c.Ref != "" {
+		// A registered component's versions are immutable: resolving it
+		// apart from the submission changes nothing.
+		err := s.Store.View(ctx, func(tx store.Tx) (err error) {
+			if _, err := s.workspace(ctx, tx, ws); err != nil {
+				return err
+			}
+			j.Trial.Component, err = s.resolveComponent(ctx, tx, ws, "trial", c.Ref)
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+		if err := spec.ValidateJob(j); err != nil {
+			return nil, validation(err)
+		}
+	}
+	if j.Sampling.Type != api.SamplingGrid && j.Sampling.Seed == nil {
 		// Recorded, so the trials' parameters can be drawn again.
 		seed := rand.Int64N(1 << 31)
 		j.Sampling.Seed = &seed
@@ -165,12 +182,16 @@ func trialIndex(sw *api.Job, index int) int {
 func (s *Service) startTrial(ctx context.Context, tx store.Tx, sw *api.Job) error {
 	index := len(sw.Trials)
 	var done []sweep.Observation
+	var pending []map[string]string
 	for _, t := range sw.Trials {
-		if t.Status == api.JobCompleted && t.Metric != nil {
+		switch {
+		case t.Status == api.JobCompleted && t.Metric != nil:
 			done = append(done, sweep.Observation{Params: t.Parameters, Value: *t.Metric})
+		case !api.JobTerminal(t.Status):
+			pending = append(pending, t.Parameters)
 		}
 	}
-	params := sweep.Next(sw, index, done)
+	params := sweep.Next(sw, index, done, pending)
 	trial := api.SweepTrial{Index: index, Status: api.JobQueued, Parameters: params}
 	child := sweep.TrialJob(sw, index, params)
 	child.Name = s.freeJobName(ctx, tx, sw.Workspace, sw.Name+"_"+strconv.Itoa(index))

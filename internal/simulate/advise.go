@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"math"
 	"regexp"
 	"runtime"
 	"slices"
@@ -117,8 +118,8 @@ type Advice struct {
 	// to split.
 	Holdout *Holdout `json:"holdout,omitempty"`
 	// Confidence is "high" (the goal holds on the holdout with a 10 %
-	// margin), "medium" (it holds), "low" (it does not) or "untested" (no
-	// holdout).
+	// margin and in each of its windows), "medium" (it holds on the
+	// holdout), "low" (it does not) or "untested" (no holdout).
 	Confidence string `json:"confidence"`
 }
 
@@ -127,7 +128,16 @@ type Holdout struct {
 	Jobs   int    `json:"jobs"`
 	Result Result `json:"result"`
 	Met    bool   `json:"met"`
+	// Windows is the goal's statistic, in seconds, over the jobs
+	// submitted in each of holdoutWindows equal spans of the held-out
+	// part's time, in order; WindowsMet counts those under the goal. A
+	// goal met overall but not in every window is met on average only.
+	Windows    []float64 `json:"windows"`
+	WindowsMet int       `json:"windows_met"`
 }
+
+// holdoutWindows is the number of spans the held-out part is judged in.
+const holdoutWindows = 3
 
 // Advise searches the compute's settings for the cheapest that meets goal:
 // the idle time, from a coarse grid refined by bisection to 30 s (cost
@@ -207,17 +217,43 @@ func Advise(trace *Trace, base Config, goal Goal) (Advice, error) {
 			return Advice{}, err
 		}
 		w := goal.wait(r)
-		adv.Holdout = &Holdout{Jobs: len(hold.Jobs), Result: r, Met: w < goal.Under.Seconds()}
+		h := &Holdout{Jobs: len(hold.Jobs), Result: r, Met: w < goal.Under.Seconds()}
+		h.Windows = windowWaits(hold, r, goal)
+		for _, v := range h.Windows {
+			if v < goal.Under.Seconds() {
+				h.WindowsMet++
+			}
+		}
+		adv.Holdout = h
 		switch {
-		case w < 0.9*goal.Under.Seconds():
+		case w < 0.9*goal.Under.Seconds() && h.WindowsMet == len(h.Windows):
 			adv.Confidence = "high"
-		case adv.Holdout.Met:
+		case h.Met:
 			adv.Confidence = "medium"
 		default:
 			adv.Confidence = "low"
 		}
 	}
 	return adv, nil
+}
+
+// windowWaits returns the goal's statistic over the jobs of tr submitted in
+// each of holdoutWindows equal spans of its time (the last span includes
+// the last submit); a span without jobs that started counts as 0.
+func windowWaits(tr *Trace, r Result, goal Goal) []float64 {
+	span := tr.Jobs[len(tr.Jobs)-1].Submit + 1
+	buckets := make([][]float64, holdoutWindows)
+	for i, j := range tr.Jobs {
+		if w := r.jobWaits[i]; !math.IsNaN(w) {
+			k := min(int(int64(j.Submit)*holdoutWindows/int64(span)), holdoutWindows-1)
+			buckets[k] = append(buckets[k], w)
+		}
+	}
+	out := make([]float64, holdoutWindows)
+	for k, b := range buckets {
+		out[k] = goal.wait(Result{Wait: quantiles(b)})
+	}
+	return out
 }
 
 // adviser runs candidate settings, each once, in parallel batches.

@@ -117,3 +117,41 @@ func TestAdviseMatchesTheFineGrid(t *testing.T) {
 	t.Logf("search: %s, %d candidates; fine grid: %d s; recommended %s; holdout %+v, confidence %s",
 		got.Setting, len(adv.Candidates), best, adv.Candidates[adv.Recommended].Setting, adv.Holdout.Result.Wait, adv.Confidence)
 }
+
+// TestAdviseConfidenceJudgesHoldoutWindows: a job every 600 s (20 s long)
+// until the last ninth of the trace's time, then one every 1500 s. The
+// search, on the first two thirds, finds 600 s; on the held-out third the
+// mean wait (about 30 s) meets "mean wait under 60s" with margin, but only
+// because the first two windows dilute the last, where every job waits
+// for a boot: confidence medium, not high.
+func TestAdviseConfidenceJudgesHoldoutWindows(t *testing.T) {
+	tr := &Trace{File: "shift"}
+	at := time.Duration(0)
+	for at <= 480000*time.Second {
+		tr.Jobs = append(tr.Jobs, Job{Submit: at, Duration: 20 * time.Second, Instances: 1})
+		at += 600 * time.Second
+	}
+	for range 40 {
+		at += 900 * time.Second
+		tr.Jobs = append(tr.Jobs, Job{Submit: at, Duration: 20 * time.Second, Instances: 1})
+		at += 600 * time.Second
+	}
+	c := compute(t, "max_instances: 4\n")
+	if err := tr.Fit(c, catalog.Default().Lookup); err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{Compute: *c, BootTime: 180 * time.Second}
+	cfg.Size, _ = catalog.Default().Lookup(c.Size)
+	adv, err := Advise(tr, cfg, Goal{Stat: "mean", Under: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := adv.Holdout
+	t.Logf("recommended %s; holdout mean %.1f s, windows %v", adv.Candidates[adv.Recommended].Setting, h.Result.Wait.Mean, h.Windows)
+	if !h.Met || h.Result.Wait.Mean >= 54 || len(h.Windows) != holdoutWindows || h.WindowsMet != holdoutWindows-1 || h.Windows[2] < 60 {
+		t.Errorf("holdout met %v, mean %.1f s, windows %v (%d met): want met with margin overall, the last window missed", h.Met, h.Result.Wait.Mean, h.Windows, h.WindowsMet)
+	}
+	if adv.Confidence != "medium" {
+		t.Errorf("confidence %s, want medium: the goal fails in the last window", adv.Confidence)
+	}
+}

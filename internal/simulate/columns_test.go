@@ -116,3 +116,19 @@ func TestReadTraceColumns(t *testing.T) {
 		t.Errorf("end before start: %v", err)
 	}
 }
+
+// FuzzReadTraceColumns: any --columns value and any CSV either fail with an
+// error naming the file, or give a trace that replays.
+func FuzzReadTraceColumns(f *testing.F) {
+	f.Add("submit=q,start=s,end=e,gpus=g,cpus=c,memory_gb=m", "q,s,e,g,c,m\n0,5,65,2,8,64\n10,,,1,,\n")
+	f.Add("submit=q,duration=d,instances=n,size=z", "q,d,n,z\n2024-05-01T10:00:00Z,60,2,\n2024-05-01T10:01:00Z,1e9,1,x\n")
+	f.Add("submit=q,end=e", "q,e\n\"0\",\"1\"\n5,\"3\n")
+	f.Fuzz(func(t *testing.T, spec, text string) {
+		cols, err := ParseColumns(spec)
+		if err != nil {
+			return
+		}
+		tr, err := ReadTraceColumns("f.csv", strings.NewReader(text), cols, "columns")
+		replayFuzzed(t, tr, err)
+	})
+}

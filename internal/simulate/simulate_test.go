@@ -174,6 +174,7 @@ func TestSummaryMatchesFullSnapshot(t *testing.T) {
 		{"max_instances: 1000\n", Config{BootTime: 180 * time.Second, Policy: autoscaler.AdaptivePolicy}},
 		{"max_instances: 8\nmin_instances: 1\n", Config{BootTime: 120 * time.Second, Policy: autoscaler.AdaptivePolicy}},
 		{"max_instances: 1000\ntier: low_priority\n", Config{BootTime: 60 * time.Second, BootFailureRate: 0.2, PreemptionsPerHour: 2, Seed: 3}},
+		{"max_instances: 1000\ntide:\n  max_starting_nodes: 3\n", Config{BootTime: 180 * time.Second}},
 	}
 	for i, tc := range configs {
 		for k := range 3 {
@@ -283,22 +284,30 @@ func FuzzReadTrace(f *testing.F) {
 	f.Add(alibabaHeader + "\np,88000,327680,8,1000,,LS,Running,0,3600,0\nq,1,1,1,1,,BE,Pending,5,9,\n")
 	f.Fuzz(func(t *testing.T, text string) {
 		tr, err := ReadTrace("f.csv", strings.NewReader(text))
-		if err != nil {
-			if !strings.HasPrefix(err.Error(), "f.csv") && !strings.HasPrefix(err.Error(), "reading f.csv") {
-				t.Fatalf("error %q does not name the file", err)
-			}
-			return
-		}
-		if len(tr.Jobs) > 50 {
-			return
-		}
-		c := &api.Compute{Name: "gpu-cluster", Size: "Standard_NC4as_T4_v3", MaxInstances: 8, IdleTimeBeforeScaleDown: 120}
-		if tr.Fit(c, catalog.Default().Lookup) != nil {
-			return
-		}
-		size, _ := catalog.Default().Lookup(c.Size)
-		if _, err := Run(tr, Config{Compute: *c, Size: size, BootTime: time.Minute}); err != nil {
-			t.Fatal(err)
-		}
+		replayFuzzed(t, tr, err)
 	})
+}
+
+// replayFuzzed checks what a fuzzed trace read gave: an error naming the
+// file f.csv, or a trace that replays without error (when small enough and
+// fitting a compute of 8 one-GPU nodes).
+func replayFuzzed(t *testing.T, tr *Trace, err error) {
+	t.Helper()
+	if err != nil {
+		if !strings.HasPrefix(err.Error(), "f.csv") && !strings.HasPrefix(err.Error(), "reading f.csv") {
+			t.Fatalf("error %q does not name the file", err)
+		}
+		return
+	}
+	if len(tr.Jobs) > 50 {
+		return
+	}
+	c := &api.Compute{Name: "gpu-cluster", Size: "Standard_NC4as_T4_v3", MaxInstances: 8, IdleTimeBeforeScaleDown: 120}
+	if tr.Fit(c, catalog.Default().Lookup) != nil {
+		return
+	}
+	size, _ := catalog.Default().Lookup(c.Size)
+	if _, err := Run(tr, Config{Compute: *c, Size: size, BootTime: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -140,6 +140,13 @@ func (d *decoder) trial(n *yaml.Node, path string) *api.Job {
 			t.Resources = d.resources(v, fp)
 		case "distribution":
 			t.Distribution = d.distribution(v, fp)
+		case "component":
+			// An API body carries a component trial this way.
+			if rv := resolve(v); rv.Kind == yaml.MappingNode {
+				t.Component = d.component(rv, fp)
+			} else if s, _ := d.str(v, fp); s != "" {
+				t.Component = &api.Component{Ref: s}
+			}
 		case "inputs", "outputs":
 			d.notSupported(fp, "a sweep's inputs and outputs are at its top level, beside trial:; move them there")
 		case "type":
@@ -503,7 +510,10 @@ func checkSweep(j *api.Job, bad func(field, format string, args ...any)) {
 	case t == nil:
 		bad("trial", "required: the command each trial runs, e.g. trial: {command: python train.py --lr ${{search_space.lr}}, code: src, environment: ...}")
 	case t.Component != nil:
-		bad("trial", "component trials are not supported yet; write the trial's command, code and environment under trial:")
+		if strings.TrimSpace(t.Command) != "" || t.Code != "" || t.Environment != nil {
+			bad("trial", "a trial is a component or a command, not both; remove command, code and environment")
+		}
+		checkComponentTrial(j, bad)
 	default:
 		body := *t
 		body.Inputs, body.Outputs, body.Compute = j.Inputs, j.Outputs, j.Compute
@@ -561,6 +571,69 @@ func checkSweep(j *api.Job, bad func(field, format string, args ...any)) {
 	checkEarlyTermination(j.EarlyTermination, bad)
 }
 
+// checkComponentTrial checks a sweep whose trial is a component: its
+// search space parameters and inputs are the component's inputs (by name),
+// which must all be given unless they have a default or are optional. A
+// reference the CLI reads (./file.yml) or the server resolves
+// (azureml:NAME:VERSION) is checked once it is inline.
+func checkComponentTrial(j *api.Job, bad func(field, format string, args ...any)) {
+	c := j.Trial.Component
+	if c.Ref != "" {
+		if _, ok := ComponentFile(c.Ref); !ok {
+			if _, err := ParseComponentRef(c.Ref); err != nil {
+				bad("trial", "%s", err.(*FieldError).Message)
+			}
+		}
+		return
+	}
+	checkComponent(c, "trial.", bad)
+	label := componentLabel(c, "trial")
+	declared := strings.Join(sortedNames(c.Inputs), ", ")
+	for _, name := range sortedNames(j.SearchSpace) {
+		decl, ok := c.Inputs[name]
+		sd, fp := j.SearchSpace[name], "search_space."+name
+		switch {
+		case !ok:
+			bad(fp, "component %s has no input %s; a component trial's parameters are its inputs: %s", label, name, declared)
+		case !slices.Contains(literalInTypes, decl.Type):
+			bad(fp, "input %s of component %s is %s data; search space parameters are values", name, label, decl.Type)
+		case decl.Type == "integer" && sd.Type != api.DistChoice && sd.Type != api.DistRandint && (sd.Q == nil || *sd.Q != math.Trunc(*sd.Q)):
+			bad(fp, "input %s of component %s is an integer, but a %s distribution gives fractions; use randint, choice or a q distribution with a whole q", name, label, sd.Type)
+		case sd.Type == api.DistChoice:
+			for _, v := range sd.Values {
+				if msg := LiteralProblem(decl, v); msg != "" {
+					bad(fp+".values", "%s", msg)
+				}
+			}
+		}
+		if _, both := j.Inputs[name]; both {
+			bad("inputs."+name, "%s is a search space parameter; remove it from inputs", name)
+		}
+	}
+	for _, name := range sortedNames(j.Inputs) {
+		decl, ok := c.Inputs[name]
+		if !ok {
+			bad("inputs."+name, "component %s declares no input %s; its inputs: %s", label, name, declared)
+			continue
+		}
+		checkGiven(decl, j.Inputs[name], "inputs."+name, bad)
+	}
+	for _, name := range sortedNames(c.Inputs) {
+		decl := c.Inputs[name]
+		_, given := j.Inputs[name]
+		_, swept := j.SearchSpace[name]
+		if !given && !swept && decl.Default == nil && !decl.Optional {
+			bad("inputs."+name, "required by component %s (a %s input with no default); give it under inputs or search_space", label, decl.Type)
+		}
+	}
+	for _, name := range sortedNames(j.Outputs) {
+		if _, ok := c.Outputs[name]; !ok {
+			bad("outputs."+name, "component %s declares no output %s; its outputs: %s", label, name, strings.Join(sortedNames(c.Outputs), ", "))
+		}
+	}
+}
+
+// checkDist checks one search space parameter.
 func checkDist(sd api.SearchDist, fp string, bad func(field, format string, args ...any)) {
 	fields, ok := distFields[sd.Type]
 	if !ok {
@@ -622,14 +695,13 @@ func checkSampling(j *api.Job, bad func(field, format string, args ...any)) {
 			}
 		}
 	case api.SamplingBayesian:
-		bad("sampling_algorithm", "bayesian sampling is not supported yet; use random or grid")
 	case "":
 		bad("sampling_algorithm.type", "required: random, grid or bayesian")
 	default:
 		bad("sampling_algorithm", "%q is not a sampling algorithm; use random, grid or bayesian", s.Type)
 	}
-	if s.Seed != nil && s.Type != api.SamplingRandom {
-		bad("sampling_algorithm.seed", "only random sampling takes a seed")
+	if s.Seed != nil && s.Type == api.SamplingGrid {
+		bad("sampling_algorithm.seed", "grid sampling takes no seed: it tries every point in order")
 	}
 }
 

@@ -148,7 +148,7 @@ func TestSweepErrors(t *testing.T) {
 		{"grid over a continuous distribution", "sampling_algorithm: random=>sampling_algorithm: grid",
 			"s.yml:11: search_space.lr: grid sampling needs a finite set of values, but lr is a continuous uniform distribution; use type: choice with the values to try, or sampling_algorithm: random"},
 		{"unknown sampling", "sampling_algorithm: random=>sampling_algorithm: sobol", `s.yml:15: sampling_algorithm: "sobol" is not a sampling algorithm; use random, grid or bayesian`},
-		{"seed on grid", "sampling_algorithm: random=>sampling_algorithm: {type: grid, seed: 3}|" + space + "  lr: choice(1, 2)\n", "s.yml:12: sampling_algorithm.seed: only random sampling takes a seed"},
+		{"seed on grid", "sampling_algorithm: random=>sampling_algorithm: {type: grid, seed: 3}|" + space + "  lr: choice(1, 2)\n", "s.yml:12: sampling_algorithm.seed: grid sampling takes no seed: it tries every point in order"},
 		{"sobol rule", "sampling_algorithm: random=>sampling_algorithm: {type: random, rule: sobol}", "s.yml:15: sampling_algorithm.rule: not supported yet; tide samples with a pseudo-random generator; remove it"},
 		{"goal", "goal: Maximize=>goal: best", `s.yml:18: objective.goal: must be maximize or minimize, got "best"`},
 		{"no objective", "objective:\n  primary_metric: accuracy\n  goal: Maximize\n=>", "s.yml: objective: required: the metric the trials log and whether to maximize or minimize it, e.g. objective: {primary_metric: accuracy, goal: maximize}"},
@@ -164,7 +164,6 @@ func TestSweepErrors(t *testing.T) {
 		{"truncation percentage", "early_termination: {type: truncation_selection}\n", "s.yml:22: early_termination.truncation_percentage: required: the percentage of the worst trials to stop at each evaluation, 1 to 99 (got 0)"},
 		{"field of another policy", "early_termination: {type: median_stopping, slack_factor: 0.1}\n", "s.yml:22: early_termination.slack_factor: not a field of a median_stopping policy"},
 		{"unknown policy", "early_termination: {type: hyperband}\n", `s.yml:22: early_termination.type: "hyperband" is not a policy; use bandit, median_stopping or truncation_selection`},
-		{"component trial", "trial:\n  command: python train.py --lr ${{search_space.lr}} --data ${{inputs.data}}\n  code: src\n=>trial: ./train.yml\n", "s.yml:2: trial: component trials are not supported yet; write the trial's command, code and environment under trial:"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -206,4 +205,65 @@ func FuzzParseSearchExpr(f *testing.F) {
 		checkDist(sd, "x", func(field, format string, args ...any) { errs.add(0, field, format, args...) })
 		_ = errs.err()
 	})
+}
+
+// componentSweep is a sweep whose trial is an inline component (as the
+// CLI sends a trial: ./file.yml once it read the file).
+const componentSweep = `type: sweep
+trial:
+  component:
+    name: train
+    command: python train.py --lr ${{inputs.lr}} --epochs ${{inputs.epochs}} --data ${{inputs.data}}
+    inputs:
+      lr: {type: number}
+      epochs: {type: integer, default: 3}
+      data: {type: uri_folder}
+    outputs:
+      model: {type: uri_folder}
+inputs:
+  data:
+    type: uri_folder
+    path: ./data
+search_space:
+  lr: uniform(0.1, 1)
+sampling_algorithm: random
+objective: {primary_metric: acc, goal: maximize}
+`
+
+func TestSweepComponentTrial(t *testing.T) {
+	if _, err := ParseJob("s.yml", []byte(componentSweep), nil); err != nil {
+		t.Fatal(err)
+	}
+	j, err := ParseJob("s.yml", []byte("type: sweep\ntrial: ./train.yml\nsearch_space: {lr: {type: choice, values: [1]}}\nsampling_algorithm: grid\nobjective: {primary_metric: a, goal: maximize}\n"), nil)
+	if err != nil || j.Trial.Component.Ref != "./train.yml" {
+		t.Fatalf("a component file trial: %v %+v", err, j)
+	}
+	tests := []struct{ name, old, new, want string }{
+		{"not an input", "  lr: uniform(0.1, 1)\n", "  lr: uniform(0.1, 1)\n  momentum: uniform(0, 1)\n",
+			"s.yml:18: search_space.momentum: component train has no input momentum; a component trial's parameters are its inputs: data, epochs, lr"},
+		{"data input", "  lr: uniform(0.1, 1)\n", "  lr: uniform(0.1, 1)\n  data: choice(1, 2)\n",
+			"s.yml:18: search_space.data: input data of component train is uri_folder data; search space parameters are values\ns.yml:13: inputs.data: data is a search space parameter; remove it from inputs"},
+		{"fractions for an integer", "  lr: uniform(0.1, 1)\n", "  lr: uniform(0.1, 1)\n  epochs: quniform(1, 10, 0.5)\n",
+			"s.yml:18: search_space.epochs: input epochs of component train is an integer, but a quniform distribution gives fractions; use randint, choice or a q distribution with a whole q"},
+		{"choice value of the wrong type", "  lr: uniform(0.1, 1)\n", "  lr: uniform(0.1, 1)\n  epochs: choice(1, many)\n",
+			`s.yml:18: search_space.epochs.values: "many" is not an integer`},
+		{"required input", "inputs:\n  data:\n    type: uri_folder\n    path: ./data\n", "",
+			"s.yml: inputs.data: required by component train (a uri_folder input with no default); give it under inputs or search_space"},
+		{"undeclared input", "    path: ./data\n", "    path: ./data\n  speed: 3\n",
+			"s.yml:16: inputs.speed: component train declares no input speed; its inputs: data, epochs, lr"},
+		{"undeclared output", "sampling_algorithm", "outputs: {weights: {}}\nsampling_algorithm",
+			"s.yml:18: outputs.weights: component train declares no output weights; its outputs: model"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := ParseJob("s.yml", []byte(strings.Replace(componentSweep, tt.old, tt.new, 1)), nil)
+			got := ""
+			if err != nil {
+				got = err.Error()
+			}
+			if got != tt.want {
+				t.Errorf("got:\n%s\nwant:\n%s", got, tt.want)
+			}
+		})
+	}
 }

@@ -26,11 +26,14 @@ type Observation struct {
 // sampling draws them from s's seed and the index alone, so a trial's
 // parameters do not depend on when it starts; grid sampling takes the
 // index-th point of the grid; Bayesian sampling proposes the point the
-// observations so far make most promising.
-func Next(s *api.Job, index int, done []Observation) map[string]string {
+// finished trials (done, in start order) make most promising, away from
+// the trials still running (pending).
+func Next(s *api.Job, index int, done []Observation, pending []map[string]string) map[string]string {
 	switch s.Sampling.Type {
 	case api.SamplingGrid:
 		return gridPoint(s.SearchSpace, index)
+	case api.SamplingBayesian:
+		return bayesNext(s, index, done, pending)
 	}
 	var seed int64
 	if s.Sampling.Seed != nil {

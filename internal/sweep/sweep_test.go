@@ -58,8 +58,8 @@ func TestRandomSampling(t *testing.T) {
 	var us, ns []float64
 	seen := map[string]bool{}
 	for i := range 500 {
-		p := Next(s, i, nil)
-		if again := Next(s, i, nil); FormatParams(again) != FormatParams(p) {
+		p := Next(s, i, nil, nil)
+		if again := Next(s, i, nil, nil); FormatParams(again) != FormatParams(p) {
 			t.Fatalf("trial %d: %v then %v: random sampling must depend on the seed and index only", i, p, again)
 		}
 		seen[p["c"]] = true
@@ -113,7 +113,7 @@ func TestRandomSampling(t *testing.T) {
 	other := *s
 	seed := int64(8)
 	other.Sampling = &api.Sampling{Type: api.SamplingRandom, Seed: &seed}
-	if FormatParams(Next(&other, 0, nil)) == FormatParams(Next(s, 0, nil)) {
+	if FormatParams(Next(&other, 0, nil, nil)) == FormatParams(Next(s, 0, nil, nil)) {
 		t.Errorf("another seed drew the same trial")
 	}
 }
@@ -149,7 +149,7 @@ objective: {primary_metric: acc, goal: maximize}
 `)
 	var got []string
 	for i := 0; ; i++ {
-		p := Next(s, i, nil)
+		p := Next(s, i, nil, nil)
 		if p == nil {
 			break
 		}
@@ -168,7 +168,7 @@ func TestTrialJob(t *testing.T) {
 	s := parse(t, allDists)
 	s.Name, s.DisplayName = "sw", "sw"
 	s.Limits.TrialTimeout = 60
-	p := Next(s, 3, nil)
+	p := Next(s, 3, nil, nil)
 	j := TrialJob(s, 3, p)
 	if strings.Contains(j.Command, "search_space") || !strings.Contains(j.Command, "--c "+p["c"]+" ") || !strings.Contains(j.Command, "--in ${{inputs.a}}") {
 		t.Errorf("command = %q", j.Command)
@@ -355,7 +355,7 @@ func TestEarlyTerminationSavesWork(t *testing.T) {
 		}
 		for range d.Start {
 			i := len(s.Trials)
-			s.Trials = append(s.Trials, api.SweepTrial{Index: i, Job: "sw_" + strconv.Itoa(i), Status: api.JobRunning, Parameters: Next(s, i, nil)})
+			s.Trials = append(s.Trials, api.SweepTrial{Index: i, Job: "sw_" + strconv.Itoa(i), Status: api.JobRunning, Parameters: Next(s, i, nil, nil)})
 		}
 		if d.Status != "" {
 			s.Status = d.Status
