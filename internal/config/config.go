@@ -191,6 +191,10 @@ type Attached struct {
 	// location's run_as. Default "same-as-agent": the login's user, as
 	// on Azure's attached VMs.
 	RunAs string `yaml:"run_as"`
+	// DetachTimeout is how long a detach keeps trying to stop the agent
+	// of a machine that does not answer before it forgets the node (the
+	// compute's events say what may be left there). Default 2m.
+	DetachTimeout time.Duration `yaml:"detach_timeout"`
 }
 
 // DefaultServerlessInstanceType is Azure ML's default serverless VM size.
@@ -252,6 +256,9 @@ func (c *Server) fill() {
 	}
 	if c.Attached.RunAs == "" {
 		c.Attached.RunAs = "same-as-agent"
+	}
+	if c.Attached.DetachTimeout <= 0 {
+		c.Attached.DetachTimeout = 2 * time.Minute
 	}
 	if c.Attached.Timeout <= 0 {
 		c.Attached.Timeout = 15 * time.Second
