@@ -68,6 +68,9 @@ type Server struct {
 	Sizes []api.Size `yaml:"sizes"`
 	// Quotas are the vCPU limits per VM family, tier and location.
 	Quotas catalog.Quotas `yaml:"quotas"`
+	// Limits bound how fast each workspace may submit jobs and how many it
+	// may keep queued (429 with Retry-After beyond them).
+	Limits Limits `yaml:"limits"`
 	// Serverless configures serverless jobs (a job file with no compute,
 	// or compute: serverless): where their nodes come from and their size
 	// when the job names none.
@@ -280,6 +283,7 @@ func (c *Server) fill() {
 	if c.MaxDataSize == 0 {
 		c.MaxDataSize = DefaultMaxDataSize
 	}
+	c.Limits.fill()
 }
 
 func defaultDataDir() string {
@@ -391,6 +395,9 @@ func (c *Server) Validate() error {
 		}
 	}
 	if err := c.Quotas.Validate(); err != nil {
+		return err
+	}
+	if err := c.Limits.validate(); err != nil {
 		return err
 	}
 	for from, to := range c.Environments {
