@@ -122,6 +122,9 @@ type Job struct {
 	// Metrics are the latest value of each metric the job logged
 	// (tide job metrics lists the series).
 	Metrics map[string]float64 `json:"metrics,omitempty"`
+	// Params are the parameters the job logged (mlflow.log_param, or a
+	// printed ##tide param line); the tags it set the same way go to Tags.
+	Params map[string]string `json:"params,omitempty"`
 	// Serverless describes the nodes of a serverless job (one whose file
 	// names no compute, or compute: serverless): Compute then names the
 	// hidden compute that holds them for this job only.

@@ -68,6 +68,9 @@ type Server struct {
 	Sizes []api.Size `yaml:"sizes"`
 	// Quotas are the vCPU limits per VM family, tier and location.
 	Quotas catalog.Quotas `yaml:"quotas"`
+	// Limits bound how fast each workspace may submit jobs and how many it
+	// may keep queued (429 with Retry-After beyond them).
+	Limits Limits `yaml:"limits"`
 	// Serverless configures serverless jobs (a job file with no compute,
 	// or compute: serverless): where their nodes come from and their size
 	// when the job names none.
@@ -193,6 +196,10 @@ type Attached struct {
 	// location's run_as. Default "same-as-agent": the login's user, as
 	// on Azure's attached VMs.
 	RunAs string `yaml:"run_as"`
+	// DetachTimeout is how long a detach keeps trying to stop the agent
+	// of a machine that does not answer before it forgets the node (the
+	// compute's events say what may be left there). Default 2m.
+	DetachTimeout time.Duration `yaml:"detach_timeout"`
 }
 
 // DefaultServerlessInstanceType is Azure ML's default serverless VM size.
@@ -255,6 +262,9 @@ func (c *Server) fill() {
 	if c.Attached.RunAs == "" {
 		c.Attached.RunAs = "same-as-agent"
 	}
+	if c.Attached.DetachTimeout <= 0 {
+		c.Attached.DetachTimeout = 2 * time.Minute
+	}
 	if c.Attached.Timeout <= 0 {
 		c.Attached.Timeout = 15 * time.Second
 	}
@@ -285,6 +295,7 @@ func (c *Server) fill() {
 	if c.MaxDataSize == 0 {
 		c.MaxDataSize = DefaultMaxDataSize
 	}
+	c.Limits.fill()
 }
 
 func defaultDataDir() string {
@@ -399,6 +410,9 @@ func (c *Server) Validate() error {
 		}
 	}
 	if err := c.Quotas.Validate(); err != nil {
+		return err
+	}
+	if err := c.Limits.validate(); err != nil {
 		return err
 	}
 	for from, to := range c.Environments {

@@ -58,6 +58,9 @@ func (s *Service) submitSweep(ctx context.Context, ws string, j *api.Job) (*api.
 		if _, err := s.workspace(ctx, tx, ws); err != nil {
 			return err
 		}
+		if err := s.checkQueueRoom(ctx, tx, ws); err != nil {
+			return err
+		}
 		if err := s.checkAdmission(ctx, tx, ws, probe, engineErr, true); err != nil {
 			return err
 		}
