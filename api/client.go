@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Client talks to a tide server over its /v1 REST API. It is safe for
@@ -21,7 +22,21 @@ type Client struct {
 	base  *url.URL
 	token string
 	hc    *http.Client
+	// OnThrottle, when set, hears of every submission the server refused
+	// with 429 Too Many Requests that CreateJob is about to send again
+	// after wait (attempt of SubmitAttempts), so a program can tell its
+	// user why it waits.
+	OnThrottle func(err *Error, wait time.Duration, attempt int)
 }
+
+// SubmitAttempts is how many times CreateJob sends a submission that the
+// server refuses with 429 (nothing is stored then, so a resend is safe),
+// waiting each time as the server's Retry-After says.
+const SubmitAttempts = 5
+
+// MaxThrottleWait is the longest Retry-After CreateJob waits for; a
+// refusal that asks for more is returned at once.
+const MaxThrottleWait = time.Minute
 
 // NewClient returns a client for the server at server (for example
 // http://127.0.0.1:7430) that sends token as its bearer token. A nil hc
@@ -54,6 +69,8 @@ func (c *Client) Server() string { return c.base.String() }
 type Error struct {
 	StatusCode int
 	Problem    Problem
+	// RetryAfter is the wait the Retry-After header asked for (0: none).
+	RetryAfter time.Duration
 }
 
 // Error returns the problem's detail, which the server writes for people.
@@ -168,7 +185,7 @@ func (c *Client) do(ctx context.Context, method, path string, q url.Values, body
 
 // responseError reads an error response into an *Error.
 func responseError(resp *http.Response) error {
-	e := &Error{StatusCode: resp.StatusCode}
+	e := &Error{StatusCode: resp.StatusCode, RetryAfter: retryAfter(resp.Header.Get("Retry-After"), time.Now())}
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	if (mt == "application/problem+json" || mt == "application/json") && json.Unmarshal(b, &e.Problem) == nil && (e.Problem.Title != "" || e.Problem.Detail != "" || e.Problem.Code != "") {
@@ -189,6 +206,20 @@ func responseError(resp *http.Response) error {
 		e.Problem.Code = CodeNotFound
 	}
 	return e
+}
+
+// retryAfter reads a Retry-After header: seconds, or an HTTP date.
+func retryAfter(v string, now time.Time) time.Duration {
+	if v == "" {
+		return 0
+	}
+	if n, err := strconv.Atoi(v); err == nil && n >= 0 {
+		return time.Duration(n) * time.Second
+	}
+	if t, err := http.ParseTime(v); err == nil && t.After(now) {
+		return t.Sub(now)
+	}
+	return 0
 }
 
 func list[T any](ctx context.Context, c *Client, path string, q url.Values) ([]T, error) {
@@ -331,12 +362,38 @@ func (c *Client) JobEvents(ctx context.Context, ws, job string) ([]Event, error)
 }
 
 // CreateJob submits a job. An empty name asks the server to generate one.
+//
+// A submission the server refuses with 429 (its workspace submits too
+// fast or has too many jobs queued) is sent again after the Retry-After
+// wait, SubmitAttempts times in all, telling OnThrottle each time; the
+// last refusal is returned, as is one whose wait would outlast ctx or
+// MaxThrottleWait.
 func (c *Client) CreateJob(ctx context.Context, ws string, j *Job) (*Job, error) {
-	var out Job
-	if _, err := c.do(ctx, http.MethodPost, v1("workspaces", ws, "jobs"), nil, j, &out); err != nil {
-		return nil, err
+	for attempt := 1; ; attempt++ {
+		var out Job
+		_, err := c.do(ctx, http.MethodPost, v1("workspaces", ws, "jobs"), nil, j, &out)
+		var e *Error
+		if err == nil || !errors.As(err, &e) || e.StatusCode != http.StatusTooManyRequests || attempt == SubmitAttempts {
+			if err != nil {
+				return nil, err
+			}
+			return &out, nil
+		}
+		wait := max(e.RetryAfter, 100*time.Millisecond)
+		if d, ok := ctx.Deadline(); wait > MaxThrottleWait || ok && time.Until(d) < wait {
+			return nil, err
+		}
+		if c.OnThrottle != nil {
+			c.OnThrottle(e, wait, attempt)
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, err
+		case <-t.C:
+		}
 	}
-	return &out, nil
 }
 
 // ValidateJob asks the server to check a job before its local code and

@@ -340,3 +340,68 @@ func TestStreamLogsCallbackError(t *testing.T) {
 		t.Fatalf("err = %v, want the callback's error", err)
 	}
 }
+
+// TestCreateJobRetriesThrottled checks that a submission refused with 429
+// is sent again after Retry-After, telling OnThrottle, and that the
+// refusal is returned after SubmitAttempts.
+func TestCreateJobRetriesThrottled(t *testing.T) {
+	var mu sync.Mutex
+	refuse := 2
+	posts := 0
+	c := newClient(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		posts++
+		if refuse != 0 {
+			refuse--
+			w.Header().Set("Retry-After", "0")
+			w.Header().Set("Content-Type", "application/problem+json")
+			w.WriteHeader(429)
+			fmt.Fprint(w, `{"status": 429, "code": "TooManyRequests", "title": "Too Many Requests", "detail": "workspace ws submits too fast", "limit": "limits.submit_rate", "workspace": "ws"}`)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(201)
+		fmt.Fprint(w, `{"name": "j1", "status": "Queued"}`)
+	}))
+	var told []string
+	c.OnThrottle = func(e *api.Error, wait time.Duration, attempt int) {
+		told = append(told, fmt.Sprintf("%d %s %s %v", attempt, e.Problem.Limit, e.Problem.Workspace, wait))
+	}
+	j, err := c.CreateJob(t.Context(), "ws", &api.Job{Command: "true", Compute: "cpu"})
+	if err != nil || j.Name != "j1" {
+		t.Fatalf("CreateJob = %+v, %v", j, err)
+	}
+	want := []string{"1 limits.submit_rate ws 100ms", "2 limits.submit_rate ws 100ms"}
+	if fmt.Sprint(told) != fmt.Sprint(want) || posts != 3 {
+		t.Errorf("told %q after %d posts, want %q after 3", told, posts, want)
+	}
+
+	// Refused every time: the last refusal after SubmitAttempts posts.
+	refuse, posts, told = -1, 0, nil
+	_, err = c.CreateJob(t.Context(), "ws", &api.Job{Command: "true", Compute: "cpu"})
+	var e *api.Error
+	if !errors.As(err, &e) || e.StatusCode != 429 || posts != api.SubmitAttempts || len(told) != api.SubmitAttempts-1 {
+		t.Errorf("always refused: %v after %d posts, told %d times", err, posts, len(told))
+	}
+
+	// A wait past the context's deadline or MaxThrottleWait is not
+	// waited for.
+	for _, tt := range []struct {
+		retryAfter    string
+		want, timeout time.Duration
+	}{{"30", 30 * time.Second, 10 * time.Second}, {"3600", time.Hour, 2 * time.Hour}} {
+		posts = 0
+		c2 := newClient(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			posts++
+			w.Header().Set("Retry-After", tt.retryAfter)
+			w.WriteHeader(429)
+		}))
+		ctx, cancel := context.WithTimeout(t.Context(), tt.timeout)
+		_, err := c2.CreateJob(ctx, "ws", &api.Job{})
+		cancel()
+		if !errors.As(err, &e) || e.RetryAfter != tt.want || posts != 1 {
+			t.Errorf("Retry-After %s with a %s deadline: %v (retry after %v) after %d posts", tt.retryAfter, tt.timeout, err, e.RetryAfter, posts)
+		}
+	}
+}

@@ -264,6 +264,13 @@ type Problem struct {
 	Detail string         `json:"detail,omitempty"`
 	Field  string         `json:"field,omitempty"`
 	Errors []FieldProblem `json:"errors,omitempty"`
+	// Limit, Workspace and RetryAfter explain a 429 Too Many Requests: the
+	// server setting that refused the request (limits.submit_rate,
+	// limits.max_queued_jobs), the workspace it limits, and the seconds to
+	// wait before retrying (the Retry-After header says the same).
+	Limit      string `json:"limit,omitempty"`
+	Workspace  string `json:"workspace,omitempty"`
+	RetryAfter int    `json:"retry_after,omitempty"`
 }
 
 // FieldProblem is one validation error inside a Problem.
@@ -285,6 +292,7 @@ const (
 	CodeInternal         = "InternalError"
 	CodeBadRequest       = "BadRequest"
 	CodeMethodNotAllowed = "MethodNotAllowed"
+	CodeTooManyRequests  = "TooManyRequests"
 )
 
 // MaxStartingNodes returns the compute's cap on nodes starting at once (0:

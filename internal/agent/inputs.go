@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/tideml/tide/api"
+	"github.com/tideml/tide/internal/agent/runtime"
 	"github.com/tideml/tide/internal/archive"
 	"github.com/tideml/tide/internal/spec"
 )
@@ -99,6 +100,8 @@ func (j *job) prepareData(ctx context.Context) error {
 	}
 	slices.Sort(names)
 	bound := map[string]string{}
+	var binds []runtime.Bind
+	var mounts []string
 	for _, name := range names {
 		if !safeName(name) {
 			return fmt.Errorf("inputs.%s: input names must be plain names", name)
@@ -112,22 +115,33 @@ func (j *job) prepareData(ctx context.Context) error {
 			return fmt.Errorf("inputs.%s: %w", name, err)
 		}
 		j.logs.add("tide", fmt.Sprintf("inputs.%s: fetching %s (%s, %s)", name, in.Path, in.Type, in.Mode))
-		p, err := j.fetchInput(ctx, in, dst)
+		pl, err := j.fetchInput(ctx, in, dst)
 		if err != nil {
 			return fmt.Errorf("inputs.%s: %s: %w", name, in.Path, err)
 		}
-		if err := checkMLTable(in, p); err != nil {
+		if err := checkMLTable(in, pl.source()); err != nil {
 			return fmt.Errorf("inputs.%s: %s: %w", name, in.Path, err)
 		}
-		if in.Mode != "download" {
-			// ro_mount: a read-only copy, so a job cannot change its
-			// inputs by mistake.
+		switch {
+		case pl.bind != nil:
+			j.logs.add("tide", fmt.Sprintf("inputs.%s: %s shown read-only at %s, not copied", name, pl.bind.Source, pl.bind.Target))
+			binds = append(binds, *pl.bind)
+		case in.Mode == "download":
+			mounts = append(mounts, dst)
+		case j.bindsReadOnly():
+			// A fetched copy, bound read-only like a local source.
+			binds = append(binds, runtime.Bind{Source: dst, Target: dst})
+		default:
+			// The runtime cannot bind: a copy without write
+			// permission stops mistakes, not a job running as root.
 			if err := readOnlyTree(dst); err != nil {
 				return fmt.Errorf("inputs.%s: making it read-only: %w", name, err)
 			}
+			mounts = append(mounts, dst)
 		}
-		bound[name] = p
+		bound[name] = pl.path
 	}
+	j.inputBinds, j.inputMounts = binds, mounts
 	if len(bound) > 0 {
 		j.mu.Lock()
 		if j.as.Inputs == nil {
@@ -162,47 +176,96 @@ func checkMLTable(in api.JobInput, dir string) error {
 	return fmt.Errorf("an mltable input is a folder with an MLTable file, and this one holds none (it has: %s); point path at the folder that holds MLTable, or use type: uri_folder", strings.Join(names, ", "))
 }
 
-// fetchInput puts one data input into dst and returns the path the job
-// sees: dst for a folder, the file inside dst for a uri_file.
-func (j *job) fetchInput(ctx context.Context, in api.JobInput, dst string) (string, error) {
+// placed is where an input is for the job: path is what
+// ${{inputs.NAME}} binds to; bind, when set, shows a file or folder of
+// the node read-only at path instead of a copy.
+type placed struct {
+	path string
+	bind *runtime.Bind
+}
+
+// source is the file or folder that holds the input's data on this node.
+func (p placed) source() string {
+	if p.bind != nil {
+		return p.bind.Source
+	}
+	return p.path
+}
+
+// bindsReadOnly reports whether the node's runtime can bind ro_mount
+// inputs read-only instead of copying them.
+func (j *job) bindsReadOnly() bool {
+	b, ok := j.a.cfg.Runtime.(runtime.ReadOnlyBinder)
+	return ok && b.BindsReadOnly()
+}
+
+// fetchInput puts one data input into dst, or for a ro_mount of data
+// already on the node binds it there, and says where the job sees it: dst
+// for a folder, the file inside dst for a uri_file.
+func (j *job) fetchInput(ctx context.Context, in api.JobInput, dst string) (placed, error) {
 	kind, problem := spec.ClassifyDataPath(in.Path)
 	if problem != "" {
-		return "", errors.New(problem)
+		return placed{}, errors.New(problem)
 	}
 	isFile := in.Type == api.InputURIFile
 	switch kind {
 	case spec.PathBlob:
-		digest, file, _ := api.ParseBlobRef(in.Path)
-		if err := j.fetchBlob(ctx, digest, dst); err != nil {
-			return "", err
-		}
-		if isFile {
-			return filepath.Join(dst, filepath.FromSlash(path.Clean("/" + file)[1:])), nil
-		}
-		return dst, nil
+		return j.fetchSnapshot(ctx, in, dst)
 	case spec.PathFile:
 		u, _ := url.Parse(in.Path)
-		return copyLocal(u.Path, dst, isFile)
+		return j.placeLocal(u.Path, dst, in)
 	case spec.PathDatastore:
-		return j.fetchDatastore(ctx, in.Path, dst, isFile)
+		return j.fetchDatastore(ctx, in, dst)
 	case spec.PathHTTP:
-		return j.download(ctx, in.Path, dst, isFile)
+		p, err := j.download(ctx, in.Path, dst, isFile)
+		return placed{path: p}, err
 	}
-	return "", fmt.Errorf("the node cannot fetch %s paths; was the job submitted with 'tide job create -f'?", kind)
+	return placed{}, fmt.Errorf("the node cannot fetch %s paths; was the job submitted with 'tide job create -f'?", kind)
+}
+
+// placeLocal gives the job src, a file or folder on this node: bound
+// read-only for ro_mount where the runtime can, else copied into dst.
+func (j *job) placeLocal(src, dst string, in api.JobInput) (placed, error) {
+	isFile := in.Type == api.InputURIFile
+	if err := checkKind(src, isFile); err != nil {
+		return placed{}, err
+	}
+	if in.Mode != "ro_mount" || !j.bindsReadOnly() {
+		p, err := copyLocal(src, dst, isFile)
+		return placed{path: p}, err
+	}
+	target := dst
+	if isFile {
+		// A file is bound onto an empty file of the same name.
+		target = filepath.Join(dst, filepath.Base(src))
+		if err := os.WriteFile(target, nil, 0o444); err != nil {
+			return placed{}, err
+		}
+	}
+	return placed{path: target, bind: &runtime.Bind{Source: src, Target: target}}, nil
+}
+
+// checkKind refuses a src that is not what the input's type says.
+func checkKind(src string, isFile bool) error {
+	info, err := os.Stat(src)
+	if err != nil {
+		return fmt.Errorf("on node: %w", err)
+	}
+	switch {
+	case isFile && info.IsDir():
+		return fmt.Errorf("%s is a folder; use type: uri_folder", src)
+	case !isFile && !info.IsDir():
+		return fmt.Errorf("%s is a file; use type: uri_file", src)
+	}
+	return nil
 }
 
 // copyLocal copies a file or folder on this node into dst.
 func copyLocal(src, dst string, isFile bool) (string, error) {
-	info, err := os.Stat(src)
-	if err != nil {
-		return "", fmt.Errorf("on node: %w", err)
+	if err := checkKind(src, isFile); err != nil {
+		return "", err
 	}
-	switch {
-	case isFile && info.IsDir():
-		return "", fmt.Errorf("%s is a folder; use type: uri_folder", src)
-	case !isFile && !info.IsDir():
-		return "", fmt.Errorf("%s is a file; use type: uri_file", src)
-	case isFile:
+	if isFile {
 		out := filepath.Join(dst, filepath.Base(src))
 		return out, copyFile(src, out)
 	}

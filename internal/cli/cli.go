@@ -303,6 +303,10 @@ func (r *run) client() (*api.Client, error) {
 	if err != nil {
 		return nil, &UsageError{Err: err}
 	}
+	c.OnThrottle = func(e *api.Error, wait time.Duration, attempt int) {
+		fmt.Fprintf(r.app.Stderr, "Throttled by the server (%s): %s\nSubmitting again in %s (attempt %d of %d).\n",
+			e.Problem.Limit, e.Error(), wait, attempt+1, api.SubmitAttempts)
+	}
 	return c, nil
 }
 

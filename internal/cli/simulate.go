@@ -77,6 +77,13 @@ func (f *simFlags) load(r *run) (*simulate.Trace, simulate.Config, error) {
 	if err != nil {
 		return nil, simulate.Config{}, err
 	}
+	if c.Tide != nil && len(c.Tide.Schedules) > 0 {
+		return nil, simulate.Config{}, usagef("%s: tide.schedules: not supported by tide simulate yet (the replay keeps min_instances and max_instances fixed); simulate a copy of the file without them", f.file)
+	}
+	if f.preemptionsPerHour > 0 && c.Tier != api.TierLowPriority {
+		// Only low-priority nodes are preempted, in Azure and in the replay.
+		return nil, simulate.Config{}, usagef("--preemptions-per-hour: compute %s is not low priority, so nothing would be preempted; add --set tier=low_priority", c.Name)
+	}
 	cat := catalog.Default()
 	size, ok := cat.Lookup(c.Size)
 	if !ok {

@@ -66,6 +66,24 @@ func TestLoad(t *testing.T) {
 		},
 		{name: "unknown default datastore", file: "default_datastores:\n  mystore:\n    type: local\n    path: /x\n", wantErr: "default_datastores.mystore: not a default datastore"},
 		{name: "bad default datastore", file: "default_datastores:\n  workspaceblobstore:\n    type: azure_blob\n    account_name: acct\n", wantErr: "default_datastores.workspaceblobstore: container_name: required"},
+		{name: "default limits", check: wantLimits(map[string]Limit{"any": {DefaultSubmitRate, DefaultSubmitBurst, DefaultMaxQueuedJobs}})},
+		{
+			name: "server and workspace limits",
+			file: "limits:\n  submit_rate: 5\n  max_queued_jobs: 50\n  workspaces:\n    batch: {submit_rate: 0.5, submit_burst: 3}\n",
+			check: wantLimits(map[string]Limit{
+				"default": {SubmitRate: 5, SubmitBurst: DefaultSubmitBurst, MaxQueuedJobs: 50},
+				"batch":   {SubmitRate: 0.5, SubmitBurst: 3, MaxQueuedJobs: 50},
+			}),
+		},
+		{name: "negative rate", file: "limits:\n  submit_rate: -1\n", wantErr: "limits.submit_rate: want submissions per second, more than 0 (got -1)"},
+		{name: "infinite rate", file: "limits:\n  submit_rate: .inf\n", wantErr: "limits.submit_rate: want submissions per second"},
+		{name: "rate not a number", file: "limits:\n  submit_rate: fast\n", wantErr: "cannot unmarshal !!str `fast` into float64"},
+		{name: "negative burst", file: "limits:\n  submit_burst: -5\n", wantErr: "limits.submit_burst: want a number of submissions, 1 or more (got -5)"},
+		{name: "burst not a number", file: "limits:\n  submit_burst: lots\n", wantErr: "cannot unmarshal !!str `lots` into int"},
+		{name: "negative queue", file: "limits:\n  max_queued_jobs: -1\n", wantErr: "limits.max_queued_jobs: want a number of jobs, 1 or more (got -1)"},
+		{name: "workspace's bad limit named", file: "limits:\n  workspaces:\n    team-a: {max_queued_jobs: -3}\n", wantErr: "limits.workspaces.team-a.max_queued_jobs: want a number of jobs, 1 or more (got -3)"},
+		{name: "unknown limit", file: "limits:\n  max_running_jobs: 3\n", wantErr: "field max_running_jobs not found"},
+		{name: "unknown workspace limit", file: "limits:\n  workspaces:\n    a: {rate: 3}\n", wantErr: "field rate not found"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -91,5 +109,16 @@ func TestLoad(t *testing.T) {
 			}
 			tt.check(t, c)
 		})
+	}
+}
+
+// wantLimits checks the limits of workspaces (name → limits).
+func wantLimits(want map[string]Limit) func(*testing.T, Server) {
+	return func(t *testing.T, c Server) {
+		for ws, w := range want {
+			if got := c.Limits.For(ws); got != w {
+				t.Errorf("limits of %s = %+v, want %+v", ws, got, w)
+			}
+		}
 	}
 }

@@ -37,6 +37,7 @@ type Metrics struct {
 	provisionFails *prometheus.CounterVec
 	preemptions    *prometheus.CounterVec
 	requests       *prometheus.HistogramVec
+	refused        *prometheus.CounterVec
 	turns          prometheus.Histogram
 }
 
@@ -70,11 +71,13 @@ func New(reg prometheus.Registerer) *Metrics {
 			Help:    "API requests by route pattern, method and status code (server-sent event streams: time to the first byte is not measured; the whole stream is).",
 			Buckets: []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 60, 600}},
 			[]string{"route", "method", "code"}),
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tide_submissions_refused_total",
+			Help: "Job submissions refused with 429 by an admission limit (limits.submit_rate, limits.max_queued_jobs)."}, []string{"workspace", "limit"}),
 		turns: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "tide_controller_turn_seconds",
 			Help: "Duration of a controller turn (load, decide, apply).", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)}),
 	}
 	reg.MustRegister(m.jobsSubmitted, m.jobsFinished, m.jobRetries, m.queueWait, m.jobDuration, m.scaleUps,
-		m.scaleDowns, m.nodesCreated, m.provisionFails, m.preemptions, m.requests, m.turns)
+		m.scaleDowns, m.nodesCreated, m.provisionFails, m.preemptions, m.requests, m.refused, m.turns)
 	return m
 }
 
@@ -84,6 +87,14 @@ func (m *Metrics) Request(route, method string, code int, d time.Duration) {
 		return
 	}
 	m.requests.WithLabelValues(route, method, strconv.Itoa(code)).Observe(d.Seconds())
+}
+
+// Refused counts one submission to workspace ws refused by limit.
+func (m *Metrics) Refused(ws, limit string) {
+	if m == nil {
+		return
+	}
+	m.refused.WithLabelValues(ws, limit).Inc()
 }
 
 // Turn records one controller turn.

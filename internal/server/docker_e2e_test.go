@@ -70,6 +70,12 @@ func TestDockerRuntimeJobs(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(buildDir, "Dockerfile"), []byte("FROM "+image+"\nRUN echo built "+stamp+" > /etc/built\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	data := t.TempDir()
+	os.Chmod(data, 0o755)
+	if err := os.WriteFile(filepath.Join(data, "iris.csv"), []byte("5.1,setosa\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	input := "inputs:\n  d:\n    type: uri_folder\n    path: file://" + data + "\n"
 	cases := []struct {
 		name   string
 		yml    string
@@ -84,6 +90,11 @@ func TestDockerRuntimeJobs(t *testing.T) {
 			yml: "command: head -c 300000000 /dev/zero | tail\nenvironment:\n  image: " + image + "\n"},
 		{name: "build", status: api.JobCompleted, want: []string{"building image tide-build:", "built " + stamp},
 			yml: "command: cat /etc/built\nenvironment:\n  build:\n    path: " + buildDir + "\n"},
+		{name: "ro_mount input", status: api.JobFailed, want: []string{"5.1,setosa", "shown read-only at", "Read-only file system"},
+			yml: "command: cat ${{inputs.d}}/iris.csv && echo x > ${{inputs.d}}/iris.csv\nenvironment:\n  image: " + image + "\n" + input},
+		{name: "download input", status: api.JobCompleted, want: []string{"5.1,setosa", "changed"},
+			yml: "command: cat ${{inputs.d}}/iris.csv && echo changed > ${{inputs.d}}/iris.csv && cat ${{inputs.d}}/iris.csv\nenvironment:\n  image: " + image + "\n" +
+				strings.Replace(input, "\n    path:", "\n    mode: download\n    path:", 1)},
 		{name: "missing image", status: api.JobFailed, err: "tide-test/no-such-image:1",
 			yml: "command: echo never\nenvironment:\n  image: tide-test/no-such-image:1\n"},
 	}
@@ -103,6 +114,9 @@ func TestDockerRuntimeJobs(t *testing.T) {
 				t.Errorf("%s: log lacks %q:\n%s", tc.name, w, text)
 			}
 		}
+	}
+	if b, err := os.ReadFile(filepath.Join(data, "iris.csv")); err != nil || string(b) != "5.1,setosa\n" {
+		t.Errorf("the input's file on the host after the jobs: %q, %v", b, err)
 	}
 	if tag := buildTag(t, in, jobs[3].Name); tag != "" {
 		_ = engine.RemoveImage(context.Background(), tag)

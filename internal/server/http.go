@@ -9,8 +9,10 @@ import (
 	"log/slog"
 	"net/http"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/tideml/tide/api"
 	"github.com/tideml/tide/internal/service"
@@ -58,6 +60,7 @@ type route struct {
 	rawBody         bool // the handler bounds the body itself (uploads)
 	app             bool // a web application's pages (an instance's Jupyter), not the API: see studio.CookieRefused
 	watch           bool // a GET whose answer can be followed as server-sent events (watch.go)
+	submit          bool // submits work to the route's {workspace}: limited by limits.submit_rate (limits.go)
 	handler         func(w http.ResponseWriter, r *http.Request)
 }
 
@@ -119,6 +122,12 @@ func (s *Server) wrap(rt route) http.HandlerFunc {
 				return
 			}
 		}
+		if rt.submit {
+			if err := s.admitSubmission(r); err != nil {
+				s.fail(w, r, err)
+				return
+			}
+		}
 		if !rt.rawBody && !strings.HasSuffix(rt.pattern, "/artifacts") {
 			r.Body = http.MaxBytesReader(w, r.Body, maxBody)
 		}
@@ -154,7 +163,17 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	var mbe *http.MaxBytesError
 	switch {
 	case errors.As(err, &se):
-		writeProblem(w, &api.Problem{Status: se.Status, Code: se.Code, Detail: se.Msg, Field: se.Field, Errors: se.Fields})
+		p := &api.Problem{Status: se.Status, Code: se.Code, Detail: se.Msg, Field: se.Field, Errors: se.Fields, Limit: se.Limit, Workspace: se.Workspace}
+		if se.RetryAfter > 0 {
+			// Whole seconds, rounded up: a client that waits this long
+			// finds room.
+			p.RetryAfter = int((se.RetryAfter + time.Second - 1) / time.Second)
+			w.Header().Set("Retry-After", strconv.Itoa(p.RetryAfter))
+		}
+		if se.Status == http.StatusTooManyRequests {
+			s.stats.Refused(se.Workspace, se.Limit)
+		}
+		writeProblem(w, p)
 	case errors.As(err, &mbe):
 		writeProblem(w, &api.Problem{Status: 413, Code: "RequestTooLarge", Detail: fmt.Sprintf("request body larger than %d bytes", mbe.Limit)})
 	case errors.Is(err, store.ErrUnavailable):

@@ -41,7 +41,7 @@ func (s *Server) routes() []route {
 		{method: "POST", pattern: ws + "/computes/{name}/nodes/{node}/preempt", auth: can(service.PermComputesWrite), summary: "Preempt a low-priority node, as an eviction would", response: api.Node{}, status: 202, handler: s.preemptNode},
 		{method: "GET", pattern: ws + "/computes/{name}/events", watch: true, auth: can(service.PermComputesRead), summary: "List a compute's events", response: api.List[api.Event]{}, handler: s.computeEvents},
 
-		{method: "POST", pattern: ws + "/jobs", auth: can(service.PermJobsWrite), summary: "Submit a job", request: api.Job{}, response: api.Job{}, status: 201, handler: s.createJob},
+		{method: "POST", pattern: ws + "/jobs", submit: true, auth: can(service.PermJobsWrite), summary: "Submit a job", request: api.Job{}, response: api.Job{}, status: 201, handler: s.createJob},
 		{method: "POST", pattern: ws + "/jobs/validate", auth: can(service.PermJobsWrite), summary: "Check a job before its code and data are uploaded (every problem at once)", request: api.Job{}, status: 204, handler: s.validateJob},
 		{method: "GET", pattern: ws + "/jobs", watch: true, auth: can(service.PermJobsRead), summary: "List jobs, newest first (filters: compute, status; limit=N; order=oldest)", response: api.List[api.Job]{}, handler: s.listJobs},
 		{method: "GET", pattern: ws + "/jobs/{name}", watch: true, auth: can(service.PermJobsRead), summary: "Get a job", response: api.Job{}, handler: s.getJob},

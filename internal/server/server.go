@@ -35,6 +35,7 @@ import (
 	"github.com/tideml/tide/internal/metrics"
 	"github.com/tideml/tide/internal/provider"
 	"github.com/tideml/tide/internal/provider/builtin"
+	"github.com/tideml/tide/internal/ratelimit"
 	"github.com/tideml/tide/internal/service"
 	"github.com/tideml/tide/internal/store"
 	"github.com/tideml/tide/internal/store/postgres"
@@ -64,6 +65,8 @@ type Server struct {
 	// chains to ("" without TLS); clients and agents pin it.
 	caFingerprint string
 	tls           *tls.Config // nil: plain HTTP
+	// submissions are the workspaces' token buckets (limits.submit_rate).
+	submissions ratelimit.Buckets
 	// ssh pairs SSH clients with the agents they reach.
 	ssh sshRelay
 	// AdminToken is set when this start created the admin token.

@@ -50,6 +50,9 @@ func (s *Service) SubmitJob(ctx context.Context, ws string, j *api.Job) (*api.Jo
 		if _, err := s.workspace(ctx, tx, ws); err != nil {
 			return err
 		}
+		if err := s.checkQueueRoom(ctx, tx, ws); err != nil {
+			return err
+		}
 		return s.admit(ctx, tx, ws, j, engineErr)
 	})
 	if err != nil {

@@ -41,6 +41,9 @@ func (s *Service) submitPipeline(ctx context.Context, ws string, j *api.Job) (*a
 		if _, err := s.workspace(ctx, tx, ws); err != nil {
 			return err
 		}
+		if err := s.checkQueueRoom(ctx, tx, ws); err != nil {
+			return err
+		}
 		if err := s.resolveComponents(ctx, tx, ws, j); err != nil {
 			return err
 		}

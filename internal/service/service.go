@@ -31,6 +31,10 @@ type Error struct {
 	Msg    string
 	Field  string
 	Fields []api.FieldProblem
+	// Workspace, Limit and RetryAfter describe a refusal by an admission
+	// limit (429): the workspace, the config setting and when to retry.
+	Workspace, Limit string
+	RetryAfter       time.Duration
 	// parts are the problems an error of several problems gathers.
 	parts problems
 }

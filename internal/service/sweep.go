@@ -52,6 +52,9 @@ func (s *Service) submitSweep(ctx context.Context, ws string, j *api.Job) (*api.
 		if _, err := s.workspace(ctx, tx, ws); err != nil {
 			return err
 		}
+		if err := s.checkQueueRoom(ctx, tx, ws); err != nil {
+			return err
+		}
 		return s.startSweep(ctx, tx, ws, j, engineErr)
 	})
 	if err != nil {

@@ -49,7 +49,7 @@ func (s *sim) snapshot() {
 	*c = autoscaler.Compute{
 		Key: computeKey, Nodes: s.cnodes[:0], Queued: s.cqueue[:0], Min: cp.MinInstances, Max: cp.MaxInstances, QuotaMaxNodes: cp.MaxInstances,
 		IdleTimeout: time.Duration(cp.IdleTimeBeforeScaleDown) * time.Second,
-		Policy:      s.cfg.Policy, Gaps: s.gaps,
+		Policy:      s.cfg.Policy, Gaps: s.gaps, MaxStarting: cp.MaxStartingNodes(),
 	}
 	for _, i := range s.broken {
 		st := api.NodeUnusable

@@ -174,6 +174,7 @@ func TestSummaryMatchesFullSnapshot(t *testing.T) {
 		{"max_instances: 1000\n", Config{BootTime: 180 * time.Second, Policy: autoscaler.AdaptivePolicy}},
 		{"max_instances: 8\nmin_instances: 1\n", Config{BootTime: 120 * time.Second, Policy: autoscaler.AdaptivePolicy}},
 		{"max_instances: 1000\ntier: low_priority\n", Config{BootTime: 60 * time.Second, BootFailureRate: 0.2, PreemptionsPerHour: 2, Seed: 3}},
+		{"max_instances: 1000\ntide:\n  max_starting_nodes: 3\n", Config{BootTime: 180 * time.Second}},
 	}
 	for i, tc := range configs {
 		for k := range 3 {

@@ -234,3 +234,17 @@ func TestTraceTimesStayInRange(t *testing.T) {
 		}
 	}
 }
+
+// TestMaxStartingNodes: tide.max_starting_nodes caps the nodes booting at
+// once in the replay as on the server (it was ignored): six jobs submitted
+// together on a cap of two start two by two, a boot apart.
+func TestMaxStartingNodes(t *testing.T) {
+	tr := &Trace{File: "burst"}
+	for range 6 {
+		tr.Jobs = append(tr.Jobs, Job{Duration: time.Hour, Instances: 1})
+	}
+	res := runTrace(t, tr, "max_instances: 10\ntide:\n  max_starting_nodes: 2\n", Config{BootTime: 100 * time.Second})
+	if res.Wait.Mean != 200 || res.MaxWait != 300 || res.PeakNodes != 6 {
+		t.Errorf("mean wait %.0f s, longest %.0f s, peak %d nodes: want 200 s, 300 s and 6 (two nodes booting at a time)", res.Wait.Mean, res.MaxWait, res.PeakNodes)
+	}
+}

@@ -71,6 +71,9 @@ type Tx interface {
 	// reads the documents of just the jobs whose etag changed, with
 	// JobFilter.Keys, instead of decoding every job each time.
 	JobVersions(ctx context.Context, f JobFilter) ([]JobVersion, error)
+	// CountJobs counts the jobs f selects (at most f.Limit when it is set,
+	// so a caller comparing with a cap reads no more than the cap).
+	CountJobs(ctx context.Context, f JobFilter) (int, error)
 	PutJob(ctx context.Context, j *api.Job, ifMatch string) error
 
 	GetDatastore(ctx context.Context, workspace, name string) (*api.Datastore, error)

@@ -56,6 +56,9 @@ type Docker struct {
 // Isolated reports true: a container gets only the job's variables.
 func (d *Docker) Isolated() bool { return true }
 
+// BindsReadOnly reports true: the engine binds read-only (":ro").
+func (d *Docker) BindsReadOnly() bool { return true }
+
 // buildTagPrefix names the images built from environments' build contexts.
 const buildTagPrefix = "tide-build:"
 
@@ -142,6 +145,9 @@ func (d *Docker) Start(ctx context.Context, spec Spec) (Handle, error) {
 	}
 	for _, m := range spec.Mounts {
 		cfg.HostConfig.Binds = append(cfg.HostConfig.Binds, m+":"+m)
+	}
+	for _, b := range spec.ReadOnly {
+		cfg.HostConfig.Binds = append(cfg.HostConfig.Binds, b.Source+":"+b.Target+":ro")
 	}
 	if l := d.Limits; l.MemoryBytes > 0 {
 		cfg.HostConfig.Memory, cfg.HostConfig.MemorySwap = l.MemoryBytes, l.MemoryBytes
@@ -308,3 +314,6 @@ func gpuRequests(l Limits, hostHasGPUs bool) []dockerengine.DeviceRequest {
 	}
 	return []dockerengine.DeviceRequest{{Driver: "nvidia", Count: l.GPUs, Capabilities: [][]string{{"gpu"}}}}
 }
+
+// HostNetwork: only a container on the host's network shares it.
+func (d *Docker) HostNetwork() bool { return d.Network == "host" }

@@ -128,18 +128,32 @@ func (u *User) handOver(spec Spec) error {
 		if err != nil {
 			return fmt.Errorf("run_as %s: giving it %s: %w", u.Name, d, err)
 		}
-		for p := filepath.Dir(d); ; p = filepath.Dir(p) {
-			if fi, err := os.Stat(p); err == nil && fi.Mode().Perm()&0o001 == 0 {
-				if err := os.Chmod(p, fi.Mode().Perm()|0o001); err != nil {
-					return fmt.Errorf("run_as %s: letting it pass %s: %w", u.Name, p, err)
-				}
-			}
-			if p == filepath.Dir(p) {
-				break
-			}
+		if err := u.letPass(d); err != nil {
+			return err
+		}
+	}
+	// Read-only binds stay their owner's: the user only needs to reach
+	// the mount points.
+	for _, b := range spec.ReadOnly {
+		if err := u.letPass(b.Target); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// letPass lets u pass through the folders above d (o+x).
+func (u *User) letPass(d string) error {
+	for p := filepath.Dir(d); ; p = filepath.Dir(p) {
+		if fi, err := os.Stat(p); err == nil && fi.Mode().Perm()&0o001 == 0 {
+			if err := os.Chmod(p, fi.Mode().Perm()|0o001); err != nil {
+				return fmt.Errorf("run_as %s: letting it pass %s: %w", u.Name, p, err)
+			}
+		}
+		if p == filepath.Dir(p) {
+			return nil
+		}
+	}
 }
 
 func (u *User) credential() *syscall.Credential {

@@ -15,6 +15,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	goruntime "runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -50,6 +51,10 @@ type Spec struct {
 	// checkpoint folder); isolating runtimes bind them at the same path,
 	// writable.
 	Mounts []string
+	// ReadOnly are host files or folders the job sees read-only at another
+	// path (ro_mount inputs), bound without a copy; writing to one fails
+	// with EROFS. Only a ReadOnlyBinder takes them.
+	ReadOnly []Bind
 	// Note receives lines for the job's log from the runtime itself (what
 	// it could not enforce, build progress); may be nil.
 	Note func(string)
@@ -60,6 +65,19 @@ func (s *Spec) note(format string, args ...any) {
 	if s.Note != nil {
 		s.Note(fmt.Sprintf(format, args...))
 	}
+}
+
+// Bind shows the host file or folder Source at Target.
+type Bind struct {
+	Source, Target string
+}
+
+// ReadOnlyBinder is implemented by runtimes that can honour
+// Spec.ReadOnly. BindsReadOnly reports whether they can as configured
+// (the process runtime needs root to mount); the agent copies the inputs
+// of runtimes that cannot.
+type ReadOnlyBinder interface {
+	BindsReadOnly() bool
 }
 
 // Runtime starts processes.
@@ -80,6 +98,13 @@ type Preparer interface {
 // then passes only the job's variables.
 type Isolating interface {
 	Isolated() bool
+}
+
+// HostNetworker is implemented by runtimes that say whether a job shares
+// the node's network, so it reaches the agent on 127.0.0.1 (the agent's
+// MLflow endpoint). A runtime without it does not.
+type HostNetworker interface {
+	HostNetwork() bool
 }
 
 // ExitReasoner is implemented by handles that can explain how the process
@@ -114,13 +139,38 @@ type Process struct {
 	User *User
 }
 
-// Start starts spec.Command in its own process group.
+// Start starts spec.Command in its own process group. With spec.ReadOnly
+// the command runs in a mount namespace of its own, where each Bind is a
+// read-only bind mount; the mounts are made as root, then the job's user
+// takes over (setpriv), so the job cannot remount them writable.
 func (p Process) Start(ctx context.Context, spec Spec) (Handle, error) {
-	return p.start([]string{"/bin/sh", "-c", spec.Command}, spec)
+	argv := []string{"/bin/sh", "-c", spec.Command}
+	if len(spec.ReadOnly) == 0 {
+		return p.start(argv, spec, 0)
+	}
+	if !p.BindsReadOnly() {
+		return nil, errors.New("runtime process: read-only binds need an agent running as root on Linux")
+	}
+	if p.User != nil {
+		argv = append([]string{"setpriv", fmt.Sprintf("--reuid=%d", p.User.UID), fmt.Sprintf("--regid=%d", p.User.GID), "--clear-groups", "--"}, argv...)
+	}
+	wrap := []string{"/bin/sh", "-c", `while [ "$1" != -- ]; do mount --bind "$1" "$2" && mount -o remount,bind,ro "$2" || { echo "tide: cannot bind $1 read-only at $2" >&2; exit 125; }; shift 2; done; shift; exec "$@"`, "tide-mount"}
+	for _, b := range spec.ReadOnly {
+		wrap = append(wrap, b.Source, b.Target)
+	}
+	wrap = append(append(wrap, "--"), argv...)
+	return p.start(wrap, spec, syscall.CLONE_NEWNS)
 }
 
-// start starts argv (instead of spec.Command) in its own process group.
-func (p Process) start(argv []string, spec Spec) (*handle, error) {
+// BindsReadOnly reports whether the agent may mount: it runs as root on Linux.
+func (p Process) BindsReadOnly() bool {
+	return goruntime.GOOS == "linux" && os.Geteuid() == 0
+}
+
+// start starts argv (instead of spec.Command) in its own process group;
+// unshare are namespaces (CLONE_NEW*) it gets of its own. In a new mount
+// namespace mounts are private: nothing the job mounts shows outside.
+func (p Process) start(argv []string, spec Spec, unshare uintptr) (*handle, error) {
 	// Not exec.CommandContext: the job's lifetime is managed by Stop, not by
 	// the caller's context.
 	cmd := exec.Command(argv[0], argv[1:]...)
@@ -128,12 +178,14 @@ func (p Process) start(argv []string, spec Spec) (*handle, error) {
 	cmd.Env = spec.Env
 	cmd.Stdout = spec.Stdout
 	cmd.Stderr = spec.Stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Unshareflags: unshare}
 	if p.User != nil {
 		if err := p.User.handOver(spec); err != nil {
 			return nil, err
 		}
-		cmd.SysProcAttr.Credential = p.User.credential()
+		if len(spec.ReadOnly) == 0 {
+			cmd.SysProcAttr.Credential = p.User.credential()
+		}
 	}
 	cmd.WaitDelay = p.OutputDelay
 	if cmd.WaitDelay == 0 {
@@ -258,3 +310,6 @@ func groupAlive(pgid int) bool {
 	}
 	return false
 }
+
+// HostNetwork: a process shares the node's network.
+func (p Process) HostNetwork() bool { return true }

@@ -35,6 +35,9 @@ type Sandbox struct {
 	OutputDelay time.Duration
 }
 
+// BindsReadOnly reports true: bubblewrap binds read-only without root.
+func (s *Sandbox) BindsReadOnly() bool { return true }
+
 // Start runs spec.Command in a new sandbox.
 func (s *Sandbox) Start(ctx context.Context, spec Spec) (Handle, error) {
 	bwrap := s.Bwrap
@@ -68,6 +71,9 @@ func (s *Sandbox) Start(ctx context.Context, spec Spec) (Handle, error) {
 	for _, m := range append([]string{spec.Dir}, spec.Mounts...) {
 		args = append(args, "--bind", m, m)
 	}
+	for _, b := range spec.ReadOnly {
+		args = append(args, "--ro-bind", b.Source, b.Target)
+	}
 	args = append(args, "--chdir", spec.Dir, "--", "/bin/sh", "-c", spec.Command)
 	if spec.ShmSize > 0 {
 		spec.note("tide: sandbox: resources.shm_size is not applied (the job shares the host's /dev/shm)")
@@ -81,7 +87,7 @@ func (s *Sandbox) Start(ctx context.Context, spec Spec) (Handle, error) {
 		argv = append([]string{"/bin/sh", "-c", `while [ "$1" != -- ]; do echo $$ > "$1" || exit 125; shift; done; shift; exec "$@"`, "sh"}, cg.procs...)
 		argv = append(append(argv, "--"), args...)
 	}
-	h, err := Process{OutputDelay: s.OutputDelay}.start(argv, spec)
+	h, err := Process{OutputDelay: s.OutputDelay}.start(argv, spec, 0)
 	if err != nil {
 		cg.remove()
 		return nil, err
@@ -279,3 +285,6 @@ func sandboxGPUDevices(devices []string) []string {
 	}
 	return out
 }
+
+// HostNetwork: the sandbox shares the node's network unless it isolates it.
+func (s *Sandbox) HostNetwork() bool { return !s.IsolateNetwork }

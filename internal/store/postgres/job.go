@@ -66,8 +66,30 @@ func (x *tx) JobVersions(ctx context.Context, f store.JobFilter) ([]store.JobVer
 	return out, nil
 }
 
+// CountJobs implements store.Tx.
+func (x *tx) CountJobs(ctx context.Context, f store.JobFilter) (int, error) {
+	f.Newest = false // the order does not change a count
+	q, args := jobsQuery("1", f)
+	var n int
+	if err := x.tx.QueryRow(ctx, `SELECT count(*) FROM (`+q+`) AS selected`, args...).Scan(&n); err != nil {
+		return 0, fmt.Errorf("counting jobs: %w", err)
+	}
+	return n, nil
+}
+
 // queryJobs selects cols of the jobs f selects, in creation order.
 func (x *tx) queryJobs(ctx context.Context, cols string, f store.JobFilter) (pgx.Rows, error) {
+	q, args := jobsQuery(cols, f)
+	rows, err := x.tx.Query(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("listing jobs: %w", err)
+	}
+	return rows, nil
+}
+
+// jobsQuery is the statement selecting cols of the jobs f selects, in
+// creation order, and its arguments.
+func jobsQuery(cols string, f store.JobFilter) (string, []any) {
 	var where []string
 	var args []any
 	arg := func(v any) string {
@@ -104,11 +126,7 @@ func (x *tx) queryJobs(ctx context.Context, cols string, f store.JobFilter) (pgx
 	if f.Limit > 0 {
 		q += " LIMIT " + arg(f.Limit)
 	}
-	rows, err := x.tx.Query(ctx, q, args...)
-	if err != nil {
-		return nil, fmt.Errorf("listing jobs: %w", err)
-	}
-	return rows, nil
+	return q, args
 }
 
 // PutJob implements store.Tx.

@@ -65,8 +65,36 @@ func (x *tx) JobVersions(ctx context.Context, f store.JobFilter) ([]store.JobVer
 	return out, nil
 }
 
+// CountJobs implements store.Tx.
+func (x *tx) CountJobs(ctx context.Context, f store.JobFilter) (int, error) {
+	f.Newest = false // the order does not change a count
+	q, args, err := jobsQuery("1", f)
+	if err != nil {
+		return 0, err
+	}
+	var n int
+	if err := x.tx.QueryRowContext(ctx, `SELECT count(*) FROM (`+q+`)`, args...).Scan(&n); err != nil {
+		return 0, fmt.Errorf("counting jobs: %w", err)
+	}
+	return n, nil
+}
+
 // queryJobs selects cols of the jobs f selects, in creation order.
 func (x *tx) queryJobs(ctx context.Context, cols string, f store.JobFilter) (*sql.Rows, error) {
+	q, args, err := jobsQuery(cols, f)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := x.tx.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("listing jobs: %w", err)
+	}
+	return rows, nil
+}
+
+// jobsQuery is the statement selecting cols of the jobs f selects, in
+// creation order, and its arguments.
+func jobsQuery(cols string, f store.JobFilter) (string, []any, error) {
 	var where []string
 	var args []any
 	if f.Workspace != "" {
@@ -96,7 +124,7 @@ func (x *tx) queryJobs(ctx context.Context, cols string, f store.JobFilter) (*sq
 		}
 		keys, err := json.Marshal(pairs)
 		if err != nil {
-			return nil, fmt.Errorf("listing jobs: %w", err)
+			return "", nil, fmt.Errorf("listing jobs: %w", err)
 		}
 		where = append(where, "(workspace, name) IN (SELECT value->>0, value->>1 FROM json_each(?))")
 		args = append(args, string(keys))
@@ -113,11 +141,7 @@ func (x *tx) queryJobs(ctx context.Context, cols string, f store.JobFilter) (*sq
 		q += " LIMIT ?"
 		args = append(args, f.Limit)
 	}
-	rows, err := x.tx.QueryContext(ctx, q, args...)
-	if err != nil {
-		return nil, fmt.Errorf("listing jobs: %w", err)
-	}
-	return rows, nil
+	return q, args, nil
 }
 
 // PutJob implements store.Tx.

@@ -151,6 +151,10 @@ func testListJobs(t *testing.T, open Opener) {
 			if !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("%s: ListJobs(%+v) = %v, want %v", tt.name, tt.f, got, tt.want)
 			}
+			// CountJobs counts them.
+			if n, err := tx.CountJobs(ctx, tt.f); err != nil || n != len(js) {
+				t.Errorf("%s: CountJobs = %d, %v; want %d", tt.name, n, err, len(js))
+			}
 			// JobVersions selects the same jobs, with the same etags.
 			vs, err := tx.JobVersions(ctx, tt.f)
 			if err != nil {

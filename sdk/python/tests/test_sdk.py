@@ -151,7 +151,7 @@ class SDKTest(unittest.TestCase):
 
 
 class RetryTest(unittest.TestCase):
-    """Idempotent calls are retried with back-off; POST is sent once."""
+    """Idempotent calls are retried with back-off; POST only after a 429."""
 
     def test_retries(self) -> None:
         hits = {"GET": 0, "POST": 0}
@@ -186,6 +186,50 @@ class RetryTest(unittest.TestCase):
                 t.json("POST", "/x", body={})
             self.assertEqual(cm.exception.status_code, 503)
             self.assertEqual(hits["POST"], 1)
+        finally:
+            srv.shutdown()
+
+    def test_throttled_post(self) -> None:
+        """A POST refused with 429 is sent again after Retry-After, with a
+        warning; after the last attempt the 429 is raised."""
+        hits = {"POST": 0}
+        refuse = {"n": 2}
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                hits["POST"] += 1
+                self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                if refuse["n"] != 0:
+                    refuse["n"] -= 1
+                    self.send_response(429)
+                    self.send_header("Retry-After", "0")
+                    self.send_header("Content-Type", "application/problem+json")
+                    self.end_headers()
+                    self.wfile.write(b'{"status":429,"code":"TooManyRequests","detail":"workspace ws submits too fast",'
+                                     b'"limit":"limits.submit_rate","workspace":"ws","retry_after":1}')
+                    return
+                self.send_response(201)
+                self.send_header("Content-Type", "application/json")
+                self.end_headers()
+                self.wfile.write(b'{"name":"j1"}')
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=srv.serve_forever, daemon=True).start()
+        try:
+            t = Transport("http://127.0.0.1:%d" % srv.server_address[1], "tok", retries=3, backoff=0.01)
+            with self.assertLogs("tide", "WARNING") as logs:
+                self.assertEqual(t.json("POST", "/jobs", body={}), {"name": "j1"})
+            self.assertEqual(hits["POST"], 3)
+            self.assertIn("throttled by the tide server (limits.submit_rate): (TooManyRequests) workspace ws submits too fast; "
+                          "sending again in 0 s (attempt 2 of 3)", logs.output[0])
+            refuse["n"], hits["POST"] = -1, 0
+            with self.assertLogs("tide", "WARNING"), self.assertRaises(HttpResponseError) as cm:
+                t.json("POST", "/jobs", body={})
+            self.assertEqual((cm.exception.status_code, hits["POST"]), (429, 3))
+            self.assertEqual(cm.exception.problem["workspace"], "ws")
         finally:
             srv.shutdown()
 

@@ -2,13 +2,17 @@
 
 Idempotent calls (GET, HEAD, PUT, DELETE) are retried with exponential
 back-off when the server cannot be reached or answers 429/502/503/504
-(honouring Retry-After); POST is sent once, since a resent submission could
-run a job twice.
+(honouring Retry-After). POST is sent again only after a 429 Too Many
+Requests (the server's admission limits refused it and stored nothing),
+after the wait Retry-After asks for, with a warning on the "tide" logger;
+any other failure of a POST is raised at once, since a resent submission
+could run a job twice.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import random
 import ssl
 import time
@@ -21,6 +25,11 @@ from tide.core.exceptions import HttpResponseError, ServiceRequestError, error_f
 
 IDEMPOTENT = {"GET", "HEAD", "PUT", "DELETE"}
 RETRY_STATUS = {429, 502, 503, 504}
+# The longest Retry-After a throttled POST waits for; a 429 asking for more
+# is raised.
+MAX_THROTTLE_WAIT = 60.0
+
+log = logging.getLogger("tide")
 
 
 class Transport:
@@ -56,7 +65,8 @@ class Transport:
             data = json.dumps(body).encode()
             hdrs["Content-Type"] = "application/json"
         hdrs.update(headers or {})
-        tries = self.retries if method in IDEMPOTENT else 1
+        idempotent = method in IDEMPOTENT
+        tries = self.retries
         delay = self.backoff
         for attempt in range(1, tries + 1):
             if hasattr(data, "seek"):
@@ -65,15 +75,25 @@ class Transport:
             try:
                 return urllib.request.urlopen(req, timeout=timeout or self.timeout, context=self.ssl_context)
             except urllib.error.HTTPError as e:
-                if e.code in RETRY_STATUS and attempt < tries:
+                if idempotent and e.code in RETRY_STATUS and attempt < tries:
                     wait = _retry_after(e.headers.get("Retry-After"), delay)
                     e.close()
                     time.sleep(wait)
                     delay *= 2
                     continue
+                if not idempotent and e.code == 429 and attempt < tries:
+                    wait = _retry_after(e.headers.get("Retry-After"), delay, MAX_THROTTLE_WAIT + 1)
+                    err = _problem(e)
+                    if wait > MAX_THROTTLE_WAIT:
+                        raise err from None
+                    log.warning("throttled by the tide server (%s): %s; sending again in %g s (attempt %d of %d)",
+                                err.problem.get("limit", "429"), err, wait, attempt + 1, tries)
+                    time.sleep(wait)
+                    delay *= 2
+                    continue
                 raise _problem(e) from None
             except (urllib.error.URLError, ConnectionError, TimeoutError) as e:
-                if attempt < tries:
+                if idempotent and attempt < tries:
                     time.sleep(delay * (1 + random.random() / 2))
                     delay *= 2
                     continue
@@ -122,9 +142,9 @@ class Transport:
                     eid = value
 
 
-def _retry_after(value: Optional[str], default: float) -> float:
+def _retry_after(value: Optional[str], default: float, cap: float = 30.0) -> float:
     try:
-        return max(0.0, min(float(value or ""), 30.0))
+        return max(0.0, min(float(value or ""), cap))
     except ValueError:
         return default
 
