@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"log/slog"
 	"os"
 	"path"
 	"path/filepath"
@@ -47,13 +48,48 @@ func (j *job) fromCache(ctx context.Context, in api.JobInput, key, dst, file str
 	return placed{path: target}, h.Hit, nil
 }
 
-// releaseCache lets the node cache evict the entries the job held.
-func (j *job) releaseCache() {
+// inputsDir holds the job's inputs on this node: copies, and the mount
+// points of read-only binds.
+func (j *job) inputsDir() string {
+	return filepath.Join(j.a.cfg.Dir, "inputs", j.as.Workspace, j.as.Job, fmt.Sprint(j.as.Attempt))
+}
+
+// releaseInputs runs when the job's processes have ended: it deletes the
+// job's input copies (the binds died with the processes' mount
+// namespace or container) and lets the node cache evict the entries the
+// job held.
+func (j *job) releaseInputs() {
+	if err := removeTree(j.inputsDir()); err != nil {
+		j.log.Warn("deleting the job's inputs", slog.Any("error", err))
+	}
+	_ = os.Remove(filepath.Dir(j.inputsDir())) // the job's folder, once no attempt is left
 	for _, h := range j.held {
 		h.Release()
 	}
 	j.held = nil
 }
+
+// fetchCode unpacks the job's code snapshot as its working folder, from
+// the node cache: a later job with the same code does not download it.
+func (j *job) fetchCode(ctx context.Context) error {
+	h, err := j.a.cache.Acquire(ctx, snapshotKey(j.as.Code), func(ctx context.Context, dir string) error {
+		return j.fetchBlob(ctx, j.as.Code, dir)
+	})
+	if err != nil {
+		return err
+	}
+	defer h.Release()
+	if h.Hit {
+		j.logs.add("tide", "code snapshot "+j.as.Code[:12]+": from the node's cache")
+	} else {
+		j.logs.add("tide", "code snapshot "+j.as.Code[:12]+": downloaded")
+	}
+	return copyTree(h.Dir, j.dir, true)
+}
+
+// snapshotKey is the node cache's key of a server snapshot, for code and
+// data alike (the same digest unpacks to the same files).
+func snapshotKey(digest string) string { return "snapshot\x00" + digest }
 
 // fetchSnapshot gives the job a data snapshot of the server (blob:HEX,
 // optionally /FILE), through the node cache: a snapshot is named by its
@@ -65,7 +101,7 @@ func (j *job) fetchSnapshot(ctx context.Context, in api.JobInput, dst string) (p
 	} else {
 		file = ""
 	}
-	pl, hit, err := j.fromCache(ctx, in, "snapshot\x00"+digest, dst, file, func(ctx context.Context, dir string) error {
+	pl, hit, err := j.fromCache(ctx, in, snapshotKey(digest), dst, file, func(ctx context.Context, dir string) error {
 		return j.fetchBlob(ctx, digest, dir)
 	})
 	if err == nil && hit {

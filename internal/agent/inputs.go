@@ -89,8 +89,7 @@ var fetchClient = &http.Client{Transport: &http.Transport{
 // An error names the field and the reason; the job then fails with it.
 func (j *job) prepareData(ctx context.Context) error {
 	if j.as.Code != "" {
-		j.logs.add("tide", "unpacking code snapshot "+j.as.Code[:12])
-		if err := j.fetchBlob(ctx, j.as.Code, j.dir); err != nil {
+		if err := j.fetchCode(ctx); err != nil {
 			return fmt.Errorf("code: unpacking the snapshot: %w", err)
 		}
 	}
@@ -107,7 +106,7 @@ func (j *job) prepareData(ctx context.Context) error {
 			return fmt.Errorf("inputs.%s: input names must be plain names", name)
 		}
 		in := j.as.Data[name]
-		dst := filepath.Join(j.a.cfg.Dir, "inputs", j.as.Workspace, j.as.Job, fmt.Sprint(j.as.Attempt), name)
+		dst := filepath.Join(j.inputsDir(), name)
 		if err := removeTree(dst); err != nil {
 			return fmt.Errorf("inputs.%s: clearing %s: %w", name, dst, err)
 		}

@@ -146,7 +146,7 @@ func (j *job) run() {
 func (j *job) execute() api.AssignmentStatus {
 	ctx := j.a.jobCtx
 	as := j.as
-	defer j.releaseCache()
+	defer j.releaseInputs()
 	failed := func(msg string) api.AssignmentStatus {
 		j.logs.add("tide", "error: "+msg)
 		return api.AssignmentStatus{ID: as.ID, NodeRank: as.NodeRank, Status: api.JobFailed, Error: msg}
