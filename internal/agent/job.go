@@ -19,6 +19,7 @@ import (
 
 	"github.com/tideml/tide/api"
 	"github.com/tideml/tide/internal/agent/runtime"
+	"github.com/tideml/tide/internal/nodecache"
 )
 
 // defaultGrace is the time between SIGTERM and SIGKILL when neither the
@@ -52,6 +53,9 @@ type job struct {
 	// buildDir is where the environment's uploaded build context was
 	// unpacked ("" when the assignment names a folder on the node).
 	buildDir string
+	// held are the node cache's entries the job's binds show; released
+	// when the job ends.
+	held []*nodecache.Handle
 
 	logs *shipper
 
@@ -146,6 +150,7 @@ func (j *job) run() {
 func (j *job) execute() api.AssignmentStatus {
 	ctx := j.a.jobCtx
 	as := j.as
+	defer j.releaseInputs()
 	failed := func(msg string) api.AssignmentStatus {
 		j.logs.add("tide", "error: "+msg)
 		return api.AssignmentStatus{ID: as.ID, NodeRank: as.NodeRank, Status: api.JobFailed, Error: msg}

@@ -37,7 +37,7 @@ func TestAttachMachine(t *testing.T) {
 	// The server listens on the lab's network, so the agent on the
 	// machine reaches it (over TLS, pinning its CA).
 	in := startWith(t, t.TempDir(), host.RootIP+":0", "", func(c *config.Server) {
-		c.Attached.Binary, c.Attached.Dir, c.Attached.Timeout = tideBin, remote, 10*time.Second
+		c.Attached.Binary, c.Attached.Dir, c.Attached.Timeout, c.Attached.DetachTimeout = tideBin, remote, 5*time.Second, 3*time.Second
 	})
 	defer func() { cleanup(t, in) }() // the server running at the end
 	ctx := context.Background()
@@ -138,7 +138,7 @@ func TestAttachMachine(t *testing.T) {
 	// again from the record.
 	in.shutdown()
 	in = startWith(t, in.cfg.DataDir, in.cfg.Listen, token, func(c *config.Server) {
-		c.Attached.Binary, c.Attached.Dir, c.Attached.Timeout = tideBin, remote, 10*time.Second
+		c.Attached.Binary, c.Attached.Dir, c.Attached.Timeout, c.Attached.DetachTimeout = tideBin, remote, 5*time.Second, 3*time.Second
 	})
 
 	// A job runs on the machine.
@@ -206,6 +206,38 @@ func TestAttachMachine(t *testing.T) {
 	})
 	if _, err := os.Stat(remote); !os.IsNotExist(err) {
 		t.Errorf("the second detach left %s on the machine (err %v)", remote, err)
+	}
+
+	// A machine that no longer answers (destroyed before its detach) does
+	// not hold its compute forever: after attached.detach_timeout the node
+	// is forgotten, and its agent is left there (stopped here by hand).
+	if out, err := cli("compute", "attach", "-f", vmFile("vm-example", l.ClientKey, "")); err != nil {
+		t.Fatalf("attach: %v\n%s", err, out)
+	}
+	waitFor(t, "the node to be idle", 90*time.Second, func() bool {
+		nodes, _ = in.client.Nodes(ctx, "default", "vm-example")
+		return len(nodes) == 1 && nodes[0].State == api.NodeIdle
+	})
+	if err := l.Cut(0, true); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		_ = l.Cut(0, false)
+		for _, p := range processesNaming(remote) {
+			pid, _, _ := strings.Cut(p, ":")
+			_ = exec.Command("kill", "-9", pid).Run()
+		}
+		os.RemoveAll(remote)
+	}()
+	if out, err := cli("compute", "detach", "vm-example"); err != nil {
+		t.Fatalf("detach of an unreachable machine: %v\n%s", err, out)
+	}
+	waitFor(t, "the unreachable machine's compute to go", 60*time.Second, func() bool {
+		_, err := in.client.Compute(ctx, "default", "vm-example")
+		return api.IsNotFound(err)
+	})
+	if len(processesNaming(remote)) == 0 {
+		t.Error("no agent was left on the unreachable machine: the detach did not take the unreachable path")
 	}
 }
 
