@@ -122,6 +122,9 @@ type Job struct {
 	// Metrics are the latest value of each metric the job logged
 	// (tide job metrics lists the series).
 	Metrics map[string]float64 `json:"metrics,omitempty"`
+	// Params are the parameters the job logged (mlflow.log_param, or a
+	// printed ##tide param line); the tags it set the same way go to Tags.
+	Params map[string]string `json:"params,omitempty"`
 	// Serverless describes the nodes of a serverless job (one whose file
 	// names no compute, or compute: serverless): Compute then names the
 	// hidden compute that holds them for this job only.
@@ -374,6 +377,8 @@ type Node struct {
 	// JobUsage what the job it runs used so far.
 	Utilization *NodeUtilization `json:"utilization,omitempty"`
 	JobUsage    *JobUsage        `json:"job_usage,omitempty"`
+	// Cache is the node's cache of downloaded inputs at its last heartbeat.
+	Cache *NodeCache `json:"cache,omitempty"`
 	// Connection is an OpenSSH command line that reaches the node through
 	// the server, or why there is none (in responses).
 	Connection string `json:"connection,omitempty"`

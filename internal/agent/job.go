@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/tideml/tide/api"
 	"github.com/tideml/tide/internal/agent/runtime"
+	"github.com/tideml/tide/internal/nodecache"
 )
 
 // defaultGrace is the time between SIGTERM and SIGKILL when neither the
@@ -47,6 +49,9 @@ type job struct {
 	// goroutine writes them, before the command starts.
 	inputBinds  []runtime.Bind
 	inputMounts []string
+	// held are the node cache's entries the job's binds show; released
+	// when the job ends.
+	held []*nodecache.Handle
 
 	logs *shipper
 
@@ -141,6 +146,7 @@ func (j *job) run() {
 func (j *job) execute() api.AssignmentStatus {
 	ctx := j.a.jobCtx
 	as := j.as
+	defer j.releaseInputs()
 	failed := func(msg string) api.AssignmentStatus {
 		j.logs.add("tide", "error: "+msg)
 		return api.AssignmentStatus{ID: as.ID, NodeRank: as.NodeRank, Status: api.JobFailed, Error: msg}
@@ -208,6 +214,17 @@ func (j *job) execute() api.AssignmentStatus {
 	env, err := j.environ(!isolated)
 	if err != nil {
 		return failed(err.Error())
+	}
+	// MLflow's tracking API for the job's run, where the job can reach the
+	// agent; a job naming its own tracking server keeps it.
+	if hn, ok := j.a.cfg.Runtime.(runtime.HostNetworker); ok && hn.HostNetwork() && j.as.Env["MLFLOW_TRACKING_URI"] == "" {
+		ml, mlEnv, err := startMLflow(j)
+		if err != nil {
+			j.logs.add("tide", "tide: warning: no MLflow endpoint for this job: "+err.Error())
+		} else {
+			defer ml.close()
+			maps.Copy(env, mlEnv)
+		}
 	}
 	if as.Distribution != nil && as.Distribution.Type != distMPI && as.NodeRank == 0 && !portFree(as.MasterPort) {
 		j.logs.add("tide", fmt.Sprintf("tide: warning: port %d, chosen for this job's rendezvous, is in use on this node; the launcher may fail to start", as.MasterPort))
@@ -446,6 +463,7 @@ func (j *job) path(what string) string {
 //	TIDE_NODE_COUNT, TIDE_OUTPUTS_DIR, TIDE_LOGS_DIR, TIDE_CHECKPOINT_DIR
 //	TIDE_NODE_DIR                  the node's folder (a compute instance's home, kept across stop and start)
 //	TIDE_SERVER, TIDE_TOKEN, TIDE_IDENTITY_TOKEN, IDENTITY_ENDPOINT, IDENTITY_HEADER   when the job has an identity
+//	MLFLOW_TRACKING_URI, MLFLOW_TRACKING_TOKEN, MLFLOW_RUN_ID, MLFLOW_EXPERIMENT_NAME/ID   the agent's MLflow endpoint (mlflow.go), added by execute
 //
 // A registered environment's tide block (variables, PATH) applies before
 // the user's environment_variables; launcher variables (MASTER_ADDR, RANK,

@@ -223,6 +223,19 @@ func (p *printer) computeDetails(w io.Writer, c *api.Compute) {
 	}
 }
 
+// quotedMap is joinMap with values that hold spaces or line breaks
+// quoted, so each entry stays on the line (logged params, tags).
+func quotedMap(m map[string]string) string {
+	q := make(map[string]string, len(m))
+	for k, v := range m {
+		if strings.ContainsAny(v, " \t\r\n\"") {
+			v = strconv.Quote(v)
+		}
+		q[k] = v
+	}
+	return joinMap(q)
+}
+
 func joinMap(m map[string]string) string {
 	keys := make([]string, 0, len(m))
 	for k := range m {
@@ -372,6 +385,7 @@ func (p *printer) jobDetails(w io.Writer, j *api.Job) {
 		}
 		lines = append(lines, kv{"metrics", strings.Join(ms, " ")})
 	}
+	lines = append(lines, kv{"params", quotedMap(j.Params)}, kv{"tags", quotedMap(j.Tags)})
 	if j.Type == api.JobTypePipeline {
 		details(w, lines)
 		p.pipelineSteps(w, j)

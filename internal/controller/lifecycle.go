@@ -45,20 +45,38 @@ func (c *Controller) provisioning(ctx context.Context, s *snapshot, now time.Tim
 // deleting cancels a deleted compute's jobs, removes its nodes, and
 // finally the compute.
 func (c *Controller) deleting(ctx context.Context, s *snapshot, comp api.Compute, now time.Time) error {
+	gone := "deleted"
+	if comp.IsAttached() {
+		gone = "detached"
+	}
 	for _, j := range s.jobs {
 		if j.Workspace != comp.Workspace || j.Compute != comp.Name {
 			continue
 		}
-		if _, err := service.ForceEnd(ctx, c.store, j.Workspace, j.Name, api.JobCanceled, "compute "+comp.Name+" was deleted", now); err != nil {
+		if _, err := service.ForceEnd(ctx, c.store, j.Workspace, j.Name, api.JobCanceled, "compute "+comp.Name+" was "+gone, now); err != nil {
 			return err
 		}
 	}
+	// A machine that stays unreachable (destroyed before its detach) must
+	// not hold its compute forever: after attached.detach_timeout its node
+	// is forgotten, and the events say what may be left there.
+	giveUp := comp.IsAttached() && now.Sub(comp.ModifiedOn) > c.cfg.Attached.DetachTimeout
 	remaining := 0
 	for _, n := range s.nodes {
-		if n.Workspace == comp.Workspace && n.Compute == comp.Name {
-			remaining++
-			c.removeNode(ctx, n, "compute deleted")
+		if n.Workspace != comp.Workspace || n.Compute != comp.Name {
+			continue
 		}
+		remaining++
+		if giveUp && !c.isInflight(n.ID) {
+			msg := fmt.Sprintf("machine %s did not answer for %s: node %s is forgotten; if the machine comes back, stop its agent and remove %s there by hand",
+				comp.Address, c.cfg.Attached.DetachTimeout, n.ID, c.cfg.Attached.Dir)
+			c.forget(ctx, n.ID)
+			_ = c.store.Update(ctx, func(tx store.Tx) error {
+				return tx.AddEvent(ctx, comp.Workspace, "compute/"+comp.Name, &api.Event{Time: now, Kind: "DetachIncomplete", Message: msg})
+			})
+			continue
+		}
+		c.removeNode(ctx, n, "compute "+gone)
 	}
 	if remaining > 0 {
 		return nil

@@ -37,14 +37,14 @@ func TestAttachMachine(t *testing.T) {
 	// The server listens on the lab's network, so the agent on the
 	// machine reaches it (over TLS, pinning its CA).
 	in := startWith(t, t.TempDir(), host.RootIP+":0", "", func(c *config.Server) {
-		c.Attached.Binary, c.Attached.Dir, c.Attached.Timeout = tideBin, remote, 10*time.Second
+		c.Attached.Binary, c.Attached.Dir, c.Attached.Timeout, c.Attached.DetachTimeout = tideBin, remote, 5*time.Second, 3*time.Second
 	})
-	defer cleanup(t, in)
+	defer func() { cleanup(t, in) }() // the server running at the end
 	ctx := context.Background()
-	dir := t.TempDir()
+	dir, token := t.TempDir(), in.srv.AdminToken
 	cli := func(args ...string) (string, error) {
 		cmd := exec.Command(tideBin, args...)
-		cmd.Env = append(os.Environ(), "TIDE_SERVER="+in.cfg.AdvertiseURL, "TIDE_TOKEN="+in.srv.AdminToken,
+		cmd.Env = append(os.Environ(), "TIDE_SERVER="+in.cfg.AdvertiseURL, "TIDE_TOKEN="+token,
 			"TIDE_CA_FINGERPRINT="+in.srv.CAFingerprint(), "TIDE_CONFIG="+filepath.Join(dir, "none.json"))
 		out, err := cmd.CombinedOutput()
 		return string(out), err
@@ -84,7 +84,12 @@ func TestAttachMachine(t *testing.T) {
 		{vmFile("vm-changed", l.ClientKey, "host_key: "+other.HostKey+"\n"), "", "host_key: attaching vm-changed failed; nothing was stored or started: host root@" + host.IP + ":22: ssh: handshake failed: the host key changed"},
 		{vmFile("vm-noport", l.ClientKey, ""), "ssh_settings.ssh_port=2", "address: attaching vm-noport failed; nothing was stored or started: host root@" + host.IP + ":2:"},
 	} {
-		args := []string{"compute", "attach", "-f", tt.file}
+		// compute create -f attaches as attach -f does.
+		verb := "attach"
+		if tt.set != "" {
+			verb = "create"
+		}
+		args := []string{"compute", verb, "-f", tt.file}
 		if tt.set != "" {
 			args = append(args, "--set", tt.set)
 		}
@@ -113,7 +118,7 @@ func TestAttachMachine(t *testing.T) {
 	if secs, _ := in.client.Secrets(ctx, "default"); len(secs) != 1 || secs[0].Name != "vm-example-ssh-private-key" || secs[0].Value != "" {
 		t.Errorf("secrets: %+v; want vm-example-ssh-private-key without its value", secs)
 	}
-	if out, err := cli("compute", "attach", "-f", vmFile("vm-again", l.ClientKey, "")); err == nil || !strings.Contains(out, `compute "vm-example" already attaches root@`+host.IP+" port 22") {
+	if out, err := cli("compute", "attach", "-f", vmFile("vm-again", l.ClientKey, "")); err == nil || !strings.Contains(out, `compute "vm-example" of workspace default already attaches root@`+host.IP+" port 22") {
 		t.Errorf("attaching the same login twice: %v\n%s", err, out)
 	}
 	var nodes []api.Node
@@ -128,6 +133,13 @@ func TestAttachMachine(t *testing.T) {
 	if err != nil || !strings.Contains(out, "vm-example") || !strings.Contains(out, "virtualmachine") || !strings.Contains(out, "Succeeded") {
 		t.Errorf("compute list: %v\n%s", err, out)
 	}
+
+	// A restarted server finds the node through the provider it builds
+	// again from the record.
+	in.shutdown()
+	in = startWith(t, in.cfg.DataDir, in.cfg.Listen, token, func(c *config.Server) {
+		c.Attached.Binary, c.Attached.Dir, c.Attached.Timeout, c.Attached.DetachTimeout = tideBin, remote, 5*time.Second, 3*time.Second
+	})
 
 	// A job runs on the machine.
 	j := submit(t, in, "command: echo ran-on-$TIDE_TEST_MARK\ncompute: vm-example\nenvironment_variables:\n  TIDE_TEST_MARK: attached\n")
@@ -170,6 +182,62 @@ func TestAttachMachine(t *testing.T) {
 	}
 	if pids := processesNaming(remote); len(pids) > 0 {
 		t.Errorf("processes still run from %s after detach: %v", remote, pids)
+	}
+
+	// Attached again with its host key pinned (another of the machine's
+	// keys than the one trusted on first use): the node starts, and a
+	// detach without jobs needs no --force.
+	if out, err := cli("compute", "attach", "-f", vmFile("vm-example", l.ClientKey, "host_key: "+host.HostKey+"\n")); err != nil || !strings.Contains(out, "(pinned)") {
+		t.Fatalf("attach with host_key: %v\n%s", err, out)
+	}
+	if c, err := in.client.Compute(ctx, "default", "vm-example"); err != nil || c.HostKey != host.HostKey || c.HostKeySource != api.HostKeyPinned {
+		t.Errorf("pinned attach: %v %+v", err, c)
+	}
+	waitFor(t, "the pinned machine's node to be idle", 90*time.Second, func() bool {
+		nodes, _ = in.client.Nodes(ctx, "default", "vm-example")
+		return len(nodes) == 1 && nodes[0].State == api.NodeIdle
+	})
+	if out, err := cli("compute", "detach", "vm-example"); err != nil {
+		t.Fatalf("detach: %v\n%s", err, out)
+	}
+	waitFor(t, "the detached compute to go", 60*time.Second, func() bool {
+		_, err := in.client.Compute(ctx, "default", "vm-example")
+		return api.IsNotFound(err)
+	})
+	if _, err := os.Stat(remote); !os.IsNotExist(err) {
+		t.Errorf("the second detach left %s on the machine (err %v)", remote, err)
+	}
+
+	// A machine that no longer answers (destroyed before its detach) does
+	// not hold its compute forever: after attached.detach_timeout the node
+	// is forgotten, and its agent is left there (stopped here by hand).
+	if out, err := cli("compute", "attach", "-f", vmFile("vm-example", l.ClientKey, "")); err != nil {
+		t.Fatalf("attach: %v\n%s", err, out)
+	}
+	waitFor(t, "the node to be idle", 90*time.Second, func() bool {
+		nodes, _ = in.client.Nodes(ctx, "default", "vm-example")
+		return len(nodes) == 1 && nodes[0].State == api.NodeIdle
+	})
+	if err := l.Cut(0, true); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		_ = l.Cut(0, false)
+		for _, p := range processesNaming(remote) {
+			pid, _, _ := strings.Cut(p, ":")
+			_ = exec.Command("kill", "-9", pid).Run()
+		}
+		os.RemoveAll(remote)
+	}()
+	if out, err := cli("compute", "detach", "vm-example"); err != nil {
+		t.Fatalf("detach of an unreachable machine: %v\n%s", err, out)
+	}
+	waitFor(t, "the unreachable machine's compute to go", 60*time.Second, func() bool {
+		_, err := in.client.Compute(ctx, "default", "vm-example")
+		return api.IsNotFound(err)
+	})
+	if len(processesNaming(remote)) == 0 {
+		t.Error("no agent was left on the unreachable machine: the detach did not take the unreachable path")
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"strconv"
 	"strings"
 	"time"
@@ -223,6 +224,9 @@ func (s *Service) Heartbeat(ctx context.Context, nodeID string, hb api.AgentHear
 		}
 		n.LastHeartbeat = s.now()
 		n.Utilization = hb.Utilization
+		if hb.Cache != nil {
+			n.Cache = hb.Cache
+		}
 		if u, ok := hb.Usage[n.Job]; ok {
 			n.JobUsage = &u
 		} else {
@@ -336,12 +340,26 @@ func (s *Service) AppendLogs(ctx context.Context, nodeID, assignment string, lin
 				return err
 			}
 		}
-		if len(ms) > 0 {
+		params, tags, pproblems := runmetrics.Properties(lines)
+		if len(pproblems) > 0 {
+			if err := tx.AddEvent(ctx, ws, "job/"+name, &api.Event{Time: s.now(), Kind: "Metrics",
+				Message: "parameter or tag line not stored: " + pproblems[0] + " (the form is ##tide param NAME=VALUE or ##tide tag NAME=VALUE)"}); err != nil {
+				return err
+			}
+		}
+		if len(ms) > 0 || len(params) > 0 || len(tags) > 0 {
 			j, err := tx.GetJob(ctx, ws, name)
 			if err != nil {
 				return err
 			}
-			trialMetrics = j.Parent != "" && j.Parameters != nil
+			trialMetrics = len(ms) > 0 && j.Parent != "" && j.Parameters != nil
+			if len(params) > 0 || len(tags) > 0 {
+				j.Params = mergeStrings(j.Params, params)
+				j.Tags = mergeStrings(j.Tags, tags)
+				if err := tx.PutJob(ctx, j, ""); err != nil {
+					return err
+				}
+			}
 		}
 		return tx.AddMetrics(ctx, ws, name, ms)
 	})
@@ -667,4 +685,16 @@ func nodeMayLog(ctx context.Context, tx store.Tx, nodeID, ws, name string) error
 		return err
 	}
 	return errorf(403, "Forbidden", "node %s does not run job %s", nodeID, name)
+}
+
+// mergeStrings adds add's entries to m (a new map when m is nil).
+func mergeStrings(m, add map[string]string) map[string]string {
+	if len(add) == 0 {
+		return m
+	}
+	if m == nil {
+		m = make(map[string]string, len(add))
+	}
+	maps.Copy(m, add)
+	return m
 }

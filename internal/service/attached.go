@@ -133,10 +133,10 @@ func (s *Service) attach(ctx context.Context, ws string, c *api.Compute) (*api.C
 	return &r, nil
 }
 
-// sameMachine refuses a second compute of the workspace on the same login
-// and port: both would run a node in the same folder.
+// sameMachine refuses a second compute on the same login and port, in
+// any workspace: both would run a node in the same folder there.
 func (s *Service) sameMachine(ctx context.Context, tx store.Tx, ws string, c *api.Compute) error {
-	all, err := tx.ListComputes(ctx, ws)
+	all, err := tx.ListComputes(ctx, "")
 	if err != nil {
 		return err
 	}
@@ -147,11 +147,11 @@ func (s *Service) sameMachine(ctx context.Context, tx store.Tx, ws string, c *ap
 		return x.SSHSettings.SSHPort
 	}
 	i := slices.IndexFunc(all, func(o api.Compute) bool {
-		return o.IsAttached() && o.Name != c.Name && strings.EqualFold(o.Address, c.Address) && port(&o) == port(c) &&
-			o.SSHSettings.AdminUsername == c.SSHSettings.AdminUsername
+		return o.IsAttached() && (o.Workspace != ws || o.Name != c.Name) && strings.EqualFold(o.Address, c.Address) &&
+			port(&o) == port(c) && o.SSHSettings.AdminUsername == c.SSHSettings.AdminUsername
 	})
 	if i >= 0 {
-		return errorf(409, api.CodeConflict, "compute %q already attaches %s@%s port %d; detach it first or use it", all[i].Name, c.SSHSettings.AdminUsername, c.Address, port(c))
+		return errorf(409, api.CodeConflict, "compute %q of workspace %s already attaches %s@%s port %d; detach it first or use it", all[i].Name, all[i].Workspace, c.SSHSettings.AdminUsername, c.Address, port(c))
 	}
 	return nil
 }

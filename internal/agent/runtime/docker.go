@@ -314,3 +314,6 @@ func gpuRequests(l Limits, hostHasGPUs bool) []dockerengine.DeviceRequest {
 	}
 	return []dockerengine.DeviceRequest{{Driver: "nvidia", Count: l.GPUs, Capabilities: [][]string{{"gpu"}}}}
 }
+
+// HostNetwork: only a container on the host's network shares it.
+func (d *Docker) HostNetwork() bool { return d.Network == "host" }

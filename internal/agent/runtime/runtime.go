@@ -100,6 +100,13 @@ type Isolating interface {
 	Isolated() bool
 }
 
+// HostNetworker is implemented by runtimes that say whether a job shares
+// the node's network, so it reaches the agent on 127.0.0.1 (the agent's
+// MLflow endpoint). A runtime without it does not.
+type HostNetworker interface {
+	HostNetwork() bool
+}
+
 // ExitReasoner is implemented by handles that can explain how the process
 // ended beyond its exit code (killed for exceeding its memory limit).
 type ExitReasoner interface {
@@ -303,3 +310,6 @@ func groupAlive(pgid int) bool {
 	}
 	return false
 }
+
+// HostNetwork: a process shares the node's network.
+func (p Process) HostNetwork() bool { return true }

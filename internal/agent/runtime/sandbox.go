@@ -285,3 +285,6 @@ func sandboxGPUDevices(devices []string) []string {
 	}
 	return out
 }
+
+// HostNetwork: the sandbox shares the node's network unless it isolates it.
+func (s *Sandbox) HostNetwork() bool { return !s.IsolateNetwork }

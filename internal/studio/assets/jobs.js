@@ -172,6 +172,9 @@ Studio.pages.push({re: /^jobs\/([^/]+)$/, render: async name => {
       ['Exit code', j.exit_code === undefined ? '' : j.exit_code], ['Error', j.error],
       ['Nodes', (j.ranks || []).map((r, i) => h('div', {}, 'rank ' + i + ': ' + r.node + (r.status ? ' (' + r.status + ')' : '')))],
       ['Cost', j.cost ? money(j.cost.amount, j.cost.currency) : ''],
+      ['Metrics', Object.entries(j.metrics || {}).map(([k, v]) => k + '=' + v).join(' ')],
+      ['Params', Object.entries(j.params || {}).map(([k, v]) => k + '=' + v).join(' ')],
+      ['Tags', Object.entries(j.tags || {}).map(([k, v]) => k + '=' + v).join(' ')],
     ]));
   };
   draw();
