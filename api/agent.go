@@ -71,6 +71,8 @@ type AgentHeartbeat struct {
 	Usage map[string]JobUsage `json:"usage,omitempty"`
 	// Utilization is the node's, at this heartbeat.
 	Utilization *NodeUtilization `json:"utilization,omitempty"`
+	// Cache is the node's cache of downloaded inputs.
+	Cache *NodeCache `json:"cache,omitempty"`
 }
 
 // Assignment tells an agent to run one node's share of a job attempt.

@@ -377,6 +377,8 @@ type Node struct {
 	// JobUsage what the job it runs used so far.
 	Utilization *NodeUtilization `json:"utilization,omitempty"`
 	JobUsage    *JobUsage        `json:"job_usage,omitempty"`
+	// Cache is the node's cache of downloaded inputs at its last heartbeat.
+	Cache *NodeCache `json:"cache,omitempty"`
 	// Connection is an OpenSSH command line that reaches the node through
 	// the server, or why there is none (in responses).
 	Connection string `json:"connection,omitempty"`

@@ -51,3 +51,17 @@ type ComputeSample struct {
 	MemoryBytes int64    `json:"memory_bytes"`
 	GPUPercent  *float64 `json:"gpu_percent,omitempty"`
 }
+
+// NodeCache is a node's cache of downloaded inputs, as its agent last
+// reported it: counters since the agent started, size now.
+type NodeCache struct {
+	// Hits are inputs found in the cache, Misses inputs downloaded into it,
+	// Evictions entries deleted to stay within the limit.
+	Hits      int64 `json:"hits"`
+	Misses    int64 `json:"misses"`
+	Evictions int64 `json:"evictions"`
+	// Entries and Bytes are what the cache holds; LimitBytes its bound.
+	Entries    int   `json:"entries"`
+	Bytes      int64 `json:"bytes"`
+	LimitBytes int64 `json:"limit_bytes"`
+}

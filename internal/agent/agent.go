@@ -18,6 +18,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -27,6 +28,7 @@ import (
 
 	"github.com/tideml/tide/api"
 	"github.com/tideml/tide/internal/agent/runtime"
+	"github.com/tideml/tide/internal/nodecache"
 )
 
 // Config configures an agent. Zero durations take the defaults named on
@@ -70,6 +72,9 @@ type Config struct {
 	Runtime runtime.Runtime
 	// RuntimeName is Runtime's name, reported at registration. Default "process".
 	RuntimeName string
+	// CacheBytes bounds the node's cache of downloaded inputs
+	// (NODE_DIR/cache/inputs). Default nodecache.DefaultLimit (10 GiB).
+	CacheBytes int64
 	// HTTPClient is used for every request. It must not set a Timeout (the
 	// stream is long-lived); the agent bounds each request itself. Default:
 	// a client with http.DefaultTransport.
@@ -150,6 +155,8 @@ type agent struct {
 	// ssh counts SSH connections (an instance is not idle while one is
 	// open).
 	ssh sshCount
+	// cache holds downloaded inputs for the node's jobs.
+	cache *nodecache.Cache
 }
 
 // maxEnded bounds the memory of finished assignments.
@@ -184,6 +191,13 @@ func Run(ctx context.Context, cfg Config) error {
 		ended:  make(map[string]bool),
 	}
 	a.heartbeat.Store(int64(cfg.HeartbeatInterval))
+	// The unbounded blob cache of earlier versions; the node cache replaces it.
+	_ = os.RemoveAll(filepath.Join(cfg.Dir, "cache", "blobs"))
+	cache, err := nodecache.Open(filepath.Join(cfg.Dir, "cache", "inputs"), cfg.CacheBytes)
+	if err != nil {
+		return err
+	}
+	a.cache = cache
 
 	jobCtx, cancelJobs := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelJobs()
@@ -414,6 +428,8 @@ func (a *agent) heartbeatLoop(ctx context.Context) {
 		}
 		a.mu.Unlock()
 		hb.Usage, hb.Utilization = a.measure(ctx, jobs)
+		cs := a.cache.Stats()
+		hb.Cache = &cs
 		if ia := a.inst.Load(); ia != nil {
 			hb.Activity = ia.activity(ctx, hb.Utilization)
 		}

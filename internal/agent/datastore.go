@@ -2,8 +2,6 @@ package agent
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"io/fs"
 	"net/http"
@@ -54,86 +52,9 @@ func (j *job) fetchDatastore(ctx context.Context, in api.JobInput, dst string) (
 		if err != nil {
 			return placed{}, err
 		}
-		c := blobCache{dir: filepath.Join(j.a.cfg.Dir, "cache", "blobs"), st: st}
-		out, err := c.fetch(ctx, rel, dst, in.Type == api.InputURIFile)
-		if err == nil {
-			j.logs.add("tide", fmt.Sprintf("%s: %d files, %d downloaded, %d from the node's cache", st.URL(rel), c.hits+c.misses, c.misses, c.hits))
-		}
-		return placed{path: out}, err
+		return j.fetchBlobs(ctx, st, rel, in, dst)
 	}
 	return placed{}, fmt.Errorf("datastore %s has type %s, which nodes cannot read", name, ds.Type)
-}
-
-// blobCache keeps the blobs a node downloaded, named by the container,
-// the blob and its version (MD5 or etag), so a later job that reads the
-// same unchanged blob copies it from the node's disk instead of the
-// network. (The cache is not bounded yet.)
-type blobCache struct {
-	dir          string
-	st           *azureblob.Store
-	hits, misses int
-}
-
-// fetch puts the blob rel (uri_file) or every blob under the folder rel
-// (uri_folder) into dst, through the cache.
-func (c *blobCache) fetch(ctx context.Context, rel, dst string, isFile bool) (string, error) {
-	if isFile {
-		if rel == "" {
-			return "", fmt.Errorf("a uri_file input needs the path of a blob, not the whole container")
-		}
-		o, err := c.st.Stat(ctx, rel)
-		if err != nil {
-			return "", err
-		}
-		out := filepath.Join(dst, filepath.Base(filepath.FromSlash(rel)))
-		return out, c.get(ctx, rel, o.Version, out)
-	}
-	objs, err := c.st.List(ctx, rel)
-	if err != nil {
-		return "", err
-	}
-	if len(objs) == 0 {
-		if _, err := c.st.Stat(ctx, rel); err == nil {
-			return "", fmt.Errorf("%s is a blob, not a folder; use type: uri_file", c.st.URL(rel))
-		}
-		return "", fmt.Errorf("no blobs under %s; check the path", c.st.URL(rel))
-	}
-	for _, o := range objs {
-		src := o.Name
-		if rel != "" {
-			src = rel + "/" + o.Name
-		}
-		if err := c.get(ctx, src, o.Version, filepath.Join(dst, filepath.FromSlash(o.Name))); err != nil {
-			return "", err
-		}
-	}
-	return dst, nil
-}
-
-// get copies blob p at version into out, downloading it into the cache
-// first when the cache lacks it. A blob without a version is not cached.
-func (c *blobCache) get(ctx context.Context, p, version, out string) error {
-	if version == "" {
-		c.misses++
-		_, err := c.st.DownloadFile(ctx, p, out)
-		return err
-	}
-	sum := sha256.Sum256([]byte(c.st.URL(p) + "\x00" + version))
-	cached := filepath.Join(c.dir, hex.EncodeToString(sum[:]))
-	if _, err := os.Stat(cached); err == nil {
-		c.hits++
-	} else {
-		c.misses++
-		// DownloadFile renames a complete temporary file into place, so
-		// the cache never holds a partial blob.
-		if _, err := c.st.DownloadFile(ctx, p, cached); err != nil {
-			return err
-		}
-	}
-	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
-		return err
-	}
-	return copyFile(cached, out)
 }
 
 // uploadOutputs writes each output that has a datastore path there: the
@@ -180,7 +101,7 @@ func (j *job) uploadOutput(ctx context.Context, name, p string) error {
 			}
 			return copyFile(src, dst)
 		}
-		return copyTree(src, dst)
+		return copyTree(src, dst, false)
 	case api.DatastoreAzureBlob:
 		st, err := azureblob.New(ds)
 		if err != nil {
@@ -198,9 +119,11 @@ func (j *job) uploadOutput(ctx context.Context, name, p string) error {
 	return fmt.Errorf("datastore %s has type %s, which nodes cannot write", dsName, ds.Type)
 }
 
-// copyTree copies the files under src into dst, replacing files of the
-// same name (a job rerun writes its outputs again).
-func copyTree(src, dst string) error {
+// copyTree copies the folders and files (with their modes) under src into
+// dst, replacing files of the same name (a job rerun writes its outputs
+// again). With links, links are copied as links (those of a snapshot,
+// which archive.Extract checked); else skipped (a job's outputs).
+func copyTree(src, dst string, links bool) error {
 	return filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -213,9 +136,23 @@ func copyTree(src, dst string) error {
 		switch {
 		case d.IsDir():
 			return os.MkdirAll(out, 0o755)
-		case d.Type().IsRegular():
-			return copyFile(p, out)
+		case d.Type()&fs.ModeSymlink != 0 && links:
+			target, err := os.Readlink(p)
+			if err != nil {
+				return err
+			}
+			_ = os.Remove(out)
+			return os.Symlink(target, out)
+		case !d.Type().IsRegular():
+			return nil
 		}
-		return nil
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		if err := copyFile(p, out); err != nil {
+			return err
+		}
+		return os.Chmod(out, info.Mode().Perm())
 	})
 }

@@ -40,6 +40,9 @@ type Flags struct {
 	CAFingerprint string
 	// RunAs runs jobs as this Unix user (--run-as; process runtime).
 	RunAs string
+	// CacheGB bounds the node cache of downloaded inputs, in GiB
+	// (--cache-gb); 0: nodecache.DefaultLimit.
+	CacheGB float64
 }
 
 // Args returns the command-line arguments for f (without the "agent" verb).
@@ -58,6 +61,7 @@ func (f Flags) Args() []string {
 		"--network", f.Network,
 		"--ca-fingerprint", f.CAFingerprint,
 		"--run-as", f.RunAs,
+		"--cache-gb", strconv.FormatFloat(f.CacheGB, 'f', -1, 64),
 	}
 }
 
@@ -80,6 +84,7 @@ func ParseFlags(args []string) (Flags, error) {
 	fs.StringVar(&f.Runtime, "runtime", "process", "how jobs run: process, docker or sandbox")
 	fs.StringVar(&f.Network, "network", "", "the jobs' network (docker and sandbox runtimes): a Docker network name, or none")
 	fs.StringVar(&f.RunAs, "run-as", "", "run jobs as this Unix user (process runtime)")
+	fs.Float64Var(&f.CacheGB, "cache-gb", 0, "bound of the node's cache of downloaded inputs, in GiB (0: 10)")
 	fs.StringVar(&f.CAFingerprint, "ca-fingerprint", "", "SHA-256 of the CA the server's certificate must chain to")
 	if err := fs.Parse(args); err != nil {
 		return Flags{}, fmt.Errorf("agent flags: %w", err)
@@ -103,7 +108,7 @@ func ParseFlags(args []string) (Flags, error) {
 // Config returns an agent Config for f, with the given token; the caller
 // sets the logger and anything else.
 func (f Flags) Config(token string) Config {
-	c := Config{ServerURLs: f.ServerURLs, NodeID: f.NodeID, Token: token, Dir: f.Dir, Capacity: f.Capacity, Address: f.Address, RuntimeName: f.Runtime}
+	c := Config{ServerURLs: f.ServerURLs, NodeID: f.NodeID, Token: token, Dir: f.Dir, Capacity: f.Capacity, Address: f.Address, RuntimeName: f.Runtime, CacheBytes: int64(f.CacheGB * (1 << 30))}
 	if f.CAFingerprint != "" {
 		// A server whose certificate does not chain to the pinned CA is
 		// refused, and every request's error says so.

@@ -89,8 +89,7 @@ var fetchClient = &http.Client{Transport: &http.Transport{
 // An error names the field and the reason; the job then fails with it.
 func (j *job) prepareData(ctx context.Context) error {
 	if j.as.Code != "" {
-		j.logs.add("tide", "unpacking code snapshot "+j.as.Code[:12])
-		if err := j.fetchBlob(ctx, j.as.Code, j.dir); err != nil {
+		if err := j.fetchCode(ctx); err != nil {
 			return fmt.Errorf("code: unpacking the snapshot: %w", err)
 		}
 	}
@@ -107,7 +106,7 @@ func (j *job) prepareData(ctx context.Context) error {
 			return fmt.Errorf("inputs.%s: input names must be plain names", name)
 		}
 		in := j.as.Data[name]
-		dst := filepath.Join(j.a.cfg.Dir, "inputs", j.as.Workspace, j.as.Job, fmt.Sprint(j.as.Attempt), name)
+		dst := filepath.Join(j.inputsDir(), name)
 		if err := removeTree(dst); err != nil {
 			return fmt.Errorf("inputs.%s: clearing %s: %w", name, dst, err)
 		}
@@ -210,14 +209,7 @@ func (j *job) fetchInput(ctx context.Context, in api.JobInput, dst string) (plac
 	isFile := in.Type == api.InputURIFile
 	switch kind {
 	case spec.PathBlob:
-		digest, file, _ := api.ParseBlobRef(in.Path)
-		if err := j.fetchBlob(ctx, digest, dst); err != nil {
-			return placed{}, err
-		}
-		if isFile {
-			return placed{path: filepath.Join(dst, filepath.FromSlash(path.Clean("/" + file)[1:]))}, nil
-		}
-		return placed{path: dst}, nil
+		return j.fetchSnapshot(ctx, in, dst)
 	case spec.PathFile:
 		u, _ := url.Parse(in.Path)
 		return j.placeLocal(u.Path, dst, in)

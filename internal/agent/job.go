@@ -18,6 +18,7 @@ import (
 
 	"github.com/tideml/tide/api"
 	"github.com/tideml/tide/internal/agent/runtime"
+	"github.com/tideml/tide/internal/nodecache"
 )
 
 // defaultGrace is the time between SIGTERM and SIGKILL when neither the
@@ -48,6 +49,9 @@ type job struct {
 	// goroutine writes them, before the command starts.
 	inputBinds  []runtime.Bind
 	inputMounts []string
+	// held are the node cache's entries the job's binds show; released
+	// when the job ends.
+	held []*nodecache.Handle
 
 	logs *shipper
 
@@ -142,6 +146,7 @@ func (j *job) run() {
 func (j *job) execute() api.AssignmentStatus {
 	ctx := j.a.jobCtx
 	as := j.as
+	defer j.releaseInputs()
 	failed := func(msg string) api.AssignmentStatus {
 		j.logs.add("tide", "error: "+msg)
 		return api.AssignmentStatus{ID: as.ID, NodeRank: as.NodeRank, Status: api.JobFailed, Error: msg}

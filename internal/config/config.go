@@ -157,6 +157,11 @@ type Location struct {
 	// tide-job (created on first use); "same-as-agent" opts out and runs
 	// them as the agent's own user, root included.
 	RunAs string `yaml:"run_as"`
+	// NodeCacheGB bounds each node's cache of downloaded inputs (blob
+	// datastore inputs and the server's data snapshots), in GiB; past it
+	// the least recently used entries no running job holds are deleted.
+	// 0: 10 GiB.
+	NodeCacheGB float64 `yaml:"node_cache_gb"`
 }
 
 // Serverless configures the nodes of serverless jobs.
@@ -389,6 +394,9 @@ func (c *Server) Validate() error {
 		if l.RunAs != "" && l.Runtime != "" && l.Runtime != "process" {
 			return fmt.Errorf("locations[%d].run_as: not supported yet with runtime %s (its jobs already see only their own folder); use it with runtime process", i, l.Runtime)
 		}
+		if l.NodeCacheGB < 0 {
+			return fmt.Errorf("locations[%d].node_cache_gb: must be 0 (the default, 10) or more GiB (got %g)", i, l.NodeCacheGB)
+		}
 	}
 	if defaults > 1 {
 		return errors.New("locations: more than one location is marked default")
@@ -440,6 +448,17 @@ func (c *Server) RunAs(location string) string {
 		}
 	}
 	return ""
+}
+
+// NodeCacheGB is the node cache bound of a location's nodes in GiB (0:
+// the agent's default).
+func (c *Server) NodeCacheGB(location string) float64 {
+	for _, l := range c.Locations {
+		if l.Name == location {
+			return l.NodeCacheGB
+		}
+	}
+	return 0
 }
 
 // Oversubscribes reports whether the named location accepts sizes its

@@ -142,7 +142,7 @@ func (c *Controller) startInstance(ctx context.Context, cp *api.Compute, now tim
 	}
 	c.claim(id)
 	req := provider.NodeRequest{ID: id, Workspace: cp.Workspace, Compute: cp.Name, Location: cp.Location,
-		Size: size, Tier: api.TierDedicated, ServerURL: c.cfg.AgentServerURLs(), CAFingerprint: c.cfg.CAFingerprint, RunAs: c.cfg.RunAs(cp.Location), Token: c.nodeToken(id), Runtime: c.Runtime(cp.Location), Keep: true}
+		Size: size, Tier: api.TierDedicated, ServerURL: c.cfg.AgentServerURLs(), CAFingerprint: c.cfg.CAFingerprint, RunAs: c.cfg.RunAs(cp.Location), CacheGB: c.cfg.NodeCacheGB(cp.Location), Token: c.nodeToken(id), Runtime: c.Runtime(cp.Location), Keep: true}
 	if ns := cp.NetworkSettings; ns != nil {
 		req.Network = ns.VnetName
 	}

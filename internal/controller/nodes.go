@@ -67,7 +67,7 @@ func (c *Controller) createNodes(ctx context.Context, cp *api.Compute, count int
 		}
 		c.claim(n.ID)
 		req := provider.NodeRequest{ID: n.ID, Workspace: cp.Workspace, Compute: cp.Name, Location: cp.Location,
-			Size: size, Tier: cp.Tier, ServerURL: c.cfg.AgentServerURLs(), CAFingerprint: c.cfg.CAFingerprint, RunAs: runAs, Token: c.nodeToken(n.ID), Runtime: c.Runtime(cp.Location)}
+			Size: size, Tier: cp.Tier, ServerURL: c.cfg.AgentServerURLs(), CAFingerprint: c.cfg.CAFingerprint, RunAs: runAs, CacheGB: c.cfg.NodeCacheGB(cp.Location), Token: c.nodeToken(n.ID), Runtime: c.Runtime(cp.Location)}
 		if ns := cp.NetworkSettings; ns != nil {
 			req.Network = ns.VnetName
 		}

@@ -75,6 +75,9 @@ type NodeRequest struct {
 	// RunAs is the Unix user the node's jobs run as (the location's
 	// run_as; "" for the agent's own).
 	RunAs string
+	// CacheGB bounds the node's cache of downloaded inputs in GiB (the
+	// location's node_cache_gb; 0: the agent's default).
+	CacheGB float64
 	// Token is the node's bearer token. Providers must not put it on a
 	// command line (other users can read argv).
 	Token  string

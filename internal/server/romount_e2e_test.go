@@ -4,9 +4,11 @@ package server_test
 // already on the node read-only, without a copy; download copies it.
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -35,7 +37,7 @@ func TestROMountWithoutCopyForReal(t *testing.T) {
 	os.Chmod(filepath.Join(store, "iris.csv"), 0o666)
 	createCompute(t, in, cluster)
 	const inputs = "inputs:\n  data:\n    type: uri_folder\n    path: azureml://datastores/workspaceblobstore/paths/iris\n  f:\n    type: uri_file\n    path: azureml://datastores/workspaceblobstore/paths/iris/iris.csv\n"
-	reader := submit(t, in, "command: cat ${{inputs.data}}/iris.csv ${{inputs.f}}\ncompute: cpu-cluster\n"+inputs)
+	reader := submit(t, in, "command: cat ${{inputs.data}}/iris.csv ${{inputs.f}} && stat -c 'inode %i' ${{inputs.data}}/iris.csv ${{inputs.f}}\ncompute: cpu-cluster\n"+inputs)
 	writer := submit(t, in, "command: echo changed > ${{inputs.data}}/iris.csv\ncompute: cpu-cluster\n"+inputs)
 	fileWriter := submit(t, in, "command: echo changed >> ${{inputs.f}}\ncompute: cpu-cluster\n"+inputs)
 	download := submit(t, in, "command: echo changed > ${{inputs.data}}/iris.csv && cat ${{inputs.data}}/iris.csv\ncompute: cpu-cluster\n"+
@@ -59,18 +61,23 @@ func TestROMountWithoutCopyForReal(t *testing.T) {
 	if b, err := os.ReadFile(filepath.Join(store, "iris.csv")); err != nil || string(b) != "5.1,setosa\n" {
 		t.Errorf("the datastore's file after the jobs: %q, %v", b, err)
 	}
-	// No copy: the reader's input folders on its node hold only the
-	// empty mount point of the file.
-	var copied []string
+	// No copy: the job saw the datastore's own file (its inode), and its
+	// inputs folder on the node is gone once it ended.
+	var st syscall.Stat_t
+	if err := syscall.Stat(filepath.Join(store, "iris.csv"), &st); err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(text, fmt.Sprintf("inode %d\n", st.Ino)); n != 2 {
+		t.Errorf("the reader saw the datastore's inode %d %d times, want 2 (no copy):\n%s", st.Ino, n, text)
+	}
+	var left []string
 	filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
-		if err == nil && strings.Contains(p, filepath.Join("inputs", "default", reader.Name)) && d.Type().IsRegular() {
-			if fi, _ := d.Info(); fi.Size() > 0 {
-				copied = append(copied, p)
-			}
+		if err == nil && strings.Contains(p, filepath.Join("inputs", "default", reader.Name)) {
+			left = append(left, p)
 		}
 		return nil
 	})
-	if len(copied) > 0 {
-		t.Errorf("ro_mount copied files to the node: %v", copied)
+	if len(left) > 0 {
+		t.Errorf("the reader's inputs folder outlived it: %v", left)
 	}
 }

@@ -224,6 +224,9 @@ func (s *Service) Heartbeat(ctx context.Context, nodeID string, hb api.AgentHear
 		}
 		n.LastHeartbeat = s.now()
 		n.Utilization = hb.Utilization
+		if hb.Cache != nil {
+			n.Cache = hb.Cache
+		}
 		if u, ok := hb.Usage[n.Job]; ok {
 			n.JobUsage = &u
 		} else {

@@ -246,7 +246,7 @@ func (p *Provider) start(ctx context.Context, req provider.NodeRequest, dir, net
 		cpus = host
 	}
 	capJSON, _ := json.Marshal(capacity)
-	flags := agent.Flags{ServerURLs: strings.Split(req.ServerURL, ","), CAFingerprint: req.CAFingerprint, RunAs: req.RunAs, NodeID: req.ID, Dir: dir, Capacity: capacity, Runtime: req.Runtime}
+	flags := agent.Flags{ServerURLs: strings.Split(req.ServerURL, ","), CAFingerprint: req.CAFingerprint, RunAs: req.RunAs, CacheGB: req.CacheGB, NodeID: req.ID, Dir: dir, Capacity: capacity, Runtime: req.Runtime}
 	created := time.Now().UTC()
 	cfg := dockerengine.ContainerConfig{
 		Image:      p.cfg.Image,

@@ -227,7 +227,7 @@ func (p *Provider) pod(req provider.NodeRequest, capacity api.Capacity) (*corev1
 	}
 
 	flags := agent.Flags{
-		ServerURLs: strings.Split(req.ServerURL, ","), CAFingerprint: req.CAFingerprint, RunAs: req.RunAs, NodeID: req.ID, Dir: p.cfg.WorkDir, Capacity: capacity,
+		ServerURLs: strings.Split(req.ServerURL, ","), CAFingerprint: req.CAFingerprint, RunAs: req.RunAs, CacheGB: req.CacheGB, NodeID: req.ID, Dir: p.cfg.WorkDir, Capacity: capacity,
 		// Kubernetes expands $(VAR) in a container's command.
 		Address: "$(" + podIPEnv + ")", Runtime: req.Runtime, Network: req.Network,
 	}

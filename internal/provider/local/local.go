@@ -229,7 +229,7 @@ func (p *Provider) start(req provider.NodeRequest, dir string, nf nodeFile) (*pr
 		return nil, err
 	}
 	// Every local node is on this host, so the others reach it on loopback.
-	flags := agent.Flags{ServerURLs: strings.Split(req.ServerURL, ","), CAFingerprint: req.CAFingerprint, RunAs: req.RunAs, NodeID: req.ID, Dir: dir, Capacity: nf.Capacity, Address: "127.0.0.1", Runtime: req.Runtime, Network: req.Network}
+	flags := agent.Flags{ServerURLs: strings.Split(req.ServerURL, ","), CAFingerprint: req.CAFingerprint, RunAs: req.RunAs, CacheGB: req.CacheGB, NodeID: req.ID, Dir: dir, Capacity: nf.Capacity, Address: "127.0.0.1", Runtime: req.Runtime, Network: req.Network}
 	args := append(slices.Clone(p.cfg.AgentCommand[1:]), flags.Args()...)
 	cmd := exec.Command(p.cfg.AgentCommand[0], args...)
 	cmd.Dir = dir

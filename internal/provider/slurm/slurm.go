@@ -209,7 +209,7 @@ func (p *Provider) sbatchArgs(req provider.NodeRequest, dir string) []string {
 
 // script is the batch script: exec the agent, so Slurm's signals reach it.
 func (p *Provider) script(req provider.NodeRequest, dir string, capacity api.Capacity) []byte {
-	flags := agent.Flags{ServerURLs: strings.Split(req.ServerURL, ","), CAFingerprint: req.CAFingerprint, RunAs: req.RunAs, NodeID: req.ID, Dir: dir, Capacity: capacity}
+	flags := agent.Flags{ServerURLs: strings.Split(req.ServerURL, ","), CAFingerprint: req.CAFingerprint, RunAs: req.RunAs, CacheGB: req.CacheGB, NodeID: req.ID, Dir: dir, Capacity: capacity}
 	var b strings.Builder
 	b.WriteString("#!/bin/sh\nexec")
 	for _, a := range append(slices.Clone(p.cfg.AgentCommand), flags.Args()...) {

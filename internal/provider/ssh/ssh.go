@@ -316,7 +316,7 @@ func (p *Provider) start(ctx context.Context, req provider.NodeRequest, at place
 // there), writes node.json from stdin and starts the agent in a new
 // session, so it outlives the ssh connection.
 func (p *Provider) startScript(req provider.NodeRequest, capacity api.Capacity) string {
-	flags := agent.Flags{ServerURLs: strings.Split(req.ServerURL, ","), CAFingerprint: req.CAFingerprint, RunAs: req.RunAs, NodeID: req.ID, Dir: "@DIR@", Capacity: capacity}
+	flags := agent.Flags{ServerURLs: strings.Split(req.ServerURL, ","), CAFingerprint: req.CAFingerprint, RunAs: req.RunAs, CacheGB: req.CacheGB, NodeID: req.ID, Dir: "@DIR@", Capacity: capacity}
 	var cmd strings.Builder
 	cmd.WriteString(`"$R/bin/tide" agent`)
 	for _, a := range flags.Args() {

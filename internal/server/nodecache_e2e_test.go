@@ -1,0 +1,92 @@
+package server_test
+
+// End-to-end test of the node cache: real agents, blobs in Azurite.
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tideml/tide/api"
+	"github.com/tideml/tide/internal/azureblob/azuritetest"
+	"github.com/tideml/tide/internal/config"
+)
+
+// TestNodeCacheForReal: on one node with a 4 KiB cache, two jobs reading
+// the same blob folder download it once; a job reading two 3,000-byte
+// inputs gets both although they exceed the limit (entries in use are
+// never evicted), and when it ends the least recently used one goes; the
+// node's details show the counters from its heartbeats.
+func TestNodeCacheForReal(t *testing.T) {
+	az := azuritetest.Start(t)
+	part := strings.Repeat("x", 2999) + "\n"
+	az.Container(t, "data", map[string]string{"a/part.csv": part, "b/part.csv": part})
+	in := startWith(t, t.TempDir(), "", "", func(c *config.Server) {
+		c.Locations[0].NodeCacheGB = 4096.0 / (1 << 30)
+	})
+	t.Cleanup(func() { cleanup(t, in) })
+	ctx := context.Background()
+	if _, _, err := in.client.PutDatastore(ctx, "default", az.Datastore("blobs", "data")); err != nil {
+		t.Fatal(err)
+	}
+	createCompute(t, in, "name: one-node\ntype: amlcompute\nsize: Standard_DS3_v2\nmin_instances: 0\nmax_instances: 1\nidle_time_before_scale_down: 600\n")
+	input := func(name, folder string) string {
+		return fmt.Sprintf("  %s:\n    type: uri_folder\n    path: azureml://datastores/blobs/paths/%s\n", name, folder)
+	}
+	run := func(command string, inputs ...string) string {
+		t.Helper()
+		j := submit(t, in, "command: "+command+"\ncompute: one-node\ninputs:\n"+strings.Join(inputs, ""))
+		j = waitJob(t, in, j.Name, 60*time.Second)
+		text := logText(t, in, j.Name)
+		if j.Status != api.JobCompleted {
+			t.Fatalf("%s: %s (%s)\n%s", j.Name, j.Status, j.Error, text)
+		}
+		return text
+	}
+	const (
+		downloaded = "1 files, 1 downloaded, 0 from the node's cache"
+		cached     = "1 files, 0 downloaded, 1 from the node's cache"
+	)
+	steps := []struct {
+		command string
+		inputs  []string
+		want    []string // in order of the inputs
+	}{
+		{"wc -c ${{inputs.a}}/part.csv", []string{input("a", "a")}, []string{downloaded}},
+		{"wc -c ${{inputs.a}}/part.csv", []string{input("a", "a")}, []string{cached}},
+		// 6,000 bytes in use on a 4,096-byte cache: both stay while the
+		// job runs; then a, used before b, is evicted.
+		{"wc -c ${{inputs.a}}/part.csv ${{inputs.b}}/part.csv", []string{input("a", "a"), input("b", "b")}, []string{cached, downloaded}},
+		{"wc -c ${{inputs.b}}/part.csv", []string{input("b", "b")}, []string{cached}},
+		{"wc -c ${{inputs.a}}/part.csv", []string{input("a", "a")}, []string{downloaded}},
+	}
+	for i, s := range steps {
+		text := run(s.command, s.inputs...)
+		var got []string
+		for _, l := range strings.Split(text, "\n") {
+			if strings.Contains(l, "from the node's cache") {
+				got = append(got, l[strings.Index(l, ": ")+2:])
+			}
+		}
+		if strings.Join(got, "|") != strings.Join(s.want, "|") || strings.Count(text, "3000 ") != len(s.inputs) {
+			t.Errorf("step %d: cache lines %q, want %q; log:\n%s", i+1, got, s.want, text)
+		}
+	}
+	// Hits: steps 2, 3 (a), 4; misses: 1, 3 (b), 5; evictions: a after
+	// step 3, b during step 5 (a alone fits).
+	want := api.NodeCache{Hits: 3, Misses: 3, Evictions: 2, Entries: 1, Bytes: 3000, LimitBytes: 4096}
+	var last *api.NodeCache
+	waitFor(t, "the node's cache counters", 10*time.Second, func() bool {
+		ns, err := in.client.Nodes(ctx, "default", "one-node")
+		if err != nil || len(ns) != 1 || ns[0].Cache == nil {
+			return false
+		}
+		last = ns[0].Cache
+		return *last == want
+	})
+	if last == nil || *last != want {
+		t.Errorf("node cache %+v, want %+v", last, want)
+	}
+}
