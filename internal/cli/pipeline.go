@@ -25,17 +25,21 @@ func (r *run) preparePipeline(ctx context.Context, cl *api.Client, file string, 
 		if s == nil {
 			continue
 		}
-		switch c := s.Component; {
+		cfield, set := field+".component", func(c *api.Component) { s.Component = c }
+		if s.Type == api.JobTypeSweep && s.Trial != nil {
+			cfield, set = field+".trial", func(c *api.Component) { s.Trial.Component = c }
+		}
+		switch c := spec.StepComponent(s); {
 		case c != nil && c.Ref != "":
 			if _, ok := spec.ComponentFile(c.Ref); ok {
-				comp, err := r.readComponentFile(ctx, cl, file, field+".component", c.Ref)
+				comp, err := r.readComponentFile(ctx, cl, file, cfield, c.Ref)
 				if err != nil {
 					return err
 				}
-				s.Component = comp
+				set(comp)
 			}
 		case c != nil:
-			if err := r.prepareComponent(ctx, cl, file, field+".component.", c); err != nil {
+			if err := r.prepareComponent(ctx, cl, file, cfield+".", c); err != nil {
 				return err
 			}
 		}
@@ -78,8 +82,12 @@ func (r *run) streamPipeline(ctx context.Context, cl *api.Client, name string) e
 				continue
 			}
 			fmt.Fprintf(r.app.Stderr, "Step %s runs as job %s.\n", st.Name, st.Job)
+			follow := r.streamJob
+			if s := p.Jobs[st.Name]; s != nil && s.Type == api.JobTypeSweep {
+				follow = r.streamSweep
+			}
 			var outcome *JobOutcomeError
-			if err := r.streamJob(ctx, cl, st.Job); err != nil && !errors.As(err, &outcome) {
+			if err := follow(ctx, cl, st.Job); err != nil && !errors.As(err, &outcome) {
 				return err
 			}
 		}

@@ -173,3 +173,30 @@ func TestStepOutputPaths(t *testing.T) {
 		t.Errorf("a component's output with default_datastore: %v", got)
 	}
 }
+
+func TestSweepStepJob(t *testing.T) {
+	lrDefault, epochs := "0.5", "3"
+	p := &api.Job{Name: "p", Type: api.JobTypePipeline, ExperimentName: "exp", Jobs: map[string]*api.Job{
+		"prep": {Type: "command", Command: "true", Outputs: map[string]api.JobOutput{"data": {}}},
+		"tune": {Type: api.JobTypeSweep, Compute: "cpu", EnvironmentVariables: map[string]string{"A": "1"},
+			Trial: &api.Job{Component: &api.Component{Command: "train ${{inputs.lr}} ${{inputs.data}}",
+				Inputs:  map[string]api.ComponentInput{"lr": {Type: "number", Default: &lrDefault}, "data": {Type: "uri_folder"}, "epochs": {Type: "integer", Default: &epochs}},
+				Outputs: map[string]api.JobOutput{"model": {Type: "uri_folder"}}}},
+			Inputs:      map[string]api.JobInput{"data": {Type: api.InputLiteral, Value: "${{parent.jobs.prep.outputs.data}}"}},
+			SearchSpace: map[string]api.SearchDist{"lr": {Type: api.DistChoice, Values: []string{"1", "2"}}},
+			Sampling:    &api.Sampling{Type: api.SamplingGrid}, Objective: &api.Objective{PrimaryMetric: "acc", Goal: api.GoalMaximize}},
+	}}
+	j, err := StepJob(p, "tune", func(step, out string, file bool) (string, error) { return "blob:33", nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j.Type != api.JobTypeSweep || j.Parent != "p" || j.Step != "tune" || j.Compute != "cpu" || j.ReuseKey != "" {
+		t.Errorf("job = %+v", j)
+	}
+	if _, ok := j.Inputs["lr"]; ok || j.Inputs["data"].Path != "blob:33" || j.Inputs["epochs"].Value != "3" {
+		t.Errorf("inputs = %+v: the swept lr must be left to the trials, data bound, epochs defaulted", j.Inputs)
+	}
+	if c := j.Trial.Component; c.EnvironmentVariables["A"] != "1" || j.Outputs["model"].Type != "uri_folder" || j.Sampling == p.Jobs["tune"].Sampling {
+		t.Errorf("trial = %+v, outputs = %+v (the sweep gets its own sampling settings, where its seed goes)", c, j.Outputs)
+	}
+}

@@ -24,7 +24,8 @@ type OutputRef func(step, out string, file bool) (string, error)
 // component's (or the step's inline) command, code and environment, with
 // every input bound: pipeline inputs copied, step outputs as blob
 // references from ref, component defaults filled in. It leaves Name empty
-// and sets Parent, Step and ReuseKey.
+// and sets Parent, Step and ReuseKey. A sweep step runs as a sweep job
+// (sweepStep).
 func StepJob(p *api.Job, name string, ref OutputRef) (*api.Job, error) {
 	s := p.Jobs[name]
 	if s == nil {
@@ -38,7 +39,7 @@ func StepJob(p *api.Job, name string, ref OutputRef) (*api.Job, error) {
 	if j.DisplayName == "" {
 		j.DisplayName = name
 	}
-	c := s.Component
+	c := spec.StepComponent(s)
 	if c != nil && c.Ref != "" {
 		return nil, fmt.Errorf("step %s: component %s was not resolved", name, c.Ref)
 	}
@@ -70,7 +71,8 @@ func StepJob(p *api.Job, name string, ref OutputRef) (*api.Job, error) {
 	}
 	if c != nil {
 		for in, decl := range c.Inputs {
-			if _, given := j.Inputs[in]; given || decl.Default == nil {
+			_, swept := s.SearchSpace[in]
+			if _, given := j.Inputs[in]; given || swept || decl.Default == nil {
 				continue
 			}
 			j.Inputs[in] = api.JobInput{Type: api.InputLiteral, Value: *decl.Default}
@@ -94,12 +96,33 @@ func StepJob(p *api.Job, name string, ref OutputRef) (*api.Job, error) {
 	if len(j.Outputs) == 0 {
 		j.Outputs = nil
 	}
+	if s.Type == api.JobTypeSweep {
+		return sweepStep(j, s, c), nil
+	}
 	key, err := reuseKey(j)
 	if err != nil {
 		return nil, err
 	}
 	j.ReuseKey = key
 	return j, nil
+}
+
+// sweepStep turns j, the command job of a sweep step's component with its
+// inputs bound, into the sweep job the step runs as: its trials run the
+// component (with the step's variables and shape) and get the search
+// space's values for the inputs it names. It has no reuse key: every run
+// samples anew.
+func sweepStep(j, s *api.Job, c *api.Component) *api.Job {
+	trial := *c
+	trial.EnvironmentVariables, trial.Resources, trial.Distribution = j.EnvironmentVariables, j.Resources, j.Distribution
+	sampling := *s.Sampling
+	return &api.Job{
+		Type: api.JobTypeSweep, DisplayName: j.DisplayName, ExperimentName: j.ExperimentName,
+		Description: j.Description, Tags: j.Tags, Compute: j.Compute, Parent: j.Parent, Step: j.Step,
+		Inputs: j.Inputs, Outputs: j.Outputs, Trial: &api.Job{Type: api.JobTypeCommand, Component: &trial},
+		SearchSpace: s.SearchSpace, Sampling: &sampling, Objective: s.Objective, Limits: s.Limits,
+		EarlyTermination: s.EarlyTermination,
+	}
 }
 
 // OutputPath is where a step's output is written besides being handed

@@ -118,14 +118,25 @@ func stepNames(j *api.Job) []string {
 func (s *Service) resolveComponents(ctx context.Context, tx store.Tx, ws string, j *api.Job) error {
 	for _, name := range stepNames(j) {
 		step := j.Jobs[name]
-		if step == nil || step.Component == nil || step.Component.Ref == "" {
+		if step == nil {
 			continue
 		}
-		c, err := s.resolveComponent(ctx, tx, ws, "jobs."+name+".component", step.Component.Ref)
+		c, field := spec.StepComponent(step), "jobs."+name+".component"
+		if c == nil || c.Ref == "" {
+			continue
+		}
+		if step.Type == api.JobTypeSweep {
+			field = "jobs." + name + ".trial"
+		}
+		c, err := s.resolveComponent(ctx, tx, ws, field, c.Ref)
 		if err != nil {
 			return err
 		}
-		step.Component = c
+		if step.Type == api.JobTypeSweep {
+			step.Trial.Component = c
+		} else {
+			step.Component = c
+		}
 	}
 	return nil
 }
@@ -174,8 +185,8 @@ func (s *Service) checkStep(ctx context.Context, tx store.Tx, ws string, p *api.
 		// The step's job gets nodes of its own when it starts; here its
 		// shape is only checked.
 		probe.Resources, probe.QueueSettings = step.Resources, step.QueueSettings
-		if probe.Resources == nil && step.Component != nil {
-			probe.Resources = step.Component.Resources
+		if c := spec.StepComponent(step); probe.Resources == nil && c != nil {
+			probe.Resources = c.Resources
 		}
 		if _, _, err := s.serverlessShape(ws, probe); err != nil {
 			return prefixed(err, field)
@@ -186,8 +197,8 @@ func (s *Service) checkStep(ctx context.Context, tx store.Tx, ws string, p *api.
 	}
 	step.Compute = probe.Compute
 	probe.Code = step.Code
-	if step.Component != nil {
-		probe.Code = step.Component.Code
+	if c := spec.StepComponent(step); c != nil {
+		probe.Code = c.Code
 	}
 	probe.Inputs = map[string]api.JobInput{}
 	for k, in := range step.Inputs {
@@ -358,7 +369,11 @@ func stepIndex(p *api.Job, name string) int {
 func (s *Service) startStep(ctx context.Context, tx store.Tx, p *api.Job, name string) error {
 	i := stepIndex(p, name)
 	ref := func(step, out string, file bool) (string, error) {
-		return s.Outputs.PackOutput(ctx, p.Workspace, p.Steps[stepIndex(p, step)].Job, out, file)
+		job, err := outputJob(ctx, tx, p.Workspace, p.Steps[stepIndex(p, step)].Job)
+		if err != nil {
+			return "", err
+		}
+		return s.Outputs.PackOutput(ctx, p.Workspace, job, out, file)
 	}
 	now := s.now()
 	fail := func(msg string) error {
@@ -370,7 +385,8 @@ func (s *Service) startStep(ctx context.Context, tx store.Tx, p *api.Job, name s
 		return fail(err.Error())
 	}
 	step := p.Jobs[name]
-	deterministic := step.Component == nil || step.Component.Deterministic()
+	// A sweep samples anew each run: its step is never reused.
+	deterministic := step.Type != api.JobTypeSweep && (step.Component == nil || step.Component.Deterministic())
 	if deterministic && (p.Settings == nil || !p.Settings.ForceRerun) {
 		old, err := s.reusable(ctx, tx, p.Workspace, child.ReuseKey)
 		if err != nil {
@@ -383,7 +399,11 @@ func (s *Service) startStep(ctx context.Context, tx store.Tx, p *api.Job, name s
 	}
 	child.Name = s.freeJobName(ctx, tx, p.Workspace, p.Name+"-"+name)
 	child.CreatedBy = p.CreatedBy
-	if err := s.admit(ctx, tx, p.Workspace, child, nil); err != nil {
+	admit := func() error { return s.admit(ctx, tx, p.Workspace, child, nil) }
+	if child.Type == api.JobTypeSweep {
+		admit = func() error { return s.startSweep(ctx, tx, p.Workspace, child, nil) }
+	}
+	if err := admit(); err != nil {
 		var e *Error
 		if errors.As(err, &e) {
 			return fail(e.Msg)
@@ -392,6 +412,22 @@ func (s *Service) startStep(ctx context.Context, tx store.Tx, p *api.Job, name s
 	}
 	p.Steps[i].Job, p.Steps[i].Status = child.Name, child.Status
 	return tx.AddEvent(ctx, p.Workspace, "job/"+p.Name, &api.Event{Time: now, Kind: "StepStarted", Message: fmt.Sprintf("step %s runs as job %s on compute %s", name, child.Name, child.Compute)})
+}
+
+// outputJob is the job whose outputs are step job's: its own, or a sweep
+// step's best trial's, as in Azure.
+func outputJob(ctx context.Context, tx store.Tx, ws, job string) (string, error) {
+	j, err := tx.GetJob(ctx, ws, job)
+	if err != nil {
+		return "", err
+	}
+	if j.Type != api.JobTypeSweep {
+		return job, nil
+	}
+	if j.BestTrial == "" {
+		return "", fmt.Errorf("sweep %s has no best trial to take outputs from", job)
+	}
+	return j.BestTrial, nil
 }
 
 // reusable finds the newest completed job with the same reuse key.
@@ -420,7 +456,11 @@ func (s *Service) endPipeline(ctx context.Context, tx store.Tx, p *api.Job, d pi
 			if !ok || !b.Output {
 				continue
 			}
-			if err := s.Outputs.CopyOutput(ctx, p.Workspace, st.Job, out, p.Name, b.Name); err != nil {
+			job, err := outputJob(ctx, tx, p.Workspace, st.Job)
+			if err == nil {
+				err = s.Outputs.CopyOutput(ctx, p.Workspace, job, out, p.Name, b.Name)
+			}
+			if err != nil {
 				d.Status = api.JobFailed
 				d.Error = fmt.Sprintf("outputs.%s: copying output %s of step %s: %v", b.Name, out, st.Name, err)
 			}

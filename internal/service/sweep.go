@@ -47,13 +47,7 @@ func (s *Service) submitSweep(ctx context.Context, ws string, j *api.Job) (*api.
 			return nil, validation(err)
 		}
 	}
-	if j.Sampling.Type != api.SamplingGrid && j.Sampling.Seed == nil {
-		// Recorded, so the trials' parameters can be drawn again.
-		seed := rand.Int64N(1 << 31)
-		j.Sampling.Seed = &seed
-	}
-	probe := sweepProbe(j)
-	engineErr := s.engineCheck(ctx, probe)
+	engineErr := s.engineCheck(ctx, sweepProbe(j))
 	err := s.Store.Update(ctx, func(tx store.Tx) error {
 		if _, err := s.workspace(ctx, tx, ws); err != nil {
 			return err
@@ -61,41 +55,54 @@ func (s *Service) submitSweep(ctx context.Context, ws string, j *api.Job) (*api.
 		if err := s.checkQueueRoom(ctx, tx, ws); err != nil {
 			return err
 		}
-		if err := s.checkAdmission(ctx, tx, ws, probe, engineErr, true); err != nil {
-			return err
-		}
-		// The code and data inputs must have been uploaded by now.
-		if err := s.checkData(ctx, tx, ws, &api.Job{Code: probe.Code, Inputs: probe.Inputs}); err != nil {
-			return err
-		}
-		if j.Name == "" {
-			j.Name = s.freeJobName(ctx, tx, ws, "")
-		}
-		now := s.now()
-		j.Workspace, j.ID = ws, "/workspaces/"+ws+"/jobs/"+j.Name
-		j.ExperimentName = cmp.Or(j.ExperimentName, spec.DefaultExperimentName)
-		j.DisplayName = cmp.Or(j.DisplayName, j.Name)
-		if j.CreatedBy == "" {
-			j.CreatedBy = UserOf(ctx)
-		}
-		j.Status, j.CreatedOn, j.StartTime, j.EndTime = api.JobRunning, now, now, time.Time{}
-		j.ExitCode, j.Error, j.LogTail, j.Ranks, j.Attempt, j.PendingReason = nil, "", nil, nil, 0, ""
-		j.Trials, j.BestTrial = nil, ""
-		if err := tx.PutJob(ctx, j, ""); err != nil {
-			return err
-		}
-		msg := fmt.Sprintf("sweep of up to %d trial(s), %d at once, %s sampling; objective: %s %s", spec.SweepMaxTrials(j), spec.SweepMaxConcurrent(j), j.Sampling.Type, j.Objective.Goal, j.Objective.PrimaryMetric)
-		if err := tx.AddEvent(ctx, ws, "job/"+j.Name, &api.Event{Time: now, Kind: "Running", Message: msg}); err != nil {
-			return err
-		}
-		_, err := s.advanceSweep(ctx, tx, j)
-		return err
+		return s.startSweep(ctx, tx, ws, j, engineErr)
 	})
 	if err != nil {
 		return nil, s.mapStoreErr(err, "job", j.Name)
 	}
 	s.notify()
 	return j, nil
+}
+
+// startSweep checks sweep j (its trial as a command job against the
+// workspace), stores it Running and starts its first trials, in tx.
+// engineErr is what asking the Docker engine answered.
+func (s *Service) startSweep(ctx context.Context, tx store.Tx, ws string, j *api.Job, engineErr error) error {
+	if j.Sampling.Type != api.SamplingGrid && j.Sampling.Seed == nil {
+		// Recorded, so the trials' parameters can be drawn again.
+		seed := rand.Int64N(1 << 31)
+		j.Sampling.Seed = &seed
+	}
+	probe := sweepProbe(j)
+	if err := s.checkAdmission(ctx, tx, ws, probe, engineErr, true); err != nil {
+		return err
+	}
+	// The code and data inputs must have been uploaded by now.
+	if err := s.checkData(ctx, tx, ws, &api.Job{Code: probe.Code, Inputs: probe.Inputs}); err != nil {
+		return err
+	}
+	if j.Name == "" {
+		j.Name = s.freeJobName(ctx, tx, ws, "")
+	}
+	now := s.now()
+	j.Workspace, j.ID = ws, "/workspaces/"+ws+"/jobs/"+j.Name
+	j.ExperimentName = cmp.Or(j.ExperimentName, spec.DefaultExperimentName)
+	j.DisplayName = cmp.Or(j.DisplayName, j.Name)
+	if j.CreatedBy == "" {
+		j.CreatedBy = UserOf(ctx)
+	}
+	j.Status, j.CreatedOn, j.StartTime, j.EndTime = api.JobRunning, now, now, time.Time{}
+	j.ExitCode, j.Error, j.LogTail, j.Ranks, j.Attempt, j.PendingReason = nil, "", nil, nil, 0, ""
+	j.Trials, j.BestTrial = nil, ""
+	if err := tx.PutJob(ctx, j, ""); err != nil {
+		return err
+	}
+	msg := fmt.Sprintf("sweep of up to %d trial(s), %d at once, %s sampling; objective: %s %s", spec.SweepMaxTrials(j), spec.SweepMaxConcurrent(j), j.Sampling.Type, j.Objective.Goal, j.Objective.PrimaryMetric)
+	if err := tx.AddEvent(ctx, ws, "job/"+j.Name, &api.Event{Time: now, Kind: "Running", Message: msg}); err != nil {
+		return err
+	}
+	_, err := s.advanceSweep(ctx, tx, j)
+	return err
 }
 
 // advanceSweep moves a sweep on in tx: it reads its trials' jobs and the

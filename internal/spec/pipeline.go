@@ -18,6 +18,7 @@ var pipelineFields = []string{
 var stepFields = []string{
 	"type", "component", "command", "code", "environment", "environment_variables", "inputs", "outputs",
 	"compute", "resources", "distribution", "limits", "display_name", "description", "tags", "name",
+	"trial", "search_space", "sampling_algorithm", "objective", "early_termination",
 }
 
 // pipelineUnsupported are pipeline job fields tide does not implement.
@@ -133,12 +134,17 @@ func (d *decoder) step(n *yaml.Node, path string) *api.Job {
 		case "type":
 			t, _ := d.str(v, fp)
 			switch t = strings.ToLower(strings.TrimSpace(t)); {
-			case t == JobTypeCommand:
-			case t == "sweep" || t == "parallel" || t == "spark" || t == "automl" || t == "pipeline" || t == "data_transfer" || t == "import":
-				d.add(d.lines[fp], fp, "%s steps are not supported yet; tide runs type: command steps", t)
+			case t == JobTypeCommand || t == api.JobTypeSweep:
+				s.Type = t
+			case t == "parallel" || t == "spark" || t == "automl" || t == "pipeline" || t == "data_transfer" || t == "import":
+				d.add(d.lines[fp], fp, "%s steps are not supported yet; tide runs type: command and type: sweep steps", t)
 			default:
-				d.add(d.lines[fp], fp, "%q is not a step type; tide runs type: command steps", t)
+				d.add(d.lines[fp], fp, "%q is not a step type; tide runs type: command and type: sweep steps", t)
 			}
+		case "trial":
+			s.Trial = d.trial(v, fp)
+		case "search_space", "sampling_algorithm", "objective", "early_termination":
+			d.sweepSetting(s, key, v, fp)
 		case "component":
 			rv := resolve(v)
 			switch {
@@ -169,7 +175,7 @@ func (d *decoder) step(n *yaml.Node, path string) *api.Job {
 		case "distribution":
 			s.Distribution = d.distribution(v, fp)
 		case "limits":
-			s.Limits = d.limits(v, fp, false)
+			s.Limits = d.limits(v, fp, true) // checkStep refuses trial limits on a command step
 		case "display_name":
 			s.DisplayName, _ = d.str(v, fp)
 		case "description":
@@ -289,10 +295,19 @@ func checkStep(p *api.Job, name string, bad func(field, format string, args ...a
 		bad("jobs."+name, "must be a step: a mapping with type: command and a component or a command")
 		return
 	}
-	if s.Type != "" && s.Type != JobTypeCommand {
-		bad(prefix+"type", "%q steps are not supported yet; tide runs type: command steps", s.Type)
+	c := StepComponent(s)
+	switch {
+	case s.Type == api.JobTypeSweep:
+		if !checkSweepStep(s, prefix, bad) {
+			return
+		}
+	case s.Type != "" && s.Type != JobTypeCommand:
+		bad(prefix+"type", "%q steps are not supported yet; tide runs type: command and type: sweep steps", s.Type)
+	case s.Trial != nil || len(s.SearchSpace) > 0 || s.Sampling != nil || s.Objective != nil || s.EarlyTermination != nil:
+		bad(prefix+"type", "trial, search_space, sampling_algorithm, objective and early_termination belong to sweep steps; set type: sweep")
+	case s.Limits != nil && s.Limits.MaxTotalTrials+s.Limits.MaxConcurrentTrials+s.Limits.TrialTimeout != 0:
+		bad(prefix+"limits", "max_total_trials, max_concurrent_trials and trial_timeout belong to sweep steps; set type: sweep")
 	}
-	c := s.Component
 	switch {
 	case c != nil && strings.TrimSpace(s.Command) != "":
 		bad(prefix+"command", "a step runs either a component or a command; remove one")
@@ -391,7 +406,8 @@ func checkStep(p *api.Job, name string, bad func(field, format string, args ...a
 	if declared {
 		for _, in := range sortedNames(c.Inputs) {
 			decl := c.Inputs[in]
-			if _, given := s.Inputs[in]; !given && decl.Default == nil && !decl.Optional {
+			_, swept := s.SearchSpace[in]
+			if _, given := s.Inputs[in]; !given && !swept && decl.Default == nil && !decl.Optional {
 				bad(prefix+"inputs."+in, "required by component %s (a %s input with no default); give it under jobs.%s.inputs", componentLabel(c, name), decl.Type, name)
 			}
 		}
@@ -450,7 +466,7 @@ func componentLabel(c *api.Component, step string) string {
 // when not declared) and whether the step has it. A step whose component
 // is an unresolved reference has every output, of unknown type ("").
 func StepOutputType(s *api.Job, name string) (string, bool) {
-	if c := s.Component; c != nil {
+	if c := StepComponent(s); c != nil {
 		if c.Ref != "" {
 			return "", true
 		}
@@ -459,6 +475,18 @@ func StepOutputType(s *api.Job, name string) (string, bool) {
 	}
 	o, ok := s.Outputs[name]
 	return cmpOr(o.Type, DefaultOutputType), ok
+}
+
+// StepComponent is the component a step runs: a sweep step's trial, or
+// the step's own (nil for an inline command).
+func StepComponent(s *api.Job) *api.Component {
+	if s.Type == api.JobTypeSweep {
+		if s.Trial == nil {
+			return nil
+		}
+		return s.Trial.Component
+	}
+	return s.Component
 }
 
 func cmpOr(a, b string) string {

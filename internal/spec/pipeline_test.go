@@ -133,7 +133,7 @@ func TestPipelineErrors(t *testing.T) {
 		{"default_datastore a path", "outputs:\n  final:=>settings:\n  default_datastore: azureml://datastores/blobs/paths/x\noutputs:\n  final:",
 			`p.yml:8: settings.default_datastore: "azureml://datastores/blobs/paths/x": name a datastore, as in azureml:workspaceblobstore`},
 		{"sweep step", "  score:\n    command=>  score:\n    type: sweep\n    command",
-			"p.yml:27: jobs.score.type: sweep steps are not supported yet; tide runs type: command steps"},
+			"p.yml:26: jobs.score.component: a sweep step runs its trial:; put the component there (trial: ./train.yml)"},
 		{"unknown command binding", "score ${{inputs.model}}=>score ${{inputs.modle}}",
 			"jobs.score.command: ${{inputs.modle}} is not defined under inputs; add inputs.modle or remove the reference"},
 	}

@@ -267,3 +267,71 @@ func TestSweepComponentTrial(t *testing.T) {
 		})
 	}
 }
+
+// sweepPipeline has a sweep step whose trial is an inline component (as
+// the CLI sends trial: ./train.yml), fed by a step and feeding another.
+const sweepPipeline = `type: pipeline
+settings: {default_compute: cpu}
+jobs:
+  prep:
+    command: echo data > ${{outputs.data}}/d.txt
+    outputs: {data: {}}
+  tune:
+    type: sweep
+    trial:
+      component:
+        command: python train.py --lr ${{inputs.lr}} --data ${{inputs.data}} --out ${{outputs.model}}
+        inputs:
+          lr: {type: number}
+          data: {type: uri_folder}
+          epochs: {type: integer, default: 3}
+        outputs:
+          model: {type: uri_folder}
+    inputs:
+      data: ${{parent.jobs.prep.outputs.data}}
+    outputs:
+      model:
+    search_space:
+      lr: uniform(0.1, 1)
+    sampling_algorithm: random
+    objective: {primary_metric: acc, goal: maximize}
+    limits: {max_total_trials: 4, max_concurrent_trials: 2}
+    early_termination: {type: median_stopping}
+  score:
+    command: ls ${{inputs.model}}
+    inputs:
+      model: ${{parent.jobs.tune.outputs.model}}
+`
+
+func TestSweepStep(t *testing.T) {
+	p, err := ParseJob("p.yml", []byte(sweepPipeline), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := p.Jobs["tune"]
+	if s.Type != api.JobTypeSweep || StepComponent(s) == nil || s.Limits.MaxTotalTrials != 4 || s.EarlyTermination.Type != api.PolicyMedian {
+		t.Errorf("step = %+v", s)
+	}
+	if order, _ := StepOrder(p); strings.Join(order, " ") != "prep tune score" {
+		t.Errorf("order = %v", order)
+	}
+	tests := []struct{ name, old, new, want string }{
+		{"command trial", "    trial:\n      component:\n", "    trial:\n      command: x\n      component:\n",
+			"jobs.tune.trial: a trial is a component or a command"},
+		{"parameter not an input", "      lr: uniform(0.1, 1)\n", "      rate: uniform(0.1, 1)\n",
+			"jobs.tune.search_space.rate: component of step trial has no input rate"},
+		{"grid over continuous", "sampling_algorithm: random", "sampling_algorithm: grid",
+			"jobs.tune.search_space.lr: grid sampling needs a finite set of values"},
+		{"sweep fields on a command step", "    outputs: {data: {}}\n", "    outputs: {data: {}}\n    objective: {primary_metric: a, goal: maximize}\n",
+			"jobs.prep.type: trial, search_space, sampling_algorithm, objective and early_termination belong to sweep steps; set type: sweep"},
+		{"missing output", "tune.outputs.model}}", "tune.outputs.weights}}", "step tune has no output weights"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := ParseJob("p.yml", []byte(strings.Replace(sweepPipeline, tt.old, tt.new, 1)), nil)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("got:\n%v\nwant it to contain:\n%s", err, tt.want)
+			}
+		})
+	}
+}
