@@ -24,10 +24,13 @@ type Hub struct {
 
 	mu   sync.Mutex
 	subs map[string]chan Message
+	// missed marks the connections a message was dropped for because
+	// they were full (a slow agent): see Missed.
+	missed map[chan Message]bool
 }
 
 // NewHub returns an empty hub.
-func NewHub() *Hub { return &Hub{subs: map[string]chan Message{}} }
+func NewHub() *Hub { return &Hub{subs: map[string]chan Message{}, missed: map[chan Message]bool{}} }
 
 // Subscribe registers a node's connection, replacing an older one.
 func (h *Hub) Subscribe(node string) chan Message {
@@ -44,6 +47,7 @@ func (h *Hub) Unsubscribe(node string, ch chan Message) {
 	if h.subs[node] == ch {
 		delete(h.subs, node)
 	}
+	delete(h.missed, ch)
 	h.mu.Unlock()
 }
 
@@ -64,8 +68,9 @@ func (h *Hub) Push(node string, m Message) {
 }
 
 // Deliver sends a message to a node's agent if it is connected here. It
-// never blocks: a full channel means a stuck connection, which the agent's
-// reconnect will repair from the store.
+// never blocks, so a slow or stuck agent cannot hold up the controller: a
+// full channel drops the message and marks the connection (Missed), and
+// its stream sends what the store holds once it has caught up.
 func (h *Hub) Deliver(node string, m Message) bool {
 	h.mu.Lock()
 	ch, ok := h.subs[node]
@@ -77,8 +82,30 @@ func (h *Hub) Deliver(node string, m Message) bool {
 	case ch <- m:
 		return true
 	default:
-		return false
 	}
+	h.mu.Lock()
+	if h.subs[node] == ch {
+		h.missed[ch] = true
+	}
+	h.mu.Unlock()
+	// The stream may have emptied the channel meanwhile, and checked for
+	// missed messages before the mark: wake it.
+	select {
+	case ch <- Message{Kind: KindSync}:
+	default:
+	}
+	return false
+}
+
+// Missed reports whether a message to connection ch was dropped since the
+// last call, and forgets it. A stream calls it once it has sent what its
+// channel held; true means it must send what the store holds for its node.
+func (h *Hub) Missed(ch chan Message) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	m := h.missed[ch]
+	delete(h.missed, ch)
+	return m
 }
 
 // DeliverAll sends a message to every agent connected here.

@@ -22,9 +22,24 @@ func TestPushNeverWaitsForASlowAgent(t *testing.T) {
 		t.Fatalf("live agent got %+v", m)
 	}
 	// What the stuck agent missed is relayed (another replica may hold
-	// its newer connection); its own reconnect reads it from the store.
+	// its newer connection) and marked: once its stream has sent what the
+	// channel holds, it sends what the store holds.
 	if len(stuck) != cap(stuck) || len(relayed) != 9*cap(stuck) {
 		t.Errorf("stuck stream holds %d, %d pushes relayed; want %d and %d", len(stuck), len(relayed), cap(stuck), 9*cap(stuck))
+	}
+	if h.Missed(live) {
+		t.Error("the live agent missed nothing")
+	}
+	if !h.Missed(stuck) || h.Missed(stuck) {
+		t.Error("Missed: want true once for the stuck agent, then false")
+	}
+	// Once it has caught up, pushes reach it again.
+	for len(stuck) > 0 {
+		<-stuck
+	}
+	h.Push("stuck", Message{Kind: "assign"})
+	if m := <-stuck; m.Kind != "assign" {
+		t.Errorf("after draining: got %+v", m)
 	}
 	// An agent that is gone costs nothing either.
 	h.Unsubscribe("stuck", stuck)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -24,8 +25,14 @@ import (
 // paused compute). Every answer must be 201 or a 429 that names the limit
 // and the workspace and has Retry-After; every accepted job must exist
 // (and run), no refused one may; /metrics must count the refusals.
+//
+// TIDE_BURST=N sends N submissions to each workspace instead of 1,920.
 func TestSubmissionBurst(t *testing.T) {
-	const goroutines, each = 48, 40 // per workspace
+	const goroutines = 48 // per workspace
+	each := 40
+	if n, err := strconv.Atoi(os.Getenv("TIDE_BURST")); err == nil && n > 0 {
+		each = (n + goroutines - 1) / goroutines
+	}
 	in := startWith(t, t.TempDir(), "", "", func(c *config.Server) {
 		c.Limits.SubmitRate, c.Limits.SubmitBurst = 20, 10
 		c.Limits.Workspaces = map[string]config.Limit{"queue": {SubmitRate: 1e6, SubmitBurst: 1_000_000, MaxQueuedJobs: 25}}
@@ -54,6 +61,7 @@ func TestSubmissionBurst(t *testing.T) {
 		job        api.Job
 	}
 	answers := make(chan answer, 2*goroutines*each)
+	start := time.Now()
 	var wg sync.WaitGroup
 	for _, ws := range []string{"default", "queue"} {
 		for range goroutines {
@@ -109,8 +117,8 @@ func TestSubmissionBurst(t *testing.T) {
 			t.Errorf("%s: answer %d %+v, want 201 or 429", a.ws, a.status, a.problem)
 		}
 	}
-	t.Logf("default: %d accepted, %d refused; queue: %d accepted, %d refused",
-		len(accepted["default"]), refused["default"], len(accepted["queue"]), refused["queue"])
+	t.Logf("%d submissions in %s: default: %d accepted, %d refused; queue: %d accepted, %d refused",
+		2*goroutines*each, time.Since(start).Round(time.Millisecond), len(accepted["default"]), refused["default"], len(accepted["queue"]), refused["queue"])
 	if n := len(accepted["default"]); n < 10 || refused["default"] == 0 {
 		t.Errorf("default: %d accepted (want the burst of 10 at least), %d refused (want some)", n, refused["default"])
 	}

@@ -71,12 +71,19 @@ func (s *Server) openapiDoc() map[string]any {
 		if len(content) > 0 {
 			resp["content"] = content
 		}
-		op["responses"] = map[string]any{
+		problem := map[string]any{"application/problem+json": map[string]any{"schema": map[string]any{"$ref": "#/components/schemas/Problem"}}}
+		responses := map[string]any{
 			strconv.Itoa(status): resp,
-			"default": map[string]any{"description": "An error", "content": map[string]any{
-				"application/problem+json": map[string]any{"schema": map[string]any{"$ref": "#/components/schemas/Problem"}},
-			}},
+			"default":            map[string]any{"description": "An error", "content": problem},
 		}
+		if rt.submit {
+			responses["429"] = map[string]any{
+				"description": "Refused by the workspace's admission limits (limits.submit_rate, limits.max_queued_jobs); nothing was stored: send it again after Retry-After",
+				"headers":     map[string]any{"Retry-After": map[string]any{"description": "Seconds to wait", "schema": map[string]any{"type": "integer"}}},
+				"content":     problem,
+			}
+		}
+		op["responses"] = responses
 		item[strings.ToLower(rt.method)] = op
 	}
 	schemaOf(reflect.TypeOf(api.Problem{}), schemas)

@@ -291,12 +291,18 @@ func (s *Server) agentStream(w http.ResponseWriter, r *http.Request) {
 			return
 		case ev := <-sub:
 			if ev.Kind == controller.KindSync {
+				s.hub.Missed(sub) // the store is read now
 				if sendPending() != nil {
 					return
 				}
 				continue
 			}
 			if out.send(ev.Kind, "", ev.Data) != nil {
+				return
+			}
+			// A slow agent may have missed pushes while its channel was
+			// full: once caught up, it gets what the store holds.
+			if len(sub) == 0 && s.hub.Missed(sub) && sendPending() != nil {
 				return
 			}
 		case <-keepalive.C:
