@@ -21,6 +21,10 @@ type Environment struct {
 	Description string            `json:"description,omitempty"`
 	Tags        map[string]string `json:"tags,omitempty"`
 	Image       string            `json:"image,omitempty"`
+	// Build is a Docker build context (the CLI uploads the folder and
+	// sends its snapshot reference) that the docker runtime builds the
+	// image from, instead of Image.
+	Build *BuildContext `json:"build,omitempty"`
 	// CondaFile is the content of the conda specification (the CLI reads
 	// the file the YAML names).
 	CondaFile string `json:"conda_file,omitempty"`

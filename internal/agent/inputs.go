@@ -93,6 +93,15 @@ func (j *job) prepareData(ctx context.Context) error {
 			return fmt.Errorf("code: unpacking the snapshot: %w", err)
 		}
 	}
+	if digest, _, ok := api.ParseBlobRef(j.as.BuildPath); ok {
+		// The environment's Docker build context, uploaded by the CLI.
+		dir := filepath.Join(j.dir, ".tide", "build-context")
+		j.logs.add("tide", "unpacking the environment's build context "+digest[:min(12, len(digest))])
+		if err := j.fetchBlob(ctx, digest, dir); err != nil {
+			return fmt.Errorf("environment.build.path: unpacking the build context: %w", err)
+		}
+		j.buildDir = dir
+	}
 	names := make([]string, 0, len(j.as.Data))
 	for name := range j.as.Data {
 		names = append(names, name)

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -49,6 +50,9 @@ type job struct {
 	// goroutine writes them, before the command starts.
 	inputBinds  []runtime.Bind
 	inputMounts []string
+	// buildDir is where the environment's uploaded build context was
+	// unpacked ("" when the assignment names a folder on the node).
+	buildDir string
 	// held are the node cache's entries the job's binds show; released
 	// when the job ends.
 	held []*nodecache.Handle
@@ -350,7 +354,7 @@ func (j *job) runtimeSpec() (runtime.Spec, error) {
 		Dir:      j.dir,
 		Name:     strings.Join([]string{j.as.Workspace, j.as.Job, strconv.Itoa(j.as.Attempt), strconv.Itoa(j.as.NodeRank)}, "-"),
 		Image:    j.as.Image,
-		BuildDir: j.as.BuildPath,
+		BuildDir: cmp.Or(j.buildDir, j.as.BuildPath),
 		Mounts:   append([]string{j.checkpointDir}, j.inputMounts...),
 		ReadOnly: j.inputBinds,
 		Note:     func(s string) { j.logs.add("tide", s) },

@@ -31,8 +31,9 @@ func (r *run) environmentCreate() *cobra.Command {
 		Use:   "create -f FILE [--name NAME] [--version V] [--set key=value ...]",
 		Short: "Register an environment version from an Azure ML environment YAML file",
 		Long: `Register a version of an environment from the YAML file 'az ml environment
-create -f' reads (name, version, image, conda_file, description, tags). A
-conda_file path is read relative to the YAML file. Without a version the
+create -f' reads (name, version, image or build, conda_file, description,
+tags). A conda_file path and a build.path folder (holding a Dockerfile,
+uploaded) are read relative to the YAML file. Without a version the
 server takes the next number. Versions are immutable.
 
 The process runtime runs jobs on the host and cannot use an image or install
@@ -67,6 +68,14 @@ Jobs name it as azureml:NAME:VERSION or azureml:NAME@latest.`,
 			cl, err := r.client()
 			if err != nil {
 				return err
+			}
+			if e.Build != nil {
+				uctx, cancel := context.WithTimeout(cmd.Context(), uploadTimeout)
+				e.Build.Path, err = r.uploadBuildPath(uctx, cl, fileBase(file), "build.path", e.Build.Path)
+				cancel()
+				if err != nil {
+					return err
+				}
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), requestTimeout)
 			defer cancel()
@@ -221,6 +230,7 @@ func (p *printer) environmentDetails(w io.Writer, e *api.Environment) {
 		{"workspace", e.Workspace},
 		{"description", e.Description},
 		{"image", e.Image},
+		{"build", buildLine(e.Build)},
 		{"tags", joinMap(e.Tags)},
 		{"created_on", p.when(e.CreatedOn)},
 	}
@@ -264,4 +274,12 @@ func jobDistribution(d *api.Distribution) string {
 		return fmt.Sprintf("tensorflow, %d worker(s), %d parameter server(s)", d.WorkerCount, d.ParameterServerCount)
 	}
 	return fmt.Sprintf("%s, %d process(es) per node", d.Type, max(d.ProcessCountPerInstance, 1))
+}
+
+// buildLine names a build context: its snapshot (the uploaded folder).
+func buildLine(b *api.BuildContext) string {
+	if b == nil {
+		return ""
+	}
+	return b.Path + " (a Docker build context; the docker runtime builds it)"
 }

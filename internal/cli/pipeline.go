@@ -50,6 +50,9 @@ func (r *run) preparePipeline(ctx context.Context, cl *api.Client, file string, 
 		if s.Code, err = r.uploadCode(ctx, cl, base, field+".code", s.Code); err != nil {
 			return err
 		}
+		if err := r.uploadBuild(ctx, cl, base, field+".environment.build.path", s.Environment); err != nil {
+			return err
+		}
 		if err := r.uploadInputs(ctx, cl, base, field+".inputs.", s.Inputs); err != nil {
 			return err
 		}

@@ -29,7 +29,40 @@ func (r *run) uploadData(ctx context.Context, cl *api.Client, file string, j *ap
 		return err
 	}
 	j.Code = code
+	if err := r.uploadBuild(ctx, cl, base, "environment.build.path", j.Environment); err != nil {
+		return err
+	}
 	return r.uploadInputs(ctx, cl, base, "inputs.", j.Inputs)
+}
+
+// uploadBuild uploads an inline environment's Docker build context and
+// points it at the snapshot, so a node on any host can build it.
+func (r *run) uploadBuild(ctx context.Context, cl *api.Client, base, field string, e *api.JobEnvironment) error {
+	if e == nil || e.Build == nil {
+		return nil
+	}
+	ref, err := r.uploadBuildPath(ctx, cl, base, field, e.Build.Path)
+	if err != nil {
+		return err
+	}
+	e.Build.Path = ref
+	return nil
+}
+
+// uploadBuildPath uploads a build context folder unless it is a snapshot
+// reference already; it must hold a Dockerfile.
+func (r *run) uploadBuildPath(ctx context.Context, cl *api.Client, base, field, p string) (string, error) {
+	if _, _, ok := api.ParseBlobRef(p); ok {
+		return p, nil
+	}
+	dir := p
+	if !filepath.IsAbs(dir) {
+		dir = filepath.Join(base, p)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "Dockerfile")); err != nil {
+		return "", usagef("%s: %s holds no Dockerfile (the build context is the folder with the Dockerfile, relative to the YAML file)", field, dir)
+	}
+	return r.upload(ctx, cl, base, field, p, true)
 }
 
 // fileBase is the folder relative paths in a file are read from.

@@ -75,7 +75,7 @@ func AssignmentFor(j *api.Job, rank int, addresses []string, runtime string, gra
 		// registered one it names.
 		e := j.Environment
 		if r := j.ResolvedEnvironment; r != nil && (e == nil || e.Image == "" && e.Build == nil) {
-			e = &api.JobEnvironment{Image: r.Image}
+			e = &api.JobEnvironment{Image: r.Image, Build: r.Build}
 		}
 		if e != nil {
 			a.Image = e.Image
@@ -113,6 +113,8 @@ func environmentNotes(j *api.Job, runtime string) []string {
 	var notes []string
 	if e := j.Environment; e != nil && e.Build != nil {
 		notes = append(notes, fmt.Sprintf("tide: environment.build %q is not used: this node's runtime is %q, which runs the command on the host (configure a location with runtime docker to build images)", e.Build.Path, runtime))
+	} else if e := j.ResolvedEnvironment; e != nil && e.Build != nil {
+		notes = append(notes, fmt.Sprintf("tide: the build of environment %s:%s is not used: this node's runtime is %q, which runs the command on the host (configure a location with runtime docker to build images)", e.Name, e.Version, runtime))
 	}
 	if image != "" {
 		what := fmt.Sprintf("%s %q", imageOf, image)

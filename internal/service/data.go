@@ -24,14 +24,19 @@ type Blobs interface {
 // Datastore, wasbs:// and blob https:// paths are rewritten as
 // azureml://datastores/NAME/paths/PATH, output placeholders expanded.
 func (s *Service) checkData(ctx context.Context, tx store.Tx, ws string, j *api.Job) error {
-	bad := func(field, format string, args ...any) error {
-		e := errorf(400, api.CodeValidation, "%s: %s", field, fmt.Sprintf(format, args...))
-		e.Field = field
-		return e
-	}
+	bad := fieldError
 	if j.Code != "" {
 		if err := s.checkSnapshot(j.Code, "code", bad); err != nil {
 			return err
+		}
+	}
+	if e := j.Environment; e != nil && e.Build != nil {
+		// An uploaded build context must be there; a folder path is one
+		// the node reads (a local node, or a client that did not upload).
+		if _, _, ok := api.ParseBlobRef(e.Build.Path); ok {
+			if err := s.checkSnapshot(e.Build.Path, "environment.build.path", bad); err != nil {
+				return err
+			}
 		}
 	}
 	names := make([]string, 0, len(j.Inputs))
@@ -152,6 +157,13 @@ func (s *Service) resolveDataPath(ctx context.Context, tx store.Tx, ws, kind, p,
 		return "", bad(field, "datastore %q has type %s, which tide cannot read; use a datastore of type local or azure_blob", dsName, ds.Type)
 	}
 	return spec.DatastoreURI(dsName, rel), nil
+}
+
+// fieldError is a 400 validation error naming field.
+func fieldError(field, format string, args ...any) error {
+	e := errorf(400, api.CodeValidation, "%s: %s", field, fmt.Sprintf(format, args...))
+	e.Field = field
+	return e
 }
 
 // checkSnapshot checks a reference to an uploaded snapshot. A plain path

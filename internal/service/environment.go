@@ -24,6 +24,12 @@ func (s *Service) PutEnvironment(ctx context.Context, ws string, e *api.Environm
 	if err := spec.ValidateEnvironment(e); err != nil {
 		return nil, false, validation(err)
 	}
+	if e.Build != nil {
+		// The context was uploaded (tide environment create does it).
+		if err := s.checkSnapshot(e.Build.Path, "build.path", fieldError); err != nil {
+			return nil, false, err
+		}
+	}
 	created := false
 	err := s.Store.Update(ctx, func(tx store.Tx) error {
 		created = false

@@ -77,7 +77,7 @@ func ParseEnvironment(file string, data []byte, sets []string) (env *api.Environ
 		case "tide":
 			e.Tide = d.environmentHost(v, fp)
 		case "build":
-			d.notSupported(fp, "not supported yet (building images from a Docker context); use image")
+			e.Build = d.buildContext(v, fp)
 		case "inference_config":
 			d.notSupported(fp, "not supported (tide runs training jobs, not inference servers); remove it")
 		default:
@@ -156,8 +156,13 @@ func checkEnvironment(e *api.Environment, hasCondaPath bool, bad func(field, for
 	case !envVersionRE.MatchString(e.Version):
 		bad("version", "%q must be 1-30 letters, digits, '.', '_' and '-', starting with a letter or digit", e.Version)
 	}
-	if e.Image == "" && e.CondaFile == "" && !hasCondaPath && e.Tide == nil {
-		bad("image", "an environment needs image, conda_file or a tide block (how the host provides it, e.g. tide: {python: /usr/bin/python3})")
+	switch {
+	case e.Build != nil && e.Build.Path == "":
+		bad("build.path", "required: the folder holding the Dockerfile")
+	case e.Build != nil && e.Image != "":
+		bad("build", "set image or build, not both")
+	case e.Image == "" && e.Build == nil && e.CondaFile == "" && !hasCondaPath && e.Tide == nil:
+		bad("image", "an environment needs image, build, conda_file or a tide block (how the host provides it, e.g. tide: {python: /usr/bin/python3})")
 	}
 	if h := e.Tide; h != nil {
 		if h.Python != "" && !filepath.IsAbs(h.Python) {

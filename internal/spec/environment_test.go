@@ -47,12 +47,22 @@ tide:
 		{
 			name: "an environment needs something to run with",
 			yml:  "name: empty\n",
-			errs: []string{"image: an environment needs image, conda_file or a tide block"},
+			errs: []string{"image: an environment needs image, build, conda_file or a tide block"},
 		},
 		{
 			name: "unknown and unsupported fields",
-			yml:  "name: e\nimage: x\nbuild: {path: .}\nimgae: y\n",
-			errs: []string{"f.yml:3: build: not supported yet", `f.yml:4: unknown field "imgae"; did you mean "image"?`},
+			yml:  "name: e\nimage: x\nbuild: {path: ., dockerfile_path: docker/Dockerfile, target: x}\nimgae: y\n",
+			errs: []string{"f.yml:3: build.dockerfile_path: not supported yet", `build: unknown field "target"`, `f.yml:4: unknown field "imgae"; did you mean "image"?`},
+		},
+		{
+			name: "image or build",
+			yml:  "name: e\nimage: x\nbuild: {path: .}\n",
+			errs: []string{"build: set image or build, not both"},
+		},
+		{
+			name: "build without its folder",
+			yml:  "name: e\nbuild: {dockerfile_path: Dockerfile}\n",
+			errs: []string{"build.path: required: the folder holding the Dockerfile"},
 		},
 	}
 	for _, tt := range tests {

@@ -231,14 +231,7 @@ func (d *decoder) environment(n *yaml.Node, path string) *api.JobEnvironment {
 				d.add(d.lines[fp], fp, "%s is not supported; tide runs Linux environments", s)
 			}
 		case "build":
-			env.Build = &api.BuildContext{}
-			d.mapping(v, fp, []string{"path"}, func(key string, v *yaml.Node, fp string) bool {
-				if key != "path" {
-					return false
-				}
-				env.Build.Path, _ = d.str(v, fp)
-				return true
-			})
+			env.Build = d.buildContext(v, fp)
 		case "name", "version", "description", "tags", "inference_config":
 			d.notSupported(fp, "not supported in an inline environment; register the environment or remove it")
 		default:
@@ -805,4 +798,25 @@ func (d *decoder) jobIdentity(n *yaml.Node, path string) *api.JobIdentity {
 		d.add(n.Line, path, "client_id, object_id and resource_id name a managed identity; they need type: managed")
 	}
 	return id
+}
+
+// buildContext reads an environment's build: its path (a folder holding a
+// Dockerfile; the CLI uploads it) and Azure's dockerfile_path, which tide
+// supports only as the context's own Dockerfile.
+func (d *decoder) buildContext(v *yaml.Node, path string) *api.BuildContext {
+	b := &api.BuildContext{}
+	d.mapping(v, path, []string{"path", "dockerfile_path"}, func(key string, v *yaml.Node, fp string) bool {
+		switch key {
+		case "path":
+			b.Path, _ = d.str(v, fp)
+		case "dockerfile_path":
+			if s, ok := d.str(v, fp); ok && s != "Dockerfile" && s != "./Dockerfile" {
+				d.notSupported(fp, "not supported yet: tide builds the context's own Dockerfile; rename "+s+" to Dockerfile in "+path+".path")
+			}
+		default:
+			return false
+		}
+		return true
+	})
+	return b
 }

@@ -162,10 +162,25 @@ func (p Process) Start(ctx context.Context, spec Spec) (Handle, error) {
 	return p.start(wrap, spec, syscall.CLONE_NEWNS)
 }
 
-// BindsReadOnly reports whether the agent may mount: it runs as root on Linux.
-func (p Process) BindsReadOnly() bool {
-	return goruntime.GOOS == "linux" && os.Geteuid() == 0
-}
+// BindsReadOnly reports whether the agent can bind read-only: it runs as
+// root on Linux and may make a mount namespace and mount in it (root in a
+// container without CAP_SYS_ADMIN may not).
+func (p Process) BindsReadOnly() bool { return canBindReadOnly() }
+
+// canBindReadOnly tries, once, what Start does with Spec.ReadOnly.
+var canBindReadOnly = sync.OnceValue(func() bool {
+	if goruntime.GOOS != "linux" || os.Geteuid() != 0 {
+		return false
+	}
+	dir, err := os.MkdirTemp("", "tide-bind-probe-")
+	if err != nil {
+		return false
+	}
+	defer os.Remove(dir)
+	cmd := exec.Command("/bin/sh", "-c", `mount --bind "$1" "$1" && mount -o remount,bind,ro "$1" && setpriv --help >/dev/null`, "probe", dir)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Unshareflags: syscall.CLONE_NEWNS}
+	return cmd.Run() == nil
+})
 
 // start starts argv (instead of spec.Command) in its own process group;
 // unshare are namespaces (CLONE_NEW*) it gets of its own. In a new mount
