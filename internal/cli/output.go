@@ -283,9 +283,15 @@ func (p *printer) nodeTable(w io.Writer, ns []api.Node) {
 				cpu += fmt.Sprintf(" gpu %.0f%%", *u.GPUPercent)
 			}
 		}
-		rows = append(rows, []string{n.ID, n.State, dash(n.Job), p.ago(n.CreatedOn), p.ago(n.StateSince), cpu, mem, dash(n.Error)})
+		cache := "-"
+		if c := n.Cache; c != nil {
+			// What the node's input cache holds, and how many inputs it
+			// served of those asked for.
+			cache = fmt.Sprintf("%s %d/%d", bytesize(c.Bytes), c.Hits, c.Hits+c.Misses)
+		}
+		rows = append(rows, []string{n.ID, n.State, dash(n.Job), p.ago(n.CreatedOn), p.ago(n.StateSince), cpu, mem, cache, dash(n.Error)})
 	}
-	table(w, []string{"NODE", "STATE", "JOB", "AGE", "IN_STATE", "CPU", "MEMORY", "ERROR"}, rows)
+	table(w, []string{"NODE", "STATE", "JOB", "AGE", "IN_STATE", "CPU", "MEMORY", "CACHE", "ERROR"}, rows)
 }
 
 func (p *printer) eventTable(w io.Writer, es []api.Event) {

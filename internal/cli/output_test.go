@@ -89,9 +89,10 @@ created_on:                  2025-01-02 03:02:35 (1m30s ago)
 		{
 			name: "nodes", format: "table", v: nil,
 			table: func(p *printer, w *bytes.Buffer) {
-				p.nodeTable(w, []api.Node{{ID: "cpu-cluster-1", State: "running", Job: "j1", CreatedOn: now.Add(-3 * time.Hour), StateSince: now.Add(-5 * time.Second)}})
+				p.nodeTable(w, []api.Node{{ID: "cpu-cluster-1", State: "running", Job: "j1", CreatedOn: now.Add(-3 * time.Hour), StateSince: now.Add(-5 * time.Second)},
+					{ID: "cpu-cluster-2", State: "idle", CreatedOn: now.Add(-3 * time.Hour), StateSince: now.Add(-5 * time.Second), Cache: &api.NodeCache{Hits: 3, Misses: 1, Bytes: 3 << 20}}})
 			},
-			want: "NODE           STATE    JOB  AGE  IN_STATE  CPU  MEMORY  ERROR\ncpu-cluster-1  running  j1   3h   5s        -    -       -\n",
+			want: "NODE           STATE    JOB  AGE  IN_STATE  CPU  MEMORY  CACHE        ERROR\ncpu-cluster-1  running  j1   3h   5s        -    -       -            -\ncpu-cluster-2  idle     -    3h   5s        -    -       3.0 MiB 3/4  -\n",
 		},
 		{
 			name: "usage", format: "table", v: nil,
