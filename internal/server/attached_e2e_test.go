@@ -21,17 +21,7 @@ import (
 )
 
 func TestAttachMachine(t *testing.T) {
-	if miss := sshlab.Missing(); miss != "" {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("ssh lab: %s", miss)
-		}
-		t.Skipf("ssh lab: %s", miss)
-	}
-	l, err := sshlab.New(2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
+	l := newSSHLab(t, 2)
 	host, other := l.Hosts[0], l.Hosts[1]
 	remote := filepath.Join(l.Dir, "remote") // the machine's tide folder (config attached.dir)
 	// The server listens on the lab's network, so the agent on the
@@ -239,6 +229,25 @@ func TestAttachMachine(t *testing.T) {
 	if len(processesNaming(remote)) == 0 {
 		t.Error("no agent was left on the unreachable machine: the detach did not take the unreachable path")
 	}
+}
+
+// newSSHLab starts n sshd hosts in network namespaces, removed when the
+// test ends (after its own deferred cleanups); it skips the test where
+// the machine cannot run them (fails under CI).
+func newSSHLab(t *testing.T, n int) *sshlab.Lab {
+	t.Helper()
+	if miss := sshlab.Missing(); miss != "" {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("ssh lab: %s", miss)
+		}
+		t.Skipf("ssh lab: %s", miss)
+	}
+	l, err := sshlab.New(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(l.Close)
+	return l
 }
 
 // processesNaming lists the processes whose command line names s.

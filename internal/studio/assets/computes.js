@@ -5,6 +5,9 @@
 const nodeStates = ['idle', 'running', 'preparing', 'unusable', 'leaving', 'preempted'];
 
 function isInstance(c) { return c.type === 'computeinstance'; }
+function isAttached(c) { return c.type === 'virtualmachine'; }
+// machineSize is an attached machine's size: its own CPUs and memory.
+function machineSize(c) { return c.vcpus + ' vCPUs, ' + c.memory_gb + ' GB' + (c.gpus && c.gpus.length ? ', ' + c.gpus.length + ' GPUs' : ''); }
 
 function computeState(c) {
   if (c.provisioning_state && c.provisioning_state !== 'Succeeded') return c.provisioning_state;
@@ -28,7 +31,7 @@ Studio.pages.push({re: /^computes$/, render: async () => {
       cs.map(c => {
         const n = c.node_state_counts || {};
         const price = c.cost ? c.cost.price_per_hour * Math.max(c.current_node_count, 0) : undefined;
-        return [h('a', {href: '#/computes/' + encodeURIComponent(c.name)}, c.name), c.type, c.size, c.tier, badge(computeState(c)),
+        return [h('a', {href: '#/computes/' + encodeURIComponent(c.name)}, c.name), c.type, isAttached(c) ? machineSize(c) : c.size, c.tier, badge(computeState(c)),
           h('span', {class: 'nodes'}, c.current_node_count + ' / ' + c.target_node_count),
           ...nodeStates.map(s => n[s] || 0), c.min_instances + ' / ' + c.max_instances,
           fmtDuration(c.idle_time_before_scale_down), c.cost ? money(price, c.cost.currency) : ''];
@@ -122,6 +125,15 @@ function detailPairs(c) {
       ['Errors', (c.errors || []).map(e => e.code + ': ' + e.message).join('; ')]];
   }
 
+  if (isAttached(c)) {
+    const port = (c.ssh_settings && c.ssh_settings.ssh_port) || 22;
+    return [['Type', c.type], ['Machine', (c.ssh_settings ? c.ssh_settings.admin_username + '@' : '') + c.address + ' port ' + port],
+      ['Size', machineSize(c)], ['Host key', c.host_key_fingerprint + ' (' + (c.host_key_source || '').replaceAll('_', ' ') + ')'],
+      ['Provisioning', c.provisioning_state], ['Nodes', c.current_node_count + ' current'],
+      ['Credentials', c.credentials_secret ? 'workspace secret ' + c.credentials_secret : ''],
+      ['Description', c.description], ['Created', fmtTime(c.created_on)],
+      ['Errors', (c.errors || []).map(e => e.code + ': ' + e.message).join('; ')]];
+  }
   return [['Type', c.type], ['Size', c.size], ['Location', c.location], ['Tier', c.tier],
     ['Provisioning', c.provisioning_state], ['Allocation', c.allocation_state],
     ['Nodes', c.current_node_count + ' current, ' + c.target_node_count + ' target'],
