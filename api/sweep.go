@@ -1,5 +1,7 @@
 package api
 
+import "time"
+
 // JobTypeSweep is a hyperparameter sweep: trials of one command job with
 // parameters drawn from a search space, ranked by a metric they log.
 const JobTypeSweep = "sweep"
@@ -100,4 +102,6 @@ type SweepTrial struct {
 	Reports int      `json:"reports,omitempty"`
 	// Stopped says why the early termination policy stopped the trial.
 	Stopped string `json:"stopped,omitempty"`
+	// Ended is when the sweep saw the trial end.
+	Ended time.Time `json:"ended,omitzero"`
 }

@@ -105,6 +105,10 @@ func (s *Service) startSweep(ctx context.Context, tx store.Tx, ws string, j *api
 	return err
 }
 
+// lateMetrics is how long after a trial ended its last log lines (and
+// the metrics in them) may still be stored.
+const lateMetrics = 30 * time.Second
+
 // advanceSweep moves a sweep on in tx: it reads its trials' jobs and the
 // primary metric each logged, stops the trials the early termination
 // policy (or a cancel, the timeout, a missing metric) stops, starts new
@@ -112,16 +116,34 @@ func (s *Service) startSweep(ctx context.Context, tx store.Tx, ws string, j *api
 // writes s when it changed.
 func (s *Service) advanceSweep(ctx context.Context, tx store.Tx, sw *api.Job) (bool, error) {
 	before, _ := json.Marshal(sw)
+	now := s.now()
+	running := false
+	for _, t := range sw.Trials {
+		running = running || !api.JobTerminal(t.Status)
+	}
+	// Ended trials' series matter only to an early termination policy
+	// while trials run; otherwise what they logged is read until it has
+	// surely all arrived, then kept.
+	needSeries := sw.EarlyTermination != nil && running
 	series := map[int][]float64{}
 	for i, t := range sw.Trials {
 		if t.Job == "" {
 			continue
 		}
-		child, err := tx.GetJob(ctx, sw.Workspace, t.Job)
-		if err != nil {
-			return false, fmt.Errorf("trial %d of sweep %s: %w", t.Index, sw.Name, err)
+		if !api.JobTerminal(t.Status) {
+			child, err := tx.GetJob(ctx, sw.Workspace, t.Job)
+			if err != nil {
+				return false, fmt.Errorf("trial %d of sweep %s: %w", t.Index, sw.Name, err)
+			}
+			sw.Trials[i].Status = child.Status
+			if api.JobTerminal(child.Status) {
+				sw.Trials[i].Ended = now
+			}
 		}
-		sw.Trials[i].Status = child.Status
+		settled := api.JobTerminal(t.Status) && !t.Ended.IsZero() && now.Sub(t.Ended) > lateMetrics
+		if settled && !needSeries {
+			continue
+		}
 		ms, err := tx.ListMetrics(ctx, sw.Workspace, t.Job, sw.Objective.PrimaryMetric)
 		if err != nil {
 			return false, err
@@ -137,7 +159,6 @@ func (s *Service) advanceSweep(ctx context.Context, tx store.Tx, sw *api.Job) (b
 			sw.Trials[i].Metric = &xs[len(xs)-1]
 		}
 	}
-	now := s.now()
 	d := sweep.Decide(sw, series, now)
 	for _, st := range d.Stop {
 		i := trialIndex(sw, st.Index)

@@ -24,7 +24,7 @@ const (
 	bayesCandidates = 2000
 	// bayesWindow is how many of the latest finished trials the model
 	// learns from, which bounds its cost on long sweeps.
-	bayesWindow = 200
+	bayesWindow = 100
 )
 
 // bayesNext proposes trial index of s from the finished trials done and

@@ -103,3 +103,26 @@ objective: {primary_metric: f, goal: maximize}
 		t.Errorf("a trial started beside a running one probes the same point: %v and %v", first, second)
 	}
 }
+
+// BenchmarkBayesianProposal proposes a trial from the largest history the
+// model learns from (bayesWindow completed trials, 4 running).
+func BenchmarkBayesianProposal(b *testing.B) {
+	s := parse(b, `type: sweep
+trial: {command: "f ${{search_space.x1}} ${{search_space.x2}} ${{search_space.c}}"}
+search_space:
+  x1: uniform(-5, 10)
+  x2: loguniform(-3, 3)
+  c: choice("a", "b", "c")
+sampling_algorithm: bayesian
+objective: {primary_metric: f, goal: minimize}
+`)
+	var done []Observation
+	for i := range bayesWindow {
+		p := randomPoint(s.SearchSpace, 1, i)
+		done = append(done, Observation{Params: p, Value: branin(map[string]string{"x1": p["x1"], "x2": p["x2"]})})
+	}
+	pending := []map[string]string{done[0].Params, done[1].Params, done[2].Params, done[3].Params}
+	for b.Loop() {
+		Next(s, bayesWindow, done, pending)
+	}
+}

@@ -12,7 +12,7 @@ import (
 	"github.com/tideml/tide/internal/spec"
 )
 
-func parse(t *testing.T, y string) *api.Job {
+func parse(t testing.TB, y string) *api.Job {
 	t.Helper()
 	j, err := spec.ParseJob("s.yml", []byte(y), nil)
 	if err != nil {
