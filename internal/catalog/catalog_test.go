@@ -216,6 +216,8 @@ func TestUsage(t *testing.T) {
 		cluster("ws1", "d", "docker", "Standard_NC6s_v3", api.TierDedicated, 4), // 24
 		cluster("ws1", "e", "elsewhere", "Standard_F4s_v2", "", 1),              // location not configured: still listed
 		cluster("ws1", "f", "local", "Unknown_Size", api.TierDedicated, 10),     // not counted
+		// An attached machine holds no quota and its location is not listed.
+		{Name: "vm", Workspace: "ws1", Type: api.ComputeTypeVirtualMachine, Location: api.AttachedLocation("ws1", "vm"), MaxInstances: 1},
 	}
 	q := Quotas{Dedicated: 100, LowPriority: 30}
 	usage := Usage(computes, Default(), q, []string{"local", "docker"})

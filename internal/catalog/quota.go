@@ -235,6 +235,10 @@ const UsageUnit = "Count"
 func Usage(computes []api.Compute, cat *Catalog, q Quotas, locations []string) []api.Usage {
 	locs := slices.Clone(locations)
 	for _, c := range computes {
+		// An attached machine's location is its own and holds no quota.
+		if c.IsAttached() {
+			continue
+		}
 		if c.Location != "" && !slices.ContainsFunc(locs, func(l string) bool { return strings.EqualFold(l, c.Location) }) {
 			locs = append(locs, c.Location)
 		}

@@ -5,12 +5,14 @@ package server_test
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -255,13 +257,26 @@ func TestSandboxRuntimeJob(t *testing.T) {
 	if err != nil || c.Runtime != "sandbox" {
 		t.Fatalf("compute runtime = %v, %v; want sandbox", c, err)
 	}
-	j := submit(t, in, "command: echo pid $$; touch /etc/tide-escape 2>/dev/null || echo read-only; echo interfaces $(tail -n +3 /proc/net/dev | wc -l)\nenvironment:\n  image: library/python:latest\n", "compute=sandbox-cluster")
+	// A ro_mount input is bound read-only (--ro-bind), not copied: the
+	// job sees the host file's inode and cannot write it.
+	data := t.TempDir()
+	os.Chmod(data, 0o777)
+	if err := os.WriteFile(filepath.Join(data, "iris.csv"), []byte("5.1,setosa\n"), 0o666); err != nil {
+		t.Fatal(err)
+	}
+	var st syscall.Stat_t
+	if err := syscall.Stat(filepath.Join(data, "iris.csv"), &st); err != nil {
+		t.Fatal(err)
+	}
+	j := submit(t, in, "command: echo pid $$; touch /etc/tide-escape 2>/dev/null || echo read-only; echo interfaces $(tail -n +3 /proc/net/dev | wc -l); "+
+		"stat -c 'inode %i' ${{inputs.d}}/iris.csv; echo x >> ${{inputs.d}}/iris.csv || echo input-read-only\n"+
+		"environment:\n  image: library/python:latest\ninputs:\n  d:\n    type: uri_folder\n    path: file://"+data+"\n", "compute=sandbox-cluster")
 	j = waitJob(t, in, j.Name, 60*time.Second)
 	text := logText(t, in, j.Name)
 	if j.Status != api.JobCompleted {
 		t.Fatalf("%s (%s); log:\n%s", j.Status, j.Error, text)
 	}
-	for _, w := range []string{"pid 2", "read-only", "interfaces 1", `environment.image "library/python:latest" is not used: this node's runtime is "sandbox"`} {
+	for _, w := range []string{"pid 2", "read-only", "interfaces 1", fmt.Sprintf("inode %d\n", st.Ino), "Read-only file system", "input-read-only", `environment.image "library/python:latest" is not used: this node's runtime is "sandbox"`} {
 		if !strings.Contains(text, w) {
 			t.Errorf("log lacks %q:\n%s", w, text)
 		}
