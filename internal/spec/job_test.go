@@ -299,6 +299,9 @@ func FuzzParseJob(f *testing.F) {
 		}
 	}
 	f.Add([]byte("command: echo ${{inputs.a}} $[[${{inputs.b}}]]\ninputs: {a: 1}\n"), "compute=azureml:x")
+	for _, sweep := range []string{sweepBase, componentSweep, sweepPipeline} {
+		f.Add([]byte(sweep), "sampling_algorithm=grid")
+	}
 	f.Fuzz(func(t *testing.T, data []byte, set string) {
 		j, err := ParseJob("f.yml", data, []string{set})
 		if err == nil {

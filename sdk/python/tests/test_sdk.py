@@ -12,6 +12,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -141,6 +142,30 @@ class SDKTest(unittest.TestCase):
         with self.assertRaises(ResourceNotFoundError) as cm:
             self.client.jobs.get("no-such-job")
         self.assertIn("no-such-job", str(cm.exception))
+
+    def test_sweep(self) -> None:
+        """A sweep file loaded and submitted: its trial's code is uploaded, its
+        trials are listed by parent_job_name, and it ends with the best."""
+        d = tempfile.mkdtemp(dir=self.server.dir)
+        os.makedirs(os.path.join(d, "src"))
+        with open(os.path.join(d, "src", "f.py"), "w") as f:
+            f.write("import sys\nx = float(sys.argv[1])\nprint(f'##tide metric loss={(x - 0.3) ** 2}')\n")
+        with open(os.path.join(d, "sweep.yml"), "w") as f:
+            f.write("type: sweep\ncompute: sdk-sweep\ntrial:\n  code: src\n  command: /usr/bin/python3 f.py ${{search_space.x}}\n"
+                    "search_space:\n  x:\n    type: choice\n    values: [0.1, 0.3, 0.9]\nsampling_algorithm: grid\n"
+                    "objective:\n  primary_metric: loss\n  goal: minimize\nlimits:\n  max_concurrent_trials: 1\n")
+        self.client.compute.begin_create_or_update(AmlCompute(name="sdk-sweep", max_instances=1)).result(timeout=60)
+        job = self.client.jobs.create_or_update(load_job(os.path.join(d, "sweep.yml"), client=self.client))
+        self.assertEqual(job.type, "sweep")
+        for _ in range(600):
+            j = self.client.jobs.get(job.name)
+            if j.status in ("Completed", "Failed", "Canceled"):
+                break
+            time.sleep(0.2)
+        self.assertEqual(j.status, "Completed", self.server.tail())
+        trials = [t.name for t in self.client.jobs.list(parent_job_name=job.name)]
+        self.assertEqual(trials, [job.name + "_0", job.name + "_1", job.name + "_2"])
+        self.assertEqual(j._rest["best_trial"], job.name + "_1")
 
     def test_environment_versions(self) -> None:
         e1 = self.client.environments.create_or_update(Environment(name="sdk-env", image="python:3.11-slim"))

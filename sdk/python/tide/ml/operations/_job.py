@@ -40,9 +40,13 @@ class JobOperations(_Ops):
             job.experiment_name = experiment_name
         body = job._to_rest()
         base = job._base_path or os.getcwd()
-        code = body.get("code")
+        # A sweep's code is its trial's.
+        holder, field = body, "code"
+        if body.get("type") == "sweep" and isinstance(body.get("trial"), dict):
+            holder, field = body["trial"], "trial.code"
+        code = holder.get("code")
         if isinstance(code, str) and code and is_local(code):
-            body["code"] = self._upload(base, "code", code, folder=True)
+            holder["code"] = self._upload(base, field, code, folder=True)
         for name, inp in sorted((body.get("inputs") or {}).items()):
             if not isinstance(inp, dict) or inp.get("type", "uri_folder") not in ("uri_file", "uri_folder"):
                 continue
@@ -90,11 +94,9 @@ class JobOperations(_Ops):
 
     def list(self, *, parent_job_name: Optional[str] = None, compute: Optional[str] = None,
              status: Optional[str] = None, max_results: Optional[int] = None) -> Iterator[Job]:
-        """Lists the workspace's jobs (filters: compute, status; max_results)."""
-        if parent_job_name is not None:
-            raise ValidationException("parent_job_name: not supported yet (this tide server runs no pipelines)",
-                                      status_code=400, problem={"code": "ValidationError", "field": "parent_job_name"})
-        q: Dict[str, Any] = {"compute": compute, "status": status, "limit": max_results}
+        """Lists the workspace's jobs (filters: compute, status; max_results), or
+        the child jobs of a pipeline (its steps) or a sweep (its trials)."""
+        q: Dict[str, Any] = {"compute": compute, "status": status, "limit": max_results, "parent": parent_job_name}
         for d in self._t.json("GET", self._path(), query=q)["value"]:
             yield Job._from_rest(d)
 
