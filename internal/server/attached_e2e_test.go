@@ -108,6 +108,9 @@ func TestAttachMachine(t *testing.T) {
 	if secs, _ := in.client.Secrets(ctx, "default"); len(secs) != 1 || secs[0].Name != "vm-example-ssh-private-key" || secs[0].Value != "" {
 		t.Errorf("secrets: %+v; want vm-example-ssh-private-key without its value", secs)
 	}
+	if err := in.client.DeleteSecret(ctx, "default", "vm-example-ssh-private-key"); err == nil || !strings.Contains(err.Error(), "detach it first") {
+		t.Errorf("deleting the key's secret of an attached compute: %v; want it refused", err)
+	}
 	if out, err := cli("compute", "attach", "-f", vmFile("vm-again", l.ClientKey, "")); err == nil || !strings.Contains(out, `compute "vm-example" of workspace default already attaches root@`+host.IP+" port 22") {
 		t.Errorf("attaching the same login twice: %v\n%s", err, out)
 	}
