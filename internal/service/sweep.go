@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -244,6 +246,24 @@ func (s *Service) startTrial(ctx context.Context, tx store.Tx, sw *api.Job) erro
 
 // endSweep records a sweep's end: its best trial, or why it failed.
 func (s *Service) endSweep(ctx context.Context, tx store.Tx, sw *api.Job, d sweep.Decision, now time.Time) error {
+	if len(d.Unlogged) > 0 {
+		// A misspelt metric name shows beside what was logged.
+		names := map[string]bool{}
+		for _, job := range d.Unlogged {
+			ms, err := tx.ListMetrics(ctx, sw.Workspace, job, "")
+			if err != nil {
+				return err
+			}
+			for _, m := range ms {
+				names[m.Name] = true
+			}
+		}
+		if len(names) == 0 {
+			d.Error += " (they logged no metrics)"
+		} else {
+			d.Error += " (they logged " + strings.Join(slices.Sorted(maps.Keys(names)), ", ") + ")"
+		}
+	}
 	sw.Status, sw.Error, sw.EndTime = d.Status, d.Error, now
 	msg := d.Error
 	switch d.Status {

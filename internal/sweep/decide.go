@@ -36,6 +36,9 @@ type Decision struct {
 	Status string
 	Error  string
 	Note   string
+	// Unlogged are the trials that completed without logging the
+	// primary metric when that stops the sweep.
+	Unlogged []string
 }
 
 // Decide looks at a sweep's trials (s.Trials, whose Status mirrors their
@@ -63,8 +66,11 @@ func Decide(s *api.Job, series map[int][]float64, now time.Time) Decision {
 		halt = fmt.Sprintf("the sweep's limits.timeout (%ds) passed", s.Limits.Timeout)
 		d.Note = halt
 	}
-	if msg := noMetric(s); msg != "" {
-		halt, d.Error = msg, msg
+	if unlogged := noMetric(s); unlogged != nil {
+		m := s.Objective.PrimaryMetric
+		d.Error = fmt.Sprintf("trials %s completed without logging the primary metric %s; log it from the trial with print(\"%s%s=VALUE\") or mlflow.log_metric(%q, VALUE)",
+			strings.Join(unlogged, ", "), m, api.MetricPrefix, m, m)
+		halt, d.Unlogged = d.Error, unlogged
 	}
 	if halt != "" {
 		for _, t := range s.Trials {
@@ -111,25 +117,24 @@ func Decide(s *api.Job, series map[int][]float64, now time.Time) Decision {
 	return d
 }
 
-// noMetric says why the sweep gives up when its first trials completed
-// without logging the primary metric, and none logged it.
-func noMetric(s *api.Job) string {
+// noMetric returns the trials that completed without logging the
+// primary metric when there are enough of them (and none logged it) for
+// the sweep to give up; nil otherwise.
+func noMetric(s *api.Job) []string {
 	need := min(NoMetricTrials, spec.SweepMaxTrials(s))
 	var without []string
 	for _, t := range s.Trials {
 		if t.Reports > 0 {
-			return ""
+			return nil
 		}
 		if t.Status == api.JobCompleted {
 			without = append(without, t.Job)
 		}
 	}
 	if len(without) < need {
-		return ""
+		return nil
 	}
-	m := s.Objective.PrimaryMetric
-	return fmt.Sprintf("trials %s completed without logging the primary metric %s; log it from the trial with print(\"%s%s=VALUE\") or mlflow.log_metric(%q, VALUE)",
-		strings.Join(without, ", "), m, api.MetricPrefix, m, m)
+	return without
 }
 
 // better reports whether a beats b for goal.
