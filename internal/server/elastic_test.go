@@ -147,7 +147,10 @@ func TestPreemptionResumesFromCheckpoint(t *testing.T) {
 // agentToken reads a local node's token from its agent's environment.
 func TestRetriesByCause(t *testing.T) {
 	in, _ := newServer(t)
-	createCompute(t, in, cluster)
+	// Room for four nodes: the nodes this test kills count against
+	// max_instances until the server has declared them lost, which takes
+	// longer on a loaded machine (a CI run timed out waiting with 2).
+	createCompute(t, in, strings.Replace(cluster, "max_instances: 2", "max_instances: 4", 1))
 	// A failing command is retried on_exit_code times, then fails.
 	exit := submit(t, in, "command: echo try $TIDE_ATTEMPT; exit 3\ncompute: cpu-cluster\ntide:\n  retries:\n    on_exit_code: 2\n")
 	// By default a failing command is not retried.
@@ -177,7 +180,9 @@ func TestRetriesByCause(t *testing.T) {
 		{"tide:\n  retries:\n    on_node_failure: 0\n", syscall.SIGKILL, api.JobFailed, 1},
 		{"", syscall.SIGTERM, api.JobCompleted, 2},
 	} {
-		j := submit(t, in, "command: sleep 2; echo done\ncompute: cpu-cluster\n"+tc.retries)
+		// Running long enough to be seen running between two polls of
+		// a loaded machine.
+		j := submit(t, in, "command: sleep 4; echo done\ncompute: cpu-cluster\n"+tc.retries)
 		n := runningNode(t, in, "cpu-cluster", j.Name)
 		var pid int
 		if _, err := fmt.Sscanf(n.ProviderID, "pid:%d", &pid); err != nil {
