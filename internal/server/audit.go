@@ -45,6 +45,12 @@ func (a *auditLog) add(r *http.Request, rt route, status int) {
 	if status == 0 {
 		status = 200
 	}
+	if status == http.StatusTooManyRequests {
+		// A refused submission changed nothing, and a burst of them
+		// would write one entry each; tide_submissions_refused_total
+		// counts them by workspace and limit instead.
+		return
+	}
 	p := principalOf(r)
 	user := p.user
 	if user == "" {

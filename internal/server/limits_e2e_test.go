@@ -168,6 +168,26 @@ func TestSubmissionBurst(t *testing.T) {
 		t.Errorf("/metrics: refusals counted for %v, want default (%d) and queue (%d)", counted, refused["default"], refused["queue"])
 	}
 
+	// The audit log keeps the accepted submissions, not the refusals
+	// (counted above): a burst must not write an entry per 429.
+	total := len(accepted["default"]) + len(accepted["queue"])
+	var entries []api.AuditEntry
+	waitFor(t, "the accepted submissions audited", 30*time.Second, func() bool {
+		entries, err = in.client.Audit(ctx, "", "", 100000)
+		n := 0
+		for _, e := range entries {
+			if e.Status == 201 && strings.HasSuffix(e.Path, "/jobs") {
+				n++
+			}
+		}
+		return err == nil && n >= total
+	})
+	for _, e := range entries {
+		if e.Status == http.StatusTooManyRequests {
+			t.Fatalf("a refused submission was audited: %+v", e)
+		}
+	}
+
 	// The accepted jobs of default run once its compute may have a node.
 	one := 1
 	if _, err := in.client.PatchCompute(ctx, "default", "cpu", api.ComputePatch{MaxInstances: &one}); err != nil {
