@@ -18,8 +18,21 @@ import (
 
 // sse writes server-sent events.
 type sse struct {
-	w http.ResponseWriter
-	f http.Flusher
+	w  http.ResponseWriter
+	f  http.Flusher
+	rc *http.ResponseController
+}
+
+// sseWriteTimeout bounds each write of an event stream: a client (an
+// agent, a browser) that stays connected but stops reading is dropped,
+// instead of holding its handler until TCP gives up. Keep-alives are
+// written every 10-15 s, so a reading client never waits this long.
+var sseWriteTimeout = 30 * time.Second // a variable for tests
+
+// deadline arms the write deadline for the next write (net/http clears
+// it when the handler returns). A writer without deadlines just writes.
+func (s *sse) deadline() {
+	_ = s.rc.SetWriteDeadline(time.Now().Add(sseWriteTimeout))
 }
 
 func startSSE(w http.ResponseWriter) (*sse, bool) {
@@ -32,7 +45,7 @@ func startSSE(w http.ResponseWriter) (*sse, bool) {
 	w.Header().Set("X-Accel-Buffering", "no")
 	w.WriteHeader(200)
 	f.Flush()
-	return &sse{w: w, f: f}, true
+	return &sse{w: w, f: f, rc: http.NewResponseController(w)}, true
 }
 
 func (s *sse) send(event, id string, v any) error {
@@ -40,6 +53,7 @@ func (s *sse) send(event, id string, v any) error {
 	if err != nil {
 		return err
 	}
+	s.deadline()
 	if id != "" {
 		if _, err := fmt.Fprintf(s.w, "id: %s\n", id); err != nil {
 			return err
@@ -59,6 +73,7 @@ func (s *sse) sendRaw(event string, data []byte) error {
 	if err := json.Compact(&b, data); err != nil {
 		return err
 	}
+	s.deadline()
 	if _, err := fmt.Fprintf(s.w, "event: %s\ndata: %s\n\n", event, b.Bytes()); err != nil {
 		return err
 	}
@@ -67,6 +82,7 @@ func (s *sse) sendRaw(event string, data []byte) error {
 }
 
 func (s *sse) comment(text string) error {
+	s.deadline()
 	if _, err := fmt.Fprintf(s.w, ": %s\n\n", text); err != nil {
 		return err
 	}
