@@ -14,6 +14,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"time"
@@ -323,6 +324,12 @@ func Load(path string) (Server, error) {
 		dec.KnownFields(true)
 		if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
 			return c, fmt.Errorf("%s: %w", path, err)
+		}
+		var doc yaml.Node
+		if err := yaml.Unmarshal(b, &doc); err == nil {
+			if err := checkWholeNumbers(&doc, reflect.TypeFor[Server](), "", path); err != nil {
+				return c, err
+			}
 		}
 	}
 	if err := c.applyEnv(os.Getenv); err != nil {

@@ -80,6 +80,14 @@ func TestLoad(t *testing.T) {
 		{name: "rate not a number", file: "limits:\n  submit_rate: fast\n", wantErr: "cannot unmarshal !!str `fast` into float64"},
 		{name: "negative burst", file: "limits:\n  submit_burst: -5\n", wantErr: "limits.submit_burst: want a number of submissions, 1 or more (got -5)"},
 		{name: "burst not a number", file: "limits:\n  submit_burst: lots\n", wantErr: "cannot unmarshal !!str `lots` into int"},
+		// yaml.v3 alone decodes these as 2 and 7, silently.
+		{name: "burst with a fraction", file: "limits:\n  submit_burst: 2.5\n", wantErr: ":2: limits.submit_burst: want a whole number, got 2.5"},
+		{name: "a workspace's cap with a fraction", file: "limits:\n  workspaces:\n    team-a:\n      max_queued_jobs: 7.9\n", wantErr: ":4: limits.workspaces.team-a.max_queued_jobs: want a whole number, got 7.9"},
+		{name: "a whole float is a whole number", file: "limits:\n  submit_burst: 20.0\n", check: func(t *testing.T, c Server) {
+			if c.Limits.SubmitBurst != 20 {
+				t.Errorf("submit_burst 20.0 = %d", c.Limits.SubmitBurst)
+			}
+		}},
 		{name: "negative queue", file: "limits:\n  max_queued_jobs: -1\n", wantErr: "limits.max_queued_jobs: want a number of jobs, 1 or more (got -1)"},
 		{name: "workspace's bad limit named", file: "limits:\n  workspaces:\n    team-a: {max_queued_jobs: -3}\n", wantErr: "limits.workspaces.team-a.max_queued_jobs: want a number of jobs, 1 or more (got -3)"},
 		{name: "unknown limit", file: "limits:\n  max_running_jobs: 3\n", wantErr: "field max_running_jobs not found"},
