@@ -27,9 +27,9 @@ test-python: build ## Run the Python SDK's tests against a real server (bin/tide
 test-short: ## Run the fast unit tests only.
 	$(GO) test -short -count=1 $(PKGS)
 
-bench: ## Compare tide with Slurm and fork/exec (installs slurm-wlm, munge), then run the Go benchmarks.
+bench: ## Compare tide with Slurm and fork/exec (installs slurm-wlm, munge), measure 10,000 simulated nodes, then run the Go benchmarks.
 	bench/setup.sh
-	TIDE_BENCH=full $(GO) test -count=1 -v -timeout 60m -run '^TestBench$$' ./bench
+	TIDE_BENCH=full $(GO) test -count=1 -v -timeout 60m -run '^(TestBench|TestScale)$$' ./bench
 	GOMAXPROCS=1 $(GO) test -run '^$$' -bench . -benchmem ./internal/autoscaler ./internal/scheduler
 	$(GO) test -run '^$$' -bench . -benchmem ./internal/store/...
 	$(GO) test -run '^$$' -bench . -benchtime 200x ./internal/server
