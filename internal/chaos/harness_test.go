@@ -37,6 +37,7 @@ type options struct {
 	data          string // data dir ("" for DIR/data)
 	unusableAfter time.Duration
 	maxDataSize   string // max_data_size ("" for the default)
+	settings      string // more settings of the local location, YAML lines
 }
 
 func freeAddr(t *testing.T) string {
@@ -84,7 +85,7 @@ resync: 1s
     settings:
       agent_command: [%q, agent]
       grace_period: 5s
-`, s.data, s.addr, o.store, filepath.Join(dir, "client.json"), o.unusableAfter, maxData, tideBin)
+%s`, s.data, s.addr, o.store, filepath.Join(dir, "client.json"), o.unusableAfter, maxData, tideBin, o.settings)
 	if err := os.WriteFile(s.config, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -236,6 +237,21 @@ func (s *server) submit(yml string) {
 		}
 		return err
 	})
+}
+
+// ended waits until job name ended or the deadline passed, and returns it
+// then (nil if it had not ended).
+func (s *server) ended(name string, deadline time.Time) *api.Job {
+	for {
+		j, err := s.client.Job(context.Background(), "default", name)
+		if err == nil && api.JobTerminal(j.Status) {
+			return j
+		}
+		if time.Now().After(deadline) {
+			return nil
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }
 
 // effects counts the lines of a side-effect file by content.
