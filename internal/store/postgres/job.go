@@ -66,6 +66,36 @@ func (x *tx) JobVersions(ctx context.Context, f store.JobFilter) ([]store.JobVer
 	return out, nil
 }
 
+// JobCursor implements store.Tx: the oldest transaction still running when
+// this transaction's snapshot was taken. Every write it does not see
+// belongs to that transaction or a later one.
+func (x *tx) JobCursor(ctx context.Context) (string, error) {
+	var c string
+	if err := x.tx.QueryRow(ctx, `SELECT pg_snapshot_xmin(pg_current_snapshot())::text`).Scan(&c); err != nil {
+		return "", fmt.Errorf("reading the job cursor: %w", err)
+	}
+	return c, nil
+}
+
+// ChangedJobs implements store.Tx. It lists again the jobs of
+// transactions at or after the cursor that had committed already: at most
+// the writes of the transactions running at the last call.
+func (x *tx) ChangedJobs(ctx context.Context, cursor string) ([]api.Job, string, error) {
+	if _, err := strconv.ParseUint(cursor, 10, 64); err != nil {
+		return nil, "", fmt.Errorf("listing changed jobs: cursor %q is not one JobCursor returned", cursor)
+	}
+	next, err := x.JobCursor(ctx)
+	if err != nil {
+		return nil, "", err
+	}
+	rows, err := x.tx.Query(ctx, `SELECT etag, doc FROM jobs WHERE txid >= $1::xid8 ORDER BY created`, cursor)
+	if err != nil {
+		return nil, "", fmt.Errorf("listing changed jobs: %w", err)
+	}
+	js, err := scanDocs(rows, "jobs", func(j *api.Job, etag int64) { j.Etag = strconv.FormatInt(etag, 10) })
+	return js, next, err
+}
+
 // CountJobs implements store.Tx.
 func (x *tx) CountJobs(ctx context.Context, f store.JobFilter) (int, error) {
 	f.Newest = false // the order does not change a count
@@ -160,11 +190,11 @@ func (x *tx) PutJob(ctx context.Context, j *api.Job, ifMatch string) error {
 	if !found {
 		created = rev
 	}
-	_, err = x.tx.Exec(ctx, `INSERT INTO jobs (workspace, name, compute, status, created, etag, doc, priority)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+	_, err = x.tx.Exec(ctx, `INSERT INTO jobs (workspace, name, compute, status, created, etag, doc, priority, txid)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, pg_current_xact_id())
 		ON CONFLICT (workspace, name) DO UPDATE SET
 			compute = excluded.compute, status = excluded.status, etag = excluded.etag, doc = excluded.doc,
-			priority = excluded.priority`,
+			priority = excluded.priority, txid = excluded.txid`,
 		j.Workspace, j.Name, j.Compute, j.Status, created, rev, string(doc), j.Priority())
 	if err != nil {
 		return fmt.Errorf("putting job %s: %w", j.Name, err)
