@@ -128,13 +128,23 @@ func firstN(s []string, n int) []string {
 
 // recordFailure notes a provisioning failure on the compute and backs off
 // exponentially, so a failing backend is not hammered in a create/delete loop.
+// A failure while a back-off runs belongs to the round that started it:
+// createNodes launches nothing during a back-off, so that creation was
+// launched with the ones that already failed (the nodes of one scale-up
+// fail together when capacity is unavailable), and counting each would
+// grow one round's delay to minutes.
 func (c *Controller) recordFailure(ctx context.Context, ws, compute, code, msg string, now time.Time) {
 	k := key(ws, compute)
 	c.mu.Lock()
 	b := c.backoff[k]
-	b.failures++
-	delay := min(time.Duration(1<<min(b.failures-1, 8))*time.Second, 5*time.Minute)
-	b.until, b.last, b.at = now.Add(delay), msg, now
+	if now.Before(b.until) {
+		b.last, b.at = msg, now
+	} else {
+		b.failures++
+		b.until = now.Add(min(time.Duration(1<<min(b.failures-1, 8))*time.Second, 5*time.Minute))
+		b.last, b.at = msg, now
+	}
+	delay := b.until.Sub(now)
 	c.backoff[k] = b
 	c.mu.Unlock()
 	_ = c.updateCompute(ctx, ws, compute, func(cp *api.Compute) bool {
