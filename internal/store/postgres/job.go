@@ -98,8 +98,9 @@ func (x *tx) ChangedJobs(ctx context.Context, cursor string) ([]api.Job, string,
 
 // CountJobs implements store.Tx.
 func (x *tx) CountJobs(ctx context.Context, f store.JobFilter) (int, error) {
-	f.Newest = false // the order does not change a count
-	q, args := jobsQuery("1", f)
+	// Unordered: the order does not change a count, and without it the
+	// count reads only an index (jobs_by_status_workspace).
+	q, args := jobsQuery("1", f, false)
 	var n int
 	if err := x.tx.QueryRow(ctx, `SELECT count(*) FROM (`+q+`) AS selected`, args...).Scan(&n); err != nil {
 		return 0, fmt.Errorf("counting jobs: %w", err)
@@ -109,7 +110,7 @@ func (x *tx) CountJobs(ctx context.Context, f store.JobFilter) (int, error) {
 
 // queryJobs selects cols of the jobs f selects, in creation order.
 func (x *tx) queryJobs(ctx context.Context, cols string, f store.JobFilter) (pgx.Rows, error) {
-	q, args := jobsQuery(cols, f)
+	q, args := jobsQuery(cols, f, true)
 	rows, err := x.tx.Query(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("listing jobs: %w", err)
@@ -117,9 +118,9 @@ func (x *tx) queryJobs(ctx context.Context, cols string, f store.JobFilter) (pgx
 	return rows, nil
 }
 
-// jobsQuery is the statement selecting cols of the jobs f selects, in
-// creation order, and its arguments.
-func jobsQuery(cols string, f store.JobFilter) (string, []any) {
+// jobsQuery is the statement selecting cols of the jobs f selects (in
+// creation order when ordered), and its arguments.
+func jobsQuery(cols string, f store.JobFilter, ordered bool) (string, []any) {
 	var where []string
 	var args []any
 	arg := func(v any) string {
@@ -149,9 +150,11 @@ func jobsQuery(cols string, f store.JobFilter) (string, []any) {
 	if len(where) > 0 {
 		q += " WHERE " + strings.Join(where, " AND ")
 	}
-	q += " ORDER BY created"
-	if f.Newest {
-		q += " DESC"
+	if ordered {
+		q += " ORDER BY created"
+		if f.Newest {
+			q += " DESC"
+		}
 	}
 	if f.Limit > 0 {
 		q += " LIMIT " + arg(f.Limit)

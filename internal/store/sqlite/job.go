@@ -97,8 +97,9 @@ func (x *tx) ChangedJobs(ctx context.Context, cursor string) ([]api.Job, string,
 
 // CountJobs implements store.Tx.
 func (x *tx) CountJobs(ctx context.Context, f store.JobFilter) (int, error) {
-	f.Newest = false // the order does not change a count
-	q, args, err := jobsQuery("1", f)
+	// Unordered: the order does not change a count, and without it the
+	// count reads only an index (jobs_by_status_workspace).
+	q, args, err := jobsQuery("1", f, false)
 	if err != nil {
 		return 0, err
 	}
@@ -111,7 +112,7 @@ func (x *tx) CountJobs(ctx context.Context, f store.JobFilter) (int, error) {
 
 // queryJobs selects cols of the jobs f selects, in creation order.
 func (x *tx) queryJobs(ctx context.Context, cols string, f store.JobFilter) (*sql.Rows, error) {
-	q, args, err := jobsQuery(cols, f)
+	q, args, err := jobsQuery(cols, f, true)
 	if err != nil {
 		return nil, err
 	}
@@ -122,9 +123,9 @@ func (x *tx) queryJobs(ctx context.Context, cols string, f store.JobFilter) (*sq
 	return rows, nil
 }
 
-// jobsQuery is the statement selecting cols of the jobs f selects, in
-// creation order, and its arguments.
-func jobsQuery(cols string, f store.JobFilter) (string, []any, error) {
+// jobsQuery is the statement selecting cols of the jobs f selects (in
+// creation order when ordered), and its arguments.
+func jobsQuery(cols string, f store.JobFilter, ordered bool) (string, []any, error) {
 	var where []string
 	var args []any
 	if f.Workspace != "" {
@@ -163,9 +164,11 @@ func jobsQuery(cols string, f store.JobFilter) (string, []any, error) {
 	if len(where) > 0 {
 		q += " WHERE " + strings.Join(where, " AND ")
 	}
-	q += " ORDER BY created"
-	if f.Newest {
-		q += " DESC"
+	if ordered {
+		q += " ORDER BY created"
+		if f.Newest {
+			q += " DESC"
+		}
 	}
 	if f.Limit > 0 {
 		q += " LIMIT ?"
