@@ -191,7 +191,10 @@ type Tx interface {
 // JobFilter selects jobs. Empty fields match everything.
 type JobFilter struct {
 	Workspace string
-	Compute   string
+	// Compute selects the jobs of a compute, with those of an attached
+	// Kubernetes compute's (each on a hidden compute named
+	// api.JobComputePrefix(Compute)...).
+	Compute string
 	// Serverless selects serverless jobs only: those whose hidden compute
 	// is named api.ServerlessPrefix...
 	Serverless bool

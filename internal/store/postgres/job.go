@@ -130,8 +130,10 @@ func jobsQuery(cols string, f store.JobFilter, ordered bool) (string, []any) {
 	if f.Workspace != "" {
 		where = append(where, "workspace = "+arg(f.Workspace))
 	}
-	if f.Compute != "" {
+	if f.Compute != "" && strings.ContainsAny(f.Compute, `%_\`) {
 		where = append(where, "compute = "+arg(f.Compute))
+	} else if f.Compute != "" {
+		where = append(where, "(compute = "+arg(f.Compute)+" OR compute LIKE "+arg(api.JobComputePrefix(f.Compute)+"%")+")")
 	}
 	if f.Serverless {
 		where = append(where, "compute LIKE "+arg(api.ServerlessPrefix+"%"))

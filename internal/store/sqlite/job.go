@@ -132,9 +132,12 @@ func jobsQuery(cols string, f store.JobFilter, ordered bool) (string, []any, err
 		where = append(where, "workspace = ?")
 		args = append(args, f.Workspace)
 	}
-	if f.Compute != "" {
+	if f.Compute != "" && strings.ContainsAny(f.Compute, `%_\`) {
 		where = append(where, "compute = ?")
 		args = append(args, f.Compute)
+	} else if f.Compute != "" {
+		where = append(where, "(compute = ? OR compute LIKE ?)")
+		args = append(args, f.Compute, api.JobComputePrefix(f.Compute)+"%")
 	}
 	if f.Serverless {
 		where = append(where, "compute LIKE ?")

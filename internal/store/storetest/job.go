@@ -97,6 +97,8 @@ func testListJobs(t *testing.T, open Opener) {
 		newJob("default", "mid", "cpu", api.JobCompleted),
 		newJob("default", "beta", "gpu", api.JobQueued),
 		newJob("other", "sl", api.ServerlessPrefix+"x1", api.JobQueued),
+		// A job's Pods on attached Kubernetes compute cpu.
+		newJob("other", "pods", api.JobComputePrefix("cpu")+"x2", api.JobQueued),
 	}
 	jobs[1].QueueSettings = &api.QueueSettings{Priority: "high"}
 	jobs[4].QueueSettings = &api.QueueSettings{Priority: "750"}
@@ -114,11 +116,13 @@ func testListJobs(t *testing.T, open Opener) {
 		want []string
 	}{
 		{"workspace", store.JobFilter{Workspace: "default"}, []string{"zeta", "alpha", "mid", "beta"}},
-		{"all workspaces", store.JobFilter{}, []string{"default/zeta", "default/alpha", "other/beta", "default/mid", "default/beta", "other/sl"}},
+		{"all workspaces", store.JobFilter{}, []string{"default/zeta", "default/alpha", "other/beta", "default/mid", "default/beta", "other/sl", "other/pods"}},
 		{"serverless", store.JobFilter{Serverless: true}, []string{"other/sl"}},
 		{"serverless of a workspace", store.JobFilter{Workspace: "default", Serverless: true}, nil},
 		{"compute", store.JobFilter{Workspace: "default", Compute: "cpu"}, []string{"zeta", "mid"}},
-		{"compute across workspaces", store.JobFilter{Compute: "cpu"}, []string{"default/zeta", "other/beta", "default/mid"}},
+		{"compute across workspaces", store.JobFilter{Compute: "cpu"}, []string{"default/zeta", "other/beta", "default/mid", "other/pods"}},
+		{"an attached cluster's jobs", store.JobFilter{Workspace: "other", Compute: "cpu"}, []string{"beta", "pods"}},
+		{"a compute named like a hidden one", store.JobFilter{Workspace: "other", Compute: "cp"}, nil},
 		{"one status", store.JobFilter{Workspace: "default", Statuses: []string{api.JobQueued}}, []string{"beta"}},
 		{"two statuses", store.JobFilter{Workspace: "default", Statuses: []string{api.JobRunning, api.JobCompleted}}, []string{"zeta", "alpha", "mid"}},
 		{"status and compute", store.JobFilter{Workspace: "default", Compute: "gpu", Statuses: []string{api.JobQueued}}, []string{"beta"}},
