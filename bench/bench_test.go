@@ -90,7 +90,7 @@ func TestBench(t *testing.T) {
 	}
 
 	// tide on SQLite: dispatch, latency, scale from zero.
-	sq := startTide(t, "")
+	sq := startTide(t, "", "")
 	sqRuns := dispatchRuns(sq, sz)
 	sq.compute("lat", "local", 1, 1)
 	tideLat := sq.tideLatency("lat", sz.Latency)
@@ -104,7 +104,7 @@ func TestBench(t *testing.T) {
 	sq.stop()
 
 	// Simulated agents, on a fresh server so that its peak memory is theirs.
-	sim := startTide(t, "")
+	sim := startTide(t, "", "")
 	simR := sim.tideSimAgents(sz.Agents, sz.Window)
 	sim.stop()
 
@@ -112,7 +112,7 @@ func TestBench(t *testing.T) {
 	// installed (and fails under CI).
 	var pgRuns tideRuns
 	t.Run("postgres", func(t *testing.T) {
-		pg := startTide(t, pgtest.Start(t))
+		pg := startTide(t, pgtest.Start(t), "")
 		pgRuns = dispatchRuns(pg, sz)
 		pg.stop()
 	})

@@ -31,14 +31,12 @@ type tideServer struct {
 
 const ws = "default"
 
-// simAgentScript is the "agent" of the sim location: it only hands the
-// node's token to the benchmark, which speaks the agent protocol for it from
-// a goroutine. The script keeps the provider's arguments (with --dir) in its
-// command line, which is how the local provider recognises a live agent.
-const simAgentScript = `printf %s "$TIDE_AGENT_TOKEN" > token.tmp && mv token.tmp token && while :; do sleep 3600; done`
-
 // startTide starts a server on store ("" for SQLite in its data folder).
-func startTide(t testing.TB, store string) *tideServer {
+// Its locations are local (real agents) and sim, whose fake provider hands
+// each node's token to the benchmark (tokenDir), which speaks the agent
+// protocol for the node from a goroutine (simAgent). extra is appended to
+// the configuration: top-level keys such as limits.
+func startTide(t testing.TB, store, extra string) *tideServer {
 	t.Helper()
 	dir := t.TempDir()
 	port := freePort(t)
@@ -53,9 +51,9 @@ locations:
     default: true
     settings: {agent_command: [%q, agent], grace_period: 5s}
   - name: sim
-    provider: local
-    settings: {agent_command: [sh, -c, %q, simnode], grace_period: 1s}
-`, filepath.Join(dir, "data"), port, store, filepath.Join(dir, "client.yaml"), tideBin, simAgentScript)
+    provider: fake
+    settings: {token_dir: %q}
+%s`, filepath.Join(dir, "data"), port, store, filepath.Join(dir, "client.yaml"), tideBin, filepath.Join(dir, "tokens"), extra)
 	if err := os.WriteFile(filepath.Join(dir, "server.yaml"), []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -102,6 +100,9 @@ func (s *tideServer) usage() procUsage {
 	return u
 }
 
+// tokenDir is where the sim location's fake provider writes node tokens.
+func (s *tideServer) tokenDir() string { return filepath.Join(s.dir, "tokens") }
+
 // stop deletes every compute, so that no agent outlives the benchmark, and
 // stops the server.
 func (s *tideServer) stop() {
@@ -125,6 +126,17 @@ func (s *tideServer) stop() {
 			}
 		}
 		cancel()
+	}
+	s.halt()
+}
+
+// halt stops the server and leaves its computes: enough when every node is
+// a sim node (no agent process to outlive the benchmark).
+func (s *tideServer) halt() {
+	select {
+	case <-s.done:
+		return
+	default:
 	}
 	_ = s.cmd.Process.Signal(syscall.SIGTERM)
 	select {

@@ -1,13 +1,17 @@
 // Package fake is a programmable provider for controller tests, modelled on
 // Karpenter's fake cloud provider: it records calls, can be told to fail the
 // next Create, and runs no agent (tests register nodes with the server
-// themselves when they need to).
+// themselves when they need to). With the token_dir setting it hands each
+// node's token to a program outside the server (the scale benchmark, whose
+// goroutines play 10,000 agents) as the file token_dir/<node id>.
 package fake
 
 import (
 	"context"
 	"fmt"
 	"maps"
+	"os"
+	"path/filepath"
 	"slices"
 	"sync"
 	"time"
@@ -34,6 +38,9 @@ type Provider struct {
 	MaxNodes int
 	// Now is the clock for CreatedAt. Default time.Now.
 	Now func() time.Time
+	// TokenDir, when set, receives each created node's token as the file
+	// TokenDir/<node id> (mode 0600), removed again by Delete.
+	TokenDir string
 
 	// CreateCalls and DeleteCalls record every call, failed ones included.
 	CreateCalls []provider.NodeRequest
@@ -53,9 +60,24 @@ func New() *Provider {
 	return &Provider{nodes: map[string]*provider.Node{}}
 }
 
-// Factory builds a fake for the registry; settings are ignored.
+// Factory builds a fake for the registry. Its one setting is token_dir
+// (see Provider.TokenDir); any other is refused.
 func Factory(name string, settings map[string]any, deps provider.Deps) (provider.Provider, error) {
-	return New(), nil
+	p := New()
+	for k, v := range settings {
+		if k != "token_dir" {
+			return nil, fmt.Errorf("%s: not a setting of the fake provider; its one setting is token_dir", k)
+		}
+		dir, err := provider.SettingString(k, v)
+		if err != nil {
+			return nil, err
+		}
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return nil, fmt.Errorf("token_dir: %w", err)
+		}
+		p.TokenDir = dir
+	}
+	return p, nil
 }
 
 // Name returns "fake".
@@ -86,6 +108,17 @@ func (p *Provider) Create(ctx context.Context, req provider.NodeRequest) (*provi
 		return nil, &provider.InsufficientCapacityError{Size: req.Size.Name, Location: req.Location,
 			Reason: fmt.Sprintf("the fake holds at most %d nodes", p.MaxNodes)}
 	}
+	if p.TokenDir != "" {
+		// Written whole under another name, then renamed: a reader never
+		// sees half a token.
+		tmp := filepath.Join(p.TokenDir, "."+req.ID)
+		if err := os.WriteFile(tmp, []byte(req.Token), 0o600); err != nil {
+			return nil, fmt.Errorf("creating node %s: %w", req.ID, err)
+		}
+		if err := os.Rename(tmp, filepath.Join(p.TokenDir, req.ID)); err != nil {
+			return nil, fmt.Errorf("creating node %s: %w", req.ID, err)
+		}
+	}
 	now := time.Now
 	if p.Now != nil {
 		now = p.Now
@@ -114,6 +147,11 @@ func (p *Provider) Delete(ctx context.Context, id string) error {
 		return &provider.NotFoundError{ID: id}
 	}
 	delete(p.nodes, id)
+	if p.TokenDir != "" {
+		if err := os.Remove(filepath.Join(p.TokenDir, id)); err != nil && !os.IsNotExist(err) {
+			return fmt.Errorf("deleting node %s: %w", id, err)
+		}
+	}
 	return nil
 }
 

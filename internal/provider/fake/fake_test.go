@@ -2,6 +2,9 @@ package fake_test
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/tideml/tide/internal/provider"
@@ -43,5 +46,35 @@ func TestProgrammedErrors(t *testing.T) {
 	p.Reset()
 	if l, _ := p.List(ctx); len(l) != 0 || len(p.CreateCalls) != 0 {
 		t.Fatal("Reset left state behind")
+	}
+}
+
+func TestTokenDir(t *testing.T) {
+	ctx := t.Context()
+	dir := filepath.Join(t.TempDir(), "tokens")
+	p, err := fake.Factory("fake", map[string]any{"token_dir": dir}, provider.Deps{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := providertest.Request("a")
+	req.Token = "secret-a"
+	if _, err := p.Create(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "a"))
+	if err != nil || string(b) != "secret-a" {
+		t.Fatalf("token file = %q, %v; want the node's token", b, err)
+	}
+	if fi, _ := os.Stat(filepath.Join(dir, "a")); fi.Mode().Perm() != 0o600 {
+		t.Fatalf("token file mode = %v, want 0600", fi.Mode().Perm())
+	}
+	if err := p.Delete(ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "a")); !os.IsNotExist(err) {
+		t.Fatalf("token file after Delete: %v, want it gone", err)
+	}
+	if _, err := fake.Factory("fake", map[string]any{"tokens": dir}, provider.Deps{}); err == nil || !strings.Contains(err.Error(), "tokens: not a setting of the fake provider") {
+		t.Fatalf("unknown setting: %v, want it refused by name", err)
 	}
 }

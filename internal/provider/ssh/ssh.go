@@ -119,6 +119,12 @@ func prelude(h *remote) string {
 	return "R=" + quote(h.Dir) + `; mkdir -p "$R/nodes" "$R/bin" && cd "$R" && R=$(pwd) || exit 1` + "\n"
 }
 
+// listPrelude is prelude for a listing: it creates nothing, so a probe
+// that runs while the machine is detached leaves no folder behind.
+func listPrelude(h *remote) string {
+	return "R=" + quote(h.Dir) + `; [ -d "$R/nodes" ] || exit 0; cd "$R" && R=$(pwd) || exit 1` + "\n"
+}
+
 // listScript prints, for each node folder, three lines: "node <id>",
 // node.json on one line, and "alive <pid>" or "dead <last log line>".
 const listScript = `cd "$R/nodes" || exit 1
@@ -140,7 +146,7 @@ done
 // hostNodes lists the nodes on host i (only the one named only, if set).
 func (p *Provider) hostNodes(ctx context.Context, i int, only string) ([]*provider.Node, error) {
 	h := p.hosts[i]
-	out, err := h.run(ctx, p.cfg.Timeout, prelude(h)+"ONLY="+quote(only)+"\n"+listScript, nil)
+	out, err := h.run(ctx, p.cfg.Timeout, listPrelude(h)+"ONLY="+quote(only)+"\n"+listScript, nil)
 	if err != nil {
 		return nil, fmt.Errorf("listing nodes: %w", err)
 	}

@@ -66,10 +66,41 @@ func (x *tx) JobVersions(ctx context.Context, f store.JobFilter) ([]store.JobVer
 	return out, nil
 }
 
+// JobCursor implements store.Tx: the oldest transaction still running when
+// this transaction's snapshot was taken. Every write it does not see
+// belongs to that transaction or a later one.
+func (x *tx) JobCursor(ctx context.Context) (string, error) {
+	var c string
+	if err := x.tx.QueryRow(ctx, `SELECT pg_snapshot_xmin(pg_current_snapshot())::text`).Scan(&c); err != nil {
+		return "", fmt.Errorf("reading the job cursor: %w", err)
+	}
+	return c, nil
+}
+
+// ChangedJobs implements store.Tx. It lists again the jobs of
+// transactions at or after the cursor that had committed already: at most
+// the writes of the transactions running at the last call.
+func (x *tx) ChangedJobs(ctx context.Context, cursor string) ([]api.Job, string, error) {
+	if _, err := strconv.ParseUint(cursor, 10, 64); err != nil {
+		return nil, "", fmt.Errorf("listing changed jobs: cursor %q is not one JobCursor returned", cursor)
+	}
+	next, err := x.JobCursor(ctx)
+	if err != nil {
+		return nil, "", err
+	}
+	rows, err := x.tx.Query(ctx, `SELECT etag, doc FROM jobs WHERE txid >= $1::xid8 ORDER BY created`, cursor)
+	if err != nil {
+		return nil, "", fmt.Errorf("listing changed jobs: %w", err)
+	}
+	js, err := scanDocs(rows, "jobs", func(j *api.Job, etag int64) { j.Etag = strconv.FormatInt(etag, 10) })
+	return js, next, err
+}
+
 // CountJobs implements store.Tx.
 func (x *tx) CountJobs(ctx context.Context, f store.JobFilter) (int, error) {
-	f.Newest = false // the order does not change a count
-	q, args := jobsQuery("1", f)
+	// Unordered: the order does not change a count, and without it the
+	// count reads only an index (jobs_by_status_workspace).
+	q, args := jobsQuery("1", f, false)
 	var n int
 	if err := x.tx.QueryRow(ctx, `SELECT count(*) FROM (`+q+`) AS selected`, args...).Scan(&n); err != nil {
 		return 0, fmt.Errorf("counting jobs: %w", err)
@@ -79,7 +110,7 @@ func (x *tx) CountJobs(ctx context.Context, f store.JobFilter) (int, error) {
 
 // queryJobs selects cols of the jobs f selects, in creation order.
 func (x *tx) queryJobs(ctx context.Context, cols string, f store.JobFilter) (pgx.Rows, error) {
-	q, args := jobsQuery(cols, f)
+	q, args := jobsQuery(cols, f, true)
 	rows, err := x.tx.Query(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("listing jobs: %w", err)
@@ -87,9 +118,9 @@ func (x *tx) queryJobs(ctx context.Context, cols string, f store.JobFilter) (pgx
 	return rows, nil
 }
 
-// jobsQuery is the statement selecting cols of the jobs f selects, in
-// creation order, and its arguments.
-func jobsQuery(cols string, f store.JobFilter) (string, []any) {
+// jobsQuery is the statement selecting cols of the jobs f selects (in
+// creation order when ordered), and its arguments.
+func jobsQuery(cols string, f store.JobFilter, ordered bool) (string, []any) {
 	var where []string
 	var args []any
 	arg := func(v any) string {
@@ -119,9 +150,11 @@ func jobsQuery(cols string, f store.JobFilter) (string, []any) {
 	if len(where) > 0 {
 		q += " WHERE " + strings.Join(where, " AND ")
 	}
-	q += " ORDER BY created"
-	if f.Newest {
-		q += " DESC"
+	if ordered {
+		q += " ORDER BY created"
+		if f.Newest {
+			q += " DESC"
+		}
 	}
 	if f.Limit > 0 {
 		q += " LIMIT " + arg(f.Limit)
@@ -160,11 +193,11 @@ func (x *tx) PutJob(ctx context.Context, j *api.Job, ifMatch string) error {
 	if !found {
 		created = rev
 	}
-	_, err = x.tx.Exec(ctx, `INSERT INTO jobs (workspace, name, compute, status, created, etag, doc, priority)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+	_, err = x.tx.Exec(ctx, `INSERT INTO jobs (workspace, name, compute, status, created, etag, doc, priority, txid)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, pg_current_xact_id())
 		ON CONFLICT (workspace, name) DO UPDATE SET
 			compute = excluded.compute, status = excluded.status, etag = excluded.etag, doc = excluded.doc,
-			priority = excluded.priority`,
+			priority = excluded.priority, txid = excluded.txid`,
 		j.Workspace, j.Name, j.Compute, j.Status, created, rev, string(doc), j.Priority())
 	if err != nil {
 		return fmt.Errorf("putting job %s: %w", j.Name, err)
