@@ -71,9 +71,10 @@ type Tx interface {
 	// reads the documents of just the jobs whose etag changed, with
 	// JobFilter.Keys, instead of decoding every job each time.
 	JobVersions(ctx context.Context, f JobFilter) ([]JobVersion, error)
-	// CountJobs counts the jobs f selects (at most f.Limit when it is set,
-	// so a caller comparing with a cap reads no more than the cap).
-	CountJobs(ctx context.Context, f JobFilter) (int, error)
+	// QueuedJobs counts the workspace's jobs in status Queued. The store
+	// keeps the count as jobs change (triggers), so it costs one row however
+	// long the queue: admission asks it on every submission.
+	QueuedJobs(ctx context.Context, workspace string) (int, error)
 	PutJob(ctx context.Context, j *api.Job, ifMatch string) error
 
 	GetDatastore(ctx context.Context, workspace, name string) (*api.Datastore, error)

@@ -65,16 +65,15 @@ func (x *tx) JobVersions(ctx context.Context, f store.JobFilter) ([]store.JobVer
 	return out, nil
 }
 
-// CountJobs implements store.Tx.
-func (x *tx) CountJobs(ctx context.Context, f store.JobFilter) (int, error) {
-	f.Newest = false // the order does not change a count
-	q, args, err := jobsQuery("1", f)
-	if err != nil {
-		return 0, err
-	}
+// QueuedJobs implements store.Tx.
+func (x *tx) QueuedJobs(ctx context.Context, workspace string) (int, error) {
 	var n int
-	if err := x.tx.QueryRowContext(ctx, `SELECT count(*) FROM (`+q+`)`, args...).Scan(&n); err != nil {
-		return 0, fmt.Errorf("counting jobs: %w", err)
+	err := x.tx.QueryRowContext(ctx, `SELECT n FROM queued_jobs WHERE workspace = ?`, workspace).Scan(&n)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("counting the queued jobs of workspace %s: %w", workspace, err)
 	}
 	return n, nil
 }
