@@ -108,7 +108,7 @@ func (s *Store) explain(err error, p string) error {
 	case bloberror.HasCode(err, bloberror.ContainerNotFound):
 		return fmt.Errorf("datastore %s: container %s not found in account %s (%s); create it or fix container_name", s.name, s.container, s.account, s.URL(""))
 	case bloberror.HasCode(err, bloberror.BlobNotFound):
-		return fmt.Errorf("datastore %s: no blob at %s", s.name, s.URL(p))
+		return fmt.Errorf("datastore %s: no blob at %s: %w", s.name, s.URL(p), fs.ErrNotExist)
 	}
 	var re *azcore.ResponseError
 	if errors.As(err, &re) {
@@ -297,4 +297,74 @@ func (s *Store) CreateContainer(ctx context.Context) error {
 		return nil
 	}
 	return s.explain(err, "")
+}
+
+// Upload writes what r holds as the block blob p. The blob appears whole
+// when r is read to its end, and not at all when reading r fails.
+func (s *Store) Upload(ctx context.Context, p string, r io.Reader) error {
+	_, err := s.c.NewBlockBlobClient(p).UploadStream(ctx, r, nil)
+	return s.explain(err, p)
+}
+
+// Open reads the blob p and returns its size; an error wrapping
+// fs.ErrNotExist when there is none.
+func (s *Store) Open(ctx context.Context, p string) (io.ReadCloser, int64, error) {
+	resp, err := s.c.NewBlobClient(p).DownloadStream(ctx, nil)
+	if err != nil {
+		return nil, 0, s.explain(err, p)
+	}
+	var n int64
+	if resp.ContentLength != nil {
+		n = *resp.ContentLength
+	}
+	return resp.Body, n, nil
+}
+
+// Exists reports whether p is a blob or a folder holding blobs or a
+// folder marker.
+func (s *Store) Exists(ctx context.Context, p string) (bool, error) {
+	if _, err := s.c.NewBlobClient(p).GetProperties(ctx, nil); err == nil {
+		return true, nil
+	} else if !bloberror.HasCode(err, bloberror.BlobNotFound) && !isNotFoundStatus(err) {
+		return false, s.explain(err, p)
+	}
+	prefix := strings.Trim(p, "/") + "/"
+	one := int32(1)
+	page, err := s.c.NewListBlobsFlatPager(&container.ListBlobsFlatOptions{Prefix: &prefix, MaxResults: &one}).NextPage(ctx)
+	if err != nil {
+		return false, s.explain(err, p)
+	}
+	return len(page.Segment.BlobItems) > 0, nil
+}
+
+// isNotFoundStatus reports a 404 without an error code (a HEAD request's
+// answer has no body to carry one).
+func isNotFoundStatus(err error) bool {
+	var re *azcore.ResponseError
+	return errors.As(err, &re) && re.StatusCode == 404 && re.ErrorCode != string(bloberror.ContainerNotFound)
+}
+
+// Delete removes the blob p and every blob under the folder p.
+func (s *Store) Delete(ctx context.Context, p string) error {
+	prefix := strings.Trim(p, "/")
+	names := []string{prefix}
+	folder := prefix + "/"
+	pager := s.c.NewListBlobsFlatPager(&container.ListBlobsFlatOptions{Prefix: &folder})
+	for pager.More() {
+		page, err := pager.NextPage(ctx)
+		if err != nil {
+			return s.explain(err, p)
+		}
+		for _, b := range page.Segment.BlobItems {
+			if b.Name != nil {
+				names = append(names, *b.Name)
+			}
+		}
+	}
+	for _, n := range names {
+		if _, err := s.c.NewBlobClient(n).Delete(ctx, nil); err != nil && !bloberror.HasCode(err, bloberror.BlobNotFound) && !isNotFoundStatus(err) {
+			return s.explain(err, n)
+		}
+	}
+	return nil
 }

@@ -6,16 +6,18 @@
 package blob
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
-	"path/filepath"
 	"regexp"
 
 	"github.com/tideml/tide/internal/archive"
+	"github.com/tideml/tide/internal/filestore"
 )
 
 // Errors Put returns; callers test with errors.Is.
@@ -33,60 +35,54 @@ var digestRE = regexp.MustCompile(`^[0-9a-f]{64}$`)
 // ValidDigest reports whether d is a lower-case hex SHA-256.
 func ValidDigest(d string) bool { return digestRE.MatchString(d) }
 
-// Store keeps blobs in a folder.
+// Store keeps blobs in the server's file store, as blobs/DIGEST.tar.gz.
 type Store struct {
-	dir   string
+	files filestore.Store
+	tmp   string
 	limit int64
 }
 
-// New returns a store in dir; limit bounds a blob's size and the total
-// size of the files it holds (0: no limit).
-func New(dir string, limit int64) (*Store, error) {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("blob folder: %w", err)
+// New returns a store keeping blobs in files; an upload is checked in a
+// temporary file in the folder tmp first. limit bounds a blob's size and
+// the total size of the files it holds (0: no limit).
+func New(files filestore.Store, tmp string, limit int64) (*Store, error) {
+	if err := os.MkdirAll(tmp, 0o700); err != nil {
+		return nil, fmt.Errorf("blob upload folder: %w", err)
 	}
-	return &Store{dir: dir, limit: limit}, nil
+	return &Store{files: files, tmp: tmp, limit: limit}, nil
 }
 
 // Limit is the size limit in bytes (0: none).
 func (s *Store) Limit() int64 { return s.limit }
 
-func (s *Store) path(digest string) string { return filepath.Join(s.dir, digest+".tar.gz") }
+func name(digest string) string { return "blobs/" + digest + ".tar.gz" }
 
 // Has reports whether the blob is stored.
-func (s *Store) Has(digest string) bool {
+func (s *Store) Has(ctx context.Context, digest string) bool {
 	if !ValidDigest(digest) {
 		return false
 	}
-	_, err := os.Stat(s.path(digest))
-	return err == nil
+	ok, err := s.files.Exists(ctx, name(digest))
+	return ok && err == nil
 }
 
-// Open opens a stored blob and returns its size.
-func (s *Store) Open(digest string) (*os.File, int64, error) {
+// Open opens a stored blob and returns its size; an error wrapping
+// fs.ErrNotExist when there is none.
+func (s *Store) Open(ctx context.Context, digest string) (io.ReadCloser, int64, error) {
 	if !ValidDigest(digest) {
-		return nil, 0, fmt.Errorf("blob %q: %w", digest, os.ErrNotExist)
+		return nil, 0, fmt.Errorf("blob %q: %w", digest, fs.ErrNotExist)
 	}
-	f, err := os.Open(s.path(digest))
-	if err != nil {
-		return nil, 0, err
-	}
-	info, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return nil, 0, err
-	}
-	return f, info.Size(), nil
+	return s.files.Open(ctx, name(digest))
 }
 
 // Put stores r under digest after checking that r hashes to it, stays
 // within the limit and is a tar.gz that archive.Extract would unpack. A
 // blob already stored is not written again.
-func (s *Store) Put(digest string, r io.Reader) error {
+func (s *Store) Put(ctx context.Context, digest string, r io.Reader) error {
 	if !ValidDigest(digest) {
 		return fmt.Errorf("blob name %q: want the lower-case hex SHA-256 of the content", digest)
 	}
-	tmp, err := os.CreateTemp(s.dir, ".upload-*")
+	tmp, err := os.CreateTemp(s.tmp, ".upload-*")
 	if err != nil {
 		return err
 	}
@@ -116,11 +112,14 @@ func (s *Store) Put(digest string, r io.Reader) error {
 		}
 		return fmt.Errorf("%w: %w", ErrArchive, err)
 	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	if s.Has(digest) {
+	if s.Has(ctx, digest) {
 		return nil
 	}
-	return os.Rename(tmp.Name(), s.path(digest))
+	if _, err := tmp.Seek(0, io.SeekStart); err != nil {
+		return err
+	}
+	if err := s.files.Put(ctx, name(digest), tmp); err != nil {
+		return fmt.Errorf("storing blob %s in %s: %w", digest, s.files, err)
+	}
+	return nil
 }

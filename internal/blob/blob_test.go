@@ -10,6 +10,8 @@ import (
 	"io"
 	"strings"
 	"testing"
+
+	"github.com/tideml/tide/internal/filestore"
 )
 
 func tarGz(t *testing.T, name, body string) []byte {
@@ -32,7 +34,11 @@ func digest(b []byte) string {
 }
 
 func TestPut(t *testing.T) {
-	s, err := New(t.TempDir(), 1000)
+	files, err := filestore.NewLocal(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(files, t.TempDir(), 1000)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,19 +62,19 @@ func TestPut(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			err := s.Put(tt.digest, bytes.NewReader(tt.body))
+			err := s.Put(t.Context(), tt.digest, bytes.NewReader(tt.body))
 			if !errors.Is(err, tt.wantErr) {
 				t.Fatalf("err = %v, want %v", err, tt.wantErr)
 			}
-			if has := s.Has(tt.digest); has != (tt.wantErr == nil) {
+			if has := s.Has(t.Context(), tt.digest); has != (tt.wantErr == nil) {
 				t.Fatalf("Has = %v", has)
 			}
 		})
 	}
-	if err := s.Put("not-a-digest", bytes.NewReader(good)); err == nil {
+	if err := s.Put(t.Context(), "not-a-digest", bytes.NewReader(good)); err == nil {
 		t.Fatal("bad name accepted")
 	}
-	f, n, err := s.Open(digest(good))
+	f, n, err := s.Open(t.Context(), digest(good))
 	if err != nil || n != int64(len(good)) {
 		t.Fatalf("Open: %d, %v", n, err)
 	}

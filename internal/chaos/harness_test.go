@@ -37,6 +37,14 @@ type options struct {
 	data          string // data dir ("" for DIR/data)
 	unusableAfter time.Duration
 	maxDataSize   string // max_data_size ("" for the default)
+	settings      string // more settings of the local location, YAML lines
+	// A replica of several servers on one store: its name, its address
+	// (the replicas' addresses are known before any starts, for
+	// agentAddrs) and the client config the first replica wrote.
+	replica      string
+	addr         string
+	agentAddrs   []string
+	clientConfig string
 }
 
 func freeAddr(t *testing.T) string {
@@ -62,11 +70,24 @@ func newServer(t *testing.T, o options) *server {
 	if o.unusableAfter == 0 {
 		o.unusableAfter = 10 * time.Second
 	}
-	maxData := ""
+	extra := "" // top-level config lines
 	if o.maxDataSize != "" {
-		maxData = "max_data_size: " + o.maxDataSize + "\n"
+		extra = "max_data_size: " + o.maxDataSize + "\n"
 	}
-	s := &server{t: t, dir: dir, data: o.data, addr: freeAddr(t), config: filepath.Join(dir, "server.yaml")}
+	if o.addr == "" {
+		o.addr = freeAddr(t)
+	}
+	if o.clientConfig == "" {
+		o.clientConfig = filepath.Join(dir, "client.json")
+	}
+	if o.replica != "" {
+		var urls []string
+		for _, a := range o.agentAddrs {
+			urls = append(urls, `"http://`+a+`"`)
+		}
+		extra += fmt.Sprintf("replica: %q\nagent_urls: [%s]\n", o.replica, strings.Join(urls, ", "))
+	}
+	s := &server{t: t, dir: dir, data: o.data, addr: o.addr, config: filepath.Join(dir, "server.yaml")}
 	cfg := fmt.Sprintf(`data_dir: %q
 listen: %q
 store: %q
@@ -84,12 +105,12 @@ resync: 1s
     settings:
       agent_command: [%q, agent]
       grace_period: 5s
-`, s.data, s.addr, o.store, filepath.Join(dir, "client.json"), o.unusableAfter, maxData, tideBin)
+%s`, s.data, s.addr, o.store, o.clientConfig, o.unusableAfter, extra, tideBin, o.settings)
 	if err := os.WriteFile(s.config, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	s.start()
-	cc, err := api.LoadClientConfig(filepath.Join(dir, "client.json"))
+	cc, err := api.LoadClientConfig(o.clientConfig)
 	if err != nil || cc.Token == "" {
 		t.Fatalf("client config written by the server: %v", err)
 	}
@@ -236,6 +257,70 @@ func (s *server) submit(yml string) {
 		}
 		return err
 	})
+}
+
+// ended waits until job name ended or the deadline passed, and returns it
+// then (nil if it had not ended).
+func (s *server) ended(name string, deadline time.Time) *api.Job {
+	for {
+		j, err := s.client.Job(context.Background(), "default", name)
+		if err == nil && api.JobTerminal(j.Status) {
+			return j
+		}
+		if time.Now().After(deadline) {
+			return nil
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// exactlyOnce waits until each job ended (or the deadline passed) and
+// checks that it ended Completed, with one terminal event, and left its
+// name in effectsFile exactly once. It returns how many were lost (stuck,
+// failed or without their line) and how many ran or ended twice.
+func (s *server) exactlyOnce(names []string, effectsFile string, deadline time.Time) (lost, dup int) {
+	t := s.t
+	t.Helper()
+	ctx := context.Background()
+	for _, n := range names {
+		j := s.ended(n, deadline)
+		switch {
+		case j == nil:
+			t.Errorf("job %s is stuck: not ended", n)
+			lost++
+			continue
+		case j.Status != api.JobCompleted:
+			t.Errorf("job %s ended %s: %s", n, j.Status, j.Error)
+			lost++
+		}
+		var es []api.Event
+		retrying(t, "events of "+n, func() (err error) { es, err = s.client.JobEvents(ctx, "default", n); return err })
+		terminal := 0
+		for _, e := range es {
+			if api.JobTerminal(e.Kind) {
+				terminal++
+			}
+		}
+		if terminal != 1 {
+			t.Errorf("job %s ended %d times (events %+v)", n, terminal, es)
+			dup++
+		}
+	}
+	count := effects(t, effectsFile)
+	for _, n := range names {
+		switch c := count[n]; {
+		case c == 0:
+			t.Errorf("job %s left no side effect", n)
+			lost++
+		case c > 1:
+			t.Errorf("job %s ran %d times", n, c)
+			dup++
+		}
+	}
+	if len(count) > len(names) {
+		t.Errorf("%d distinct side effects for %d jobs", len(count), len(names))
+	}
+	return lost, dup
 }
 
 // effects counts the lines of a side-effect file by content.

@@ -76,15 +76,8 @@ func TestPreemptionStorm(t *testing.T) {
 	lost, dup := 0, 0
 	deadline := time.Now().Add(time.Duration(scale(240, 1800)) * time.Second)
 	for _, n := range names {
-		var j *api.Job
-		for time.Now().Before(deadline) {
-			var err error
-			if j, err = s.client.Job(ctx, "default", n); err == nil && api.JobTerminal(j.Status) {
-				break
-			}
-			time.Sleep(200 * time.Millisecond)
-		}
-		if j == nil || !api.JobTerminal(j.Status) {
+		j := s.ended(n, deadline)
+		if j == nil {
 			t.Errorf("job %s is stuck", n)
 			lost++
 			continue

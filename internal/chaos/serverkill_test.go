@@ -87,42 +87,7 @@ func serverKill(t *testing.T, name, store string) {
 	wg.Wait()
 	took := time.Since(start)
 
-	count := effects(t, effectsFile)
-	lost, dup := 0, 0
-	for _, n := range names {
-		j := ended[n]
-		switch {
-		case j == nil:
-			t.Errorf("job %s is stuck: not ended after %s", n, took.Round(time.Second))
-			lost++
-			continue
-		case j.Status != api.JobCompleted:
-			t.Errorf("job %s ended %s: %s", n, j.Status, j.Error)
-		}
-		switch c := count[n]; {
-		case c == 0:
-			t.Errorf("job %s left no side effect", n)
-			lost++
-		case c > 1:
-			t.Errorf("job %s ran %d times", n, c)
-			dup++
-		}
-		var es []api.Event
-		retrying(t, "events of "+n, func() (err error) { es, err = s.client.JobEvents(ctx, "default", n); return err })
-		terminal := 0
-		for _, e := range es {
-			if api.JobTerminal(e.Kind) {
-				terminal++
-			}
-		}
-		if terminal != 1 {
-			t.Errorf("job %s ended %d times (events %+v)", n, terminal, es)
-			dup++
-		}
-	}
-	if len(count) > jobs {
-		t.Errorf("%d distinct side effects for %d jobs", len(count), jobs)
-	}
+	lost, dup := s.exactlyOnce(names, effectsFile, time.Now())
 	// No process is left once the compute is gone.
 	s.deleteCompute("chaos")
 	s.stop()

@@ -126,6 +126,20 @@ type Server struct {
 	// Without it each workspace's is a folder under DataDir/datastores.
 	// A workspace may register its own datastore of the same name instead.
 	DefaultDatastores map[string]DatastoreConfig `yaml:"default_datastores"`
+	// Storage is where the server keeps its own files: job artifacts
+	// (outputs and logs), code and data snapshots, checkpoints and the
+	// outputs pipeline steps hand on. Default: the data dir (type local).
+	// type: azure_blob with account_name and container_name (and
+	// account_key or sas_token, or TIDE_STORAGE_ACCOUNT_KEY /
+	// TIDE_STORAGE_SAS_TOKEN) puts them in a blob container, so replicas
+	// on different machines need no shared file system.
+	Storage DatastoreConfig `yaml:"storage"`
+	// SecretsKeyFile is the file holding the key workspace secrets and
+	// datastore credentials are sealed with (default
+	// DATA_DIR/secrets.key; TIDE_SECRETS_KEY_FILE). Replicas with their
+	// own data dirs must all read the same key: a server whose key does
+	// not open what the others sealed refuses to start.
+	SecretsKeyFile string `yaml:"secrets_key_file"`
 }
 
 // Location is one place nodes come from.
@@ -201,6 +215,13 @@ type Attached struct {
 	// of a machine that does not answer before it forgets the node (the
 	// compute's events say what may be left there). Default 2m.
 	DetachTimeout time.Duration `yaml:"detach_timeout"`
+	// Kubernetes are the kubernetes provider's settings for the Pods of
+	// attached Kubernetes clusters (type kubernetes): image (required to
+	// attach one), image_pull_policy, agent_command, work_dir,
+	// service_account, image_pull_secrets, env, labels, annotations,
+	// grace_period, stop_timeout. The kubeconfig, namespace and each
+	// instance type's placement come from the compute.
+	Kubernetes map[string]any `yaml:"kubernetes"`
 }
 
 // DefaultServerlessInstanceType is Azure ML's default serverless VM size.
@@ -350,6 +371,9 @@ func (c *Server) applyEnv(get func(string) string) error {
 	set(&c.Store, "TIDE_STORE")
 	set(&c.AdvertiseURL, "TIDE_ADVERTISE_URL")
 	set(&c.Replica, "TIDE_REPLICA")
+	set(&c.SecretsKeyFile, "TIDE_SECRETS_KEY_FILE")
+	set(&c.Storage.AccountKey, "TIDE_STORAGE_ACCOUNT_KEY")
+	set(&c.Storage.SASToken, "TIDE_STORAGE_SAS_TOKEN")
 	if v := get("TIDE_AGENT_URLS"); v != "" {
 		c.AgentURLs = strings.Split(v, ",")
 	}
@@ -429,6 +453,9 @@ func (c *Server) Validate() error {
 	}
 	if c.UnusableAfter < c.HeartbeatInterval {
 		return fmt.Errorf("unusable_after: must be at least heartbeat_interval (%s)", c.HeartbeatInterval)
+	}
+	if err := c.validateStorage(); err != nil {
+		return err
 	}
 	return c.validateDatastores()
 }

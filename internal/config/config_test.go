@@ -65,6 +65,33 @@ func TestLoad(t *testing.T) {
 			},
 		},
 		{name: "unknown default datastore", file: "default_datastores:\n  mystore:\n    type: local\n    path: /x\n", wantErr: "default_datastores.mystore: not a default datastore"},
+		{
+			name: "storage in a blob container, its key from the environment",
+			file: "data_dir: /srv/tide\nsecrets_key_file: /etc/tide/secrets.key\nstorage:\n  type: azure_blob\n  account_name: acct\n  container_name: tide\n",
+			env:  map[string]string{"TIDE_STORAGE_ACCOUNT_KEY": "a2V5"},
+			check: func(t *testing.T, c Server) {
+				d := c.StorageDatastore()
+				if d.Type != "azure_blob" || d.ContainerName != "tide" || d.Credentials == nil || d.Credentials.AccountKey != "a2V5" {
+					t.Errorf("storage: %+v", d)
+				}
+				if c.SecretKeyPath() != "/etc/tide/secrets.key" {
+					t.Errorf("secret key path %q", c.SecretKeyPath())
+				}
+			},
+		},
+		{
+			name: "storage defaults to the data dir",
+			file: "data_dir: /srv/tide\n",
+			check: func(t *testing.T, c Server) {
+				if d := c.StorageDatastore(); d.Type != "local" || d.Path != "/srv/tide" || c.SecretKeyPath() != "/srv/tide/secrets.key" {
+					t.Errorf("storage %+v, key %s", d, c.SecretKeyPath())
+				}
+			},
+		},
+		{name: "storage without its container", file: "storage:\n  type: azure_blob\n  account_name: acct\n", wantErr: "storage: container_name: required"},
+		{name: "storage with a blob field on a folder", file: "storage:\n  path: /srv/files\n  account_name: acct\n", wantErr: "storage: account_name: belongs to azure_blob"},
+		{name: "storage of an unknown type", file: "storage:\n  type: s3\n", wantErr: "storage: type: \"s3\" is not a datastore type"},
+		{name: "storage field misspelt", file: "storage:\n  container: x\n", wantErr: "field container not found"},
 		{name: "bad default datastore", file: "default_datastores:\n  workspaceblobstore:\n    type: azure_blob\n    account_name: acct\n", wantErr: "default_datastores.workspaceblobstore: container_name: required"},
 		{name: "default limits", check: wantLimits(map[string]Limit{"any": {DefaultSubmitRate, DefaultSubmitBurst, DefaultMaxQueuedJobs}})},
 		{

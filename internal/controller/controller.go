@@ -56,8 +56,13 @@ type Controller struct {
 	kick    chan struct{}
 	started time.Time
 	// jobs are the unfinished jobs as the last load decoded them, by
-	// workspace/name; only Step (one goroutine) uses them.
-	jobs map[string]api.Job
+	// workspace/name, order their keys in creation order (with keys of
+	// jobs since finished), and cursor the store's change-feed position
+	// they are up to date with ("": read them all); only Step (one
+	// goroutine) uses them.
+	jobs   map[string]api.Job
+	order  []string
+	cursor string
 	// startTimes is, per compute key, how long its nodes take to start
 	// (learnStartTimes); only Step uses it.
 	startTimes map[string]time.Duration
@@ -220,11 +225,15 @@ func key(ws, name string) string { return ws + "/" + name }
 // unfinished are the job statuses the controller acts on.
 var unfinished = []string{api.JobNotStarted, api.JobQueued, api.JobPreparing, api.JobRunning, api.JobFinalizing, api.JobCancelRequested}
 
-// load reads the state one turn decides from. Jobs are decoded only when
-// their etag changed since the last load: with thousands queued, decoding
-// every job each turn was the loop's main cost.
+// load reads the state one turn decides from. The unfinished jobs are kept
+// decoded between turns and brought up to date from the store's change feed
+// (store.Tx.ChangedJobs): a turn reads the jobs written since the last one,
+// not the whole queue, which with thousands queued was the loop's main cost.
 func (c *Controller) load(ctx context.Context) (*snapshot, error) {
 	var s snapshot
+	var changed []api.Job
+	var cursor string
+	full := c.cursor == ""
 	err := c.store.View(ctx, func(tx store.Tx) (err error) {
 		if s.computes, err = tx.ListComputes(ctx, ""); err != nil {
 			return err
@@ -232,48 +241,59 @@ func (c *Controller) load(ctx context.Context) (*snapshot, error) {
 		if s.nodes, err = tx.ListNodes(ctx, "", ""); err != nil {
 			return err
 		}
-		versions, err := tx.JobVersions(ctx, store.JobFilter{Statuses: unfinished})
-		if err != nil {
-			return err
-		}
-		var stale []store.JobKey
-		for _, v := range versions {
-			if j, ok := c.jobs[key(v.Workspace, v.Name)]; !ok || j.Etag != v.Etag {
-				stale = append(stale, v.JobKey)
-			}
-		}
-		f := store.JobFilter{Statuses: unfinished, Keys: stale}
-		if len(stale) > len(versions)/2 {
-			f.Keys = nil // most changed (the first load): read them all
-		}
-		var fresh []api.Job
-		if len(stale) > 0 {
-			if fresh, err = tx.ListJobs(ctx, f); err != nil {
+		if full {
+			if cursor, err = tx.JobCursor(ctx); err != nil {
 				return err
 			}
+			changed, err = tx.ListJobs(ctx, store.JobFilter{Statuses: unfinished})
+			return err
 		}
-		jobs := make(map[string]api.Job, len(versions))
-		for _, j := range fresh {
-			jobs[key(j.Workspace, j.Name)] = j
-		}
-		s.jobs = make([]api.Job, 0, len(versions))
-		for _, v := range versions {
-			k := key(v.Workspace, v.Name)
-			j, ok := jobs[k]
-			if !ok {
-				j = c.jobs[k]
-			}
-			jobs[k] = j
-			if j.Type == api.JobTypePipeline || j.Type == api.JobTypeSweep {
-				s.parents = append(s.parents, j)
-				continue
-			}
-			s.jobs = append(s.jobs, j)
-		}
-		c.jobs = jobs
-		return nil
+		changed, cursor, err = tx.ChangedJobs(ctx, c.cursor)
+		return err
 	})
-	return &s, err
+	if err != nil {
+		return nil, err
+	}
+	if full {
+		c.jobs, c.order = map[string]api.Job{}, nil
+	}
+	for _, j := range changed {
+		k := key(j.Workspace, j.Name)
+		if !slices.Contains(unfinished, j.Status) {
+			delete(c.jobs, k)
+			continue
+		}
+		if _, ok := c.jobs[k]; !ok {
+			c.order = append(c.order, k)
+		}
+		c.jobs[k] = j
+	}
+	c.cursor = cursor
+	// order keeps the creation order the feed lists new jobs in; finished
+	// jobs leave it once they are as many as the unfinished ones.
+	var live []string
+	if len(c.order) > 2*len(c.jobs)+64 {
+		live = make([]string, 0, len(c.jobs))
+	}
+	s.jobs = make([]api.Job, 0, len(c.jobs))
+	for _, k := range c.order {
+		j, ok := c.jobs[k]
+		if !ok {
+			continue
+		}
+		if live != nil {
+			live = append(live, k)
+		}
+		if j.Type == api.JobTypePipeline || j.Type == api.JobTypeSweep {
+			s.parents = append(s.parents, j)
+			continue
+		}
+		s.jobs = append(s.jobs, j)
+	}
+	if live != nil {
+		c.order = live
+	}
+	return &s, nil
 }
 
 // Step runs one turn of the loop and returns when the next timer is due
@@ -371,16 +391,7 @@ func (c *Controller) decide(ctx context.Context, s *snapshot, serverlessWaits ma
 		snodes = append(snodes, scheduler.Node{ID: n.ID, Compute: k, State: n.State, Job: n.Job})
 	}
 	placed := scheduler.Place(queue, snodes, caps)
-	busy := map[string]string{}
-	for _, a := range placed.Assignments {
-		if err := c.assign(ctx, queued[a.Job], a.Nodes, now); err != nil {
-			c.log.Error("assigning job", "job", a.Job, "err", err)
-			continue
-		}
-		for _, n := range a.Nodes {
-			busy[n] = a.Job
-		}
-	}
+	busy := c.assign(ctx, placed.Assignments, queued, now)
 
 	snap := autoscaler.Snapshot{}
 	index := map[string]int{}
@@ -451,80 +462,13 @@ func (c *Controller) decide(ctx context.Context, s *snapshot, serverlessWaits ma
 // reservation is max_instances × vCPUs, so it is max_instances unless the
 // size is unknown.
 func (c *Controller) quotaCap(cp *api.Compute) int {
-	if cp.IsAttached() {
-		return cp.MaxInstances // the machine is the user's: no quota
+	if _, _, ok := api.ParseAttachedLocation(cp.Location); ok {
+		return cp.MaxInstances // the machine or cluster is the user's: no quota
 	}
 	if _, ok := c.catalog.Lookup(cp.Size); !ok {
 		return 0
 	}
 	return cp.MaxInstances
-}
-
-// assign gives a queued job its nodes and pushes the assignment to them.
-func (c *Controller) assign(ctx context.Context, j *api.Job, nodeIDs []string, now time.Time) error {
-	var job *api.Job
-	var addrs []string
-	var location string
-	var secrets service.JobSecrets
-	err := c.store.Update(ctx, func(tx store.Tx) error {
-		cur, err := tx.GetJob(ctx, j.Workspace, j.Name)
-		if err != nil {
-			return err
-		}
-		if cur.Status != api.JobQueued {
-			return fmt.Errorf("job %s is %s, not Queued", j.Name, cur.Status)
-		}
-		cur.Attempt++
-		cur.Status, cur.PendingReason = api.JobPreparing, ""
-		cur.Ranks = nil
-		if secrets, err = service.LoadJobSecrets(ctx, tx, c.secretBox, cur, c.identityToken); err != nil {
-			// A secret deleted since submission: the job cannot run.
-			job = nil
-			cur.Status, cur.Error, cur.EndTime, cur.PendingReason = api.JobFailed, err.Error(), now, ""
-			if err := tx.PutJob(ctx, cur, ""); err != nil {
-				return err
-			}
-			return tx.AddEvent(ctx, cur.Workspace, "job/"+cur.Name, &api.Event{Time: now, Kind: "Failed", Message: err.Error()})
-		}
-		id := service.AssignmentID(cur.Workspace, cur.Name, cur.Attempt)
-		addrs = addrs[:0]
-		for _, nid := range nodeIDs {
-			n, err := tx.GetNode(ctx, nid)
-			if err != nil {
-				return err
-			}
-			if n.State != api.NodeIdle || n.Job != "" {
-				return fmt.Errorf("node %s is %s, not idle", nid, n.State)
-			}
-			n.Job, n.State, n.StateSince = id, api.NodeRunning, now
-			if err := tx.PutNode(ctx, n); err != nil {
-				return err
-			}
-			cur.Ranks = append(cur.Ranks, api.JobRank{Node: nid})
-			addrs = append(addrs, n.Address)
-			location = n.Location
-		}
-		if err := tx.PutJob(ctx, cur, ""); err != nil {
-			return err
-		}
-		job = cur
-		return tx.AddEvent(ctx, cur.Workspace, "job/"+cur.Name, &api.Event{Time: now, Kind: "Assigned",
-			Message: fmt.Sprintf("attempt %d placed on %s", cur.Attempt, strings.Join(nodeIDs, ", "))})
-	})
-	if err != nil {
-		return err
-	}
-	if job == nil {
-		c.changes.Notify()
-		return nil
-	}
-	for rank, nid := range nodeIDs {
-		a := service.AssignmentFor(job, rank, addrs, c.Runtime(location), int(c.cfg.CancelGrace.Seconds()))
-		secrets.Apply(&a)
-		c.hub.Push(nid, Message{Kind: "assign", Data: a})
-	}
-	c.changes.Notify()
-	return nil
 }
 
 // status writes each compute's node counts and allocation state.

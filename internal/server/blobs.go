@@ -3,9 +3,10 @@ package server
 import (
 	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"net/http"
-	"os"
-	"time"
+	"strconv"
 
 	"github.com/tideml/tide/api"
 	"github.com/tideml/tide/internal/blob"
@@ -31,7 +32,7 @@ func (s *Server) dataRoutes() []route {
 }
 
 func (s *Server) headBlob(w http.ResponseWriter, r *http.Request) {
-	if !s.blobs.Has(r.PathValue("digest")) {
+	if !s.blobs.Has(r.Context(), r.PathValue("digest")) {
 		w.WriteHeader(404)
 		return
 	}
@@ -61,11 +62,11 @@ func (s *Server) putBlob(w http.ResponseWriter, r *http.Request) {
 		s.tooLarge(w, r.ContentLength)
 		return
 	}
-	if s.blobs.Has(digest) {
+	if s.blobs.Has(r.Context(), digest) {
 		w.WriteHeader(200)
 		return
 	}
-	err := s.blobs.Put(digest, r.Body)
+	err := s.blobs.Put(r.Context(), digest, r.Body)
 	switch {
 	case err == nil:
 		w.WriteHeader(201)
@@ -79,8 +80,8 @@ func (s *Server) putBlob(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) agentBlob(w http.ResponseWriter, r *http.Request) {
-	f, _, err := s.blobs.Open(r.PathValue("digest"))
-	if errors.Is(err, os.ErrNotExist) {
+	f, size, err := s.blobs.Open(r.Context(), r.PathValue("digest"))
+	if errors.Is(err, fs.ErrNotExist) {
 		writeProblem(w, &api.Problem{Status: 404, Code: api.CodeNotFound, Detail: fmt.Sprintf("snapshot %s not found on the server", r.PathValue("digest"))})
 		return
 	}
@@ -90,7 +91,8 @@ func (s *Server) agentBlob(w http.ResponseWriter, r *http.Request) {
 	}
 	defer f.Close()
 	w.Header().Set("Content-Type", "application/gzip")
-	http.ServeContent(w, r, "", time.Time{}, f)
+	w.Header().Set("Content-Length", strconv.FormatInt(size, 10))
+	_, _ = io.Copy(w, f)
 }
 
 func (s *Server) listDatastores(w http.ResponseWriter, r *http.Request) {

@@ -4,9 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
-	"os"
-	"path/filepath"
+	"path"
+	"strconv"
 
 	"github.com/tideml/tide/api"
 	"github.com/tideml/tide/internal/service"
@@ -15,11 +16,10 @@ import (
 // maxCheckpoint bounds one job's checkpoint archive.
 const maxCheckpoint = 4 << 30
 
-// checkpointPath is where a job's latest checkpoint archive is kept: one
-// per job, replaced by each upload, read by the next attempt's nodes.
-func (s *Server) checkpointPath(ws, job string) string {
-	return filepath.Join(s.cfg.DataDir, "checkpoints", ws, job+".tar.gz")
-}
+// checkpointName is where a job's latest checkpoint archive is kept in
+// the server's files: one per job, replaced by each upload, read by the
+// next attempt's nodes.
+func checkpointName(ws, job string) string { return path.Join("checkpoints", ws, job+".tar.gz") }
 
 // assignedJob checks that the calling node runs (or ran) the assignment
 // and returns its workspace and job: a node uploads and downloads only the
@@ -49,28 +49,11 @@ func (s *Server) agentPutCheckpoint(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	path := s.checkpointPath(ws, job)
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), job+".*.part")
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	defer os.Remove(tmp.Name())
-	_, err = io.Copy(tmp, http.MaxBytesReader(w, r.Body, maxCheckpoint))
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		// Rename replaces the previous checkpoint at once: a reader sees
-		// the old archive or the new one, never half of one.
-		err = os.Rename(tmp.Name(), path)
-	}
-	if err != nil {
-		s.fail(w, r, fmt.Errorf("storing the checkpoint of job %s: %w", job, err))
+	// The store replaces the previous checkpoint at once: a reader sees
+	// the old archive or the new one, never half of one, and an upload cut
+	// short leaves the old one.
+	if err := s.files.Put(r.Context(), checkpointName(ws, job), http.MaxBytesReader(w, r.Body, maxCheckpoint)); err != nil {
+		s.fail(w, r, fmt.Errorf("storing the checkpoint of job %s in %s: %w", job, s.files, err))
 		return
 	}
 	w.WriteHeader(204)
@@ -83,8 +66,8 @@ func (s *Server) agentGetCheckpoint(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	f, err := os.Open(s.checkpointPath(ws, job))
-	if errors.Is(err, os.ErrNotExist) {
+	f, size, err := s.files.Open(r.Context(), checkpointName(ws, job))
+	if errors.Is(err, fs.ErrNotExist) {
 		writeProblem(w, &api.Problem{Status: 404, Code: api.CodeNotFound, Detail: "job " + job + " has no checkpoint yet"})
 		return
 	}
@@ -94,6 +77,7 @@ func (s *Server) agentGetCheckpoint(w http.ResponseWriter, r *http.Request) {
 	}
 	defer f.Close()
 	w.Header().Set("Content-Type", "application/gzip")
+	w.Header().Set("Content-Length", strconv.FormatInt(size, 10))
 	_, _ = io.Copy(w, f)
 }
 

@@ -244,8 +244,14 @@ func waitJob(t *testing.T, in *instance, name string, d time.Duration) *api.Job 
 
 func logText(t *testing.T, in *instance, name string) string {
 	t.Helper()
+	return logTextVia(t, in.client, name)
+}
+
+// logTextVia is a job's log through the client c.
+func logTextVia(t *testing.T, c *api.Client, name string) string {
+	t.Helper()
 	var b strings.Builder
-	err := in.client.StreamLogs(context.Background(), "default", name, api.StreamOptions{}, func(ev api.LogEvent) error {
+	err := c.StreamLogs(context.Background(), "default", name, api.StreamOptions{}, func(ev api.LogEvent) error {
 		if ev.Type == api.LogEventLine {
 			b.WriteString(ev.Line.Text + "\n")
 		}

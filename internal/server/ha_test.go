@@ -48,9 +48,28 @@ func freeAddr(t *testing.T) string {
 // shares the data dir (the local provider's node folders and artifacts)
 // and the store, and agents get every replica's URL.
 func writeReplicaConfig(t *testing.T, dir, name, addr, storeURL string, all []string) string {
+	return writeReplicaConfigWith(t, dir, name, addr, storeURL, all, replicaLayout{dataDir: filepath.Join(dir, "data")})
+}
+
+// replicaLayout is where a replica keeps things.
+type replicaLayout struct {
+	dataDir string
+	// machines is the local provider's folder of node folders (default:
+	// under the data dir): the "machines" nodes run on, which every
+	// leader must find.
+	machines string
+	// extra is more top-level YAML (storage:, secrets_key_file:).
+	extra string
+}
+
+func writeReplicaConfigWith(t *testing.T, dir, name, addr, storeURL string, all []string, l replicaLayout) string {
 	var urls []string
 	for _, a := range all {
 		urls = append(urls, `"http://`+a+`"`)
+	}
+	machines := ""
+	if l.machines != "" {
+		machines = fmt.Sprintf("\n      data_dir: %q", l.machines)
 	}
 	cfg := fmt.Sprintf(`data_dir: %q
 listen: %q
@@ -68,8 +87,8 @@ locations:
     default: true
     settings:
       agent_command: [%q, agent]
-      grace_period: 5s
-`, filepath.Join(dir, "data"), addr, storeURL, name, strings.Join(urls, ", "), filepath.Join(dir, "client.json"), tideBin)
+      grace_period: 5s%s
+%s`, l.dataDir, addr, storeURL, name, strings.Join(urls, ", "), filepath.Join(dir, "client.json"), tideBin, machines, l.extra)
 	path := filepath.Join(dir, name+".yaml")
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)

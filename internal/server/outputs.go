@@ -2,92 +2,127 @@ package server
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io/fs"
+	"io"
 	"os"
+	"path"
 	"path/filepath"
 
 	"github.com/tideml/tide/api"
 	"github.com/tideml/tide/internal/blob"
+	"github.com/tideml/tide/internal/filestore"
 	"github.com/tideml/tide/internal/snapshot"
 )
 
-// stepOutputs implements service.StepOutputs on the server's artifact
-// folders (where agents upload each job's outputs/) and its blob store.
+// stepOutputs implements service.StepOutputs on the jobs' artifacts in
+// the server's files (where agents upload each job's outputs/) and its
+// blob store.
 type stepOutputs struct {
-	dataDir string
+	files   filestore.Store
 	blobs   *blob.Store
+	scratch string // a local folder for outputs on their way to a blob
 }
 
-func (o stepOutputs) dir(ws, job, output string) string {
-	return filepath.Join(o.dataDir, "artifacts", ws, job, "outputs", output)
+func outputName(ws, job, output string) string {
+	return path.Join(artifactsName(ws, job), "outputs", output)
 }
 
 // PackOutput implements service.StepOutputs.
 func (o stepOutputs) PackOutput(ctx context.Context, ws, job, output string, file bool) (string, error) {
-	src := o.dir(ws, job, output)
+	src := outputName(ws, job, output)
 	// The agent uploads every declared output folder, empty or not, so a
 	// missing one means the job's artifacts are gone: never hand on an
 	// empty folder in its place.
-	if _, err := os.Stat(src); err != nil {
-		return "", fmt.Errorf("job %s kept no output %s (its artifacts are missing); run the step again with settings.force_rerun: true", job, output)
+	if ok, err := o.files.Exists(ctx, src); err != nil || !ok {
+		return "", fmt.Errorf("job %s kept no output %s (its artifacts are missing from %s: %v); run the step again with settings.force_rerun: true", job, output, o.files, err)
+	}
+	files, err := o.files.List(ctx, src)
+	if err != nil {
+		return "", err
 	}
 	name := ""
-	if file {
-		files, err := regularFiles(src)
-		if err != nil {
-			return "", err
-		}
-		if len(files) != 1 {
-			return "", fmt.Errorf("a uri_file input needs an output holding one file; job %s wrote %d file(s) to outputs/%s", job, len(files), output)
-		}
-		src, name = filepath.Join(src, files[0]), filepath.Base(files[0])
+	if file && len(files) != 1 {
+		return "", fmt.Errorf("a uri_file input needs an output holding one file; job %s wrote %d file(s) to outputs/%s", job, len(files), output)
 	}
-	snap, err := snapshot.Pack(src)
+	dir, err := os.MkdirTemp(o.scratch, "output-*")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(dir)
+	for _, f := range files {
+		if err := o.fetch(ctx, path.Join(src, f.Name), filepath.Join(dir, filepath.FromSlash(f.Name))); err != nil {
+			return "", fmt.Errorf("reading output %s of job %s: %w", output, job, err)
+		}
+	}
+	root := dir
+	if file {
+		root, name = filepath.Join(dir, filepath.FromSlash(files[0].Name)), path.Base(files[0].Name)
+	}
+	snap, err := snapshot.Pack(root)
 	if err != nil {
 		return "", err
 	}
 	defer snap.Remove()
-	if !o.blobs.Has(snap.Digest) {
+	if !o.blobs.Has(ctx, snap.Digest) {
 		f, err := os.Open(snap.Path)
 		if err != nil {
 			return "", err
 		}
 		defer f.Close()
-		if err := o.blobs.Put(snap.Digest, f); err != nil {
+		if err := o.blobs.Put(ctx, snap.Digest, f); err != nil {
 			return "", fmt.Errorf("storing output %s of job %s: %w", output, job, err)
 		}
 	}
 	return api.BlobRef(snap.Digest, name), nil
 }
 
-// CopyOutput implements service.StepOutputs.
-func (o stepOutputs) CopyOutput(ctx context.Context, ws, job, output, toJob, to string) error {
-	src, dst := o.dir(ws, job, output), o.dir(ws, toJob, to)
-	if err := os.RemoveAll(dst); err != nil {
+// fetch copies the stored file name to the local file dst.
+func (o stepOutputs) fetch(ctx context.Context, name, dst string) error {
+	r, _, err := o.files.Open(ctx, name)
+	if err != nil {
 		return err
 	}
-	if _, err := os.Stat(src); errors.Is(err, fs.ErrNotExist) {
-		return os.MkdirAll(dst, 0o755)
+	defer r.Close()
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return err
 	}
-	// os.CopyFS refuses symbolic links, which the pipeline's error then
-	// names: its outputs would point outside themselves.
-	return os.CopyFS(dst, os.DirFS(src))
+	f, err := os.Create(dst)
+	if err != nil {
+		return err
+	}
+	_, err = io.Copy(f, r)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
-// regularFiles lists the regular files under dir, relative to it.
-func regularFiles(dir string) ([]string, error) {
-	var out []string
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
+// CopyOutput implements service.StepOutputs.
+func (o stepOutputs) CopyOutput(ctx context.Context, ws, job, output, toJob, to string) error {
+	src, dst := outputName(ws, job, output), outputName(ws, toJob, to)
+	if err := o.files.Delete(ctx, dst); err != nil {
+		return err
+	}
+	if err := o.files.MakeFolder(ctx, dst); err != nil {
+		return err
+	}
+	files, err := o.files.List(ctx, src)
+	if err != nil {
+		return err
+	}
+	for _, f := range files {
+		if err := o.copy(ctx, path.Join(src, f.Name), path.Join(dst, f.Name)); err != nil {
+			return fmt.Errorf("copying output %s of job %s: %w", output, job, err)
 		}
-		if d.Type().IsRegular() {
-			rel, _ := filepath.Rel(dir, p)
-			out = append(out, rel)
-		}
-		return nil
-	})
-	return out, err
+	}
+	return nil
+}
+
+func (o stepOutputs) copy(ctx context.Context, from, to string) error {
+	r, _, err := o.files.Open(ctx, from)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	return o.files.Put(ctx, to, r)
 }

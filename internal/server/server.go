@@ -32,6 +32,7 @@ import (
 	"github.com/tideml/tide/internal/config"
 	"github.com/tideml/tide/internal/controller"
 	"github.com/tideml/tide/internal/dockerengine"
+	"github.com/tideml/tide/internal/filestore"
 	"github.com/tideml/tide/internal/metrics"
 	"github.com/tideml/tide/internal/provider"
 	"github.com/tideml/tide/internal/provider/builtin"
@@ -59,6 +60,7 @@ type Server struct {
 	nodeKey  []byte
 	repl     *replication // nil: the store is not shared; this server leads
 	blobs    *blob.Store
+	files    filestore.Store // artifacts, snapshots, checkpoints (storage:)
 	studio   *studio.Studio
 	stopping chan struct{}
 	// caFingerprint is the SHA-256 of the CA this server's certificate
@@ -130,7 +132,11 @@ func New(ctx context.Context, cfg config.Server, log *slog.Logger) (*Server, err
 	}
 	cfg.CAFingerprint = s.caFingerprint
 	s.cfg = cfg
-	if s.blobs, err = blob.New(filepath.Join(cfg.DataDir, "blobs"), int64(cfg.MaxDataSize)); err != nil {
+	if s.files, err = filestore.Open(ctx, cfg.StorageDatastore()); err != nil {
+		st.Close()
+		return nil, err
+	}
+	if s.blobs, err = blob.New(s.files, s.scratchDir(), int64(cfg.MaxDataSize)); err != nil {
 		st.Close()
 		return nil, err
 	}
@@ -139,12 +145,12 @@ func New(ctx context.Context, cfg config.Server, log *slog.Logger) (*Server, err
 	// The service and the controller write through a store that counts
 	// what each committed transaction did (internal/metrics).
 	counted := metrics.Observe(st, s.stats)
-	box, err := service.OpenSecretBox(cfg.DataDir)
+	box, err := service.OpenSecretBox(cfg.SecretKeyPath())
 	if err != nil {
 		st.Close()
 		return nil, err
 	}
-	s.svc = &service.Service{SecretBox: box, Store: counted, Catalog: cat, Config: cfg, Log: log, Blobs: s.blobs, Outputs: stepOutputs{dataDir: cfg.DataDir, blobs: s.blobs}, DockerEngine: dockerengine.New("").Ping, HostGPUs: hostGPUs, Now: cfg.Clock,
+	s.svc = &service.Service{SecretBox: box, Store: counted, Catalog: cat, Config: cfg, Log: log, Blobs: s.blobs, Outputs: stepOutputs{files: s.files, blobs: s.blobs, scratch: s.scratchDir()}, DockerEngine: dockerengine.New("").Ping, HostGPUs: hostGPUs, Now: cfg.Clock,
 		IdentityToken: s.jobIdentityToken}
 	if err := s.svc.Bootstrap(ctx); err != nil {
 		st.Close()
@@ -156,7 +162,10 @@ func New(ctx context.Context, cfg config.Server, log *slog.Logger) (*Server, err
 	}
 	if n, err := service.ResealSecrets(ctx, st, box); err != nil {
 		st.Close()
-		return nil, fmt.Errorf("sealing the stored secrets with the key in %s: %w", filepath.Join(cfg.DataDir, service.SecretKeyFile), err)
+		if errors.Is(err, service.ErrKeyMismatch) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("sealing the stored secrets with the key in %s: %w", cfg.SecretKeyPath(), err)
 	} else if n.Secrets+n.DatastoreCredentials > 0 {
 		log.Info("sealed stored secrets with the secret key (values stored in clear, or a key rotation finished)", "secrets", n.Secrets, "datastore_credentials", n.DatastoreCredentials)
 	}
@@ -177,6 +186,7 @@ func New(ctx context.Context, cfg config.Server, log *slog.Logger) (*Server, err
 		return api.Size{}, false
 	}
 	s.svc.ProbeMachine = s.probeMachine
+	s.svc.ProbeKubernetes = s.probeKubernetes
 	s.ctrl = controller.New(controller.Options{Store: counted, Catalog: cat, Config: cfg, Providers: providers, AttachedProvider: s.attachedProvider,
 		Hub: s.hub, Changes: s.changes, Log: log.With("component", "controller"), NodeToken: s.nodeToken, IdentityToken: s.jobIdentityToken, SecretBox: s.svc.SecretBox, Now: cfg.Clock, Metrics: s.stats, Parents: s.svc})
 	if c, ok := st.(store.Cluster); ok {

@@ -5,14 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/tideml/tide/api"
-	"github.com/tideml/tide/internal/archive"
 	"github.com/tideml/tide/internal/controller"
 )
 
@@ -187,45 +184,6 @@ func (s *Server) jobLogs(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func (s *Server) artifactDir(ws, job string) string {
-	return filepath.Join(s.cfg.DataDir, "artifacts", ws, job)
-}
-
-func (s *Server) listArtifacts(w http.ResponseWriter, r *http.Request) {
-	ws, name := r.PathValue("workspace"), r.PathValue("name")
-	if _, err := s.svc.Job(r.Context(), ws, name); err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	root := s.artifactDir(ws, name)
-	var out []api.Artifact
-	_ = filepath.Walk(root, func(p string, info os.FileInfo, err error) error {
-		if err != nil || !info.Mode().IsRegular() {
-			return nil
-		}
-		rel, _ := filepath.Rel(root, p)
-		out = append(out, api.Artifact{Path: filepath.ToSlash(rel), Size: info.Size()})
-		return nil
-	})
-	writeJSON(w, 200, list(out))
-}
-
-func (s *Server) getArtifact(w http.ResponseWriter, r *http.Request) {
-	ws, name := r.PathValue("workspace"), r.PathValue("name")
-	if _, err := s.svc.Job(r.Context(), ws, name); err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	rel := filepath.Clean("/" + r.PathValue("path"))
-	p := filepath.Join(s.artifactDir(ws, name), rel)
-	info, err := os.Stat(p)
-	if err != nil || !info.Mode().IsRegular() {
-		writeProblem(w, &api.Problem{Status: 404, Code: api.CodeNotFound, Detail: fmt.Sprintf("artifact %q of job %s not found; run 'tide job download %s' to list what it kept", r.PathValue("path"), name, name)})
-		return
-	}
-	http.ServeFile(w, r, p)
-}
-
 func (s *Server) agentRegister(w http.ResponseWriter, r *http.Request) {
 	var h api.AgentHello
 	b, err := readBody(r)
@@ -343,22 +301,6 @@ func (s *Server) agentLogs(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.changes.Notify()
-	w.WriteHeader(204)
-}
-
-// maxArtifacts bounds what one node may upload for one job.
-const maxArtifacts = 1 << 30
-
-func (s *Server) agentArtifacts(w http.ResponseWriter, r *http.Request) {
-	ws, job, err := s.assignedJob(r)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	if err := archive.Extract(http.MaxBytesReader(w, r.Body, maxArtifacts), s.artifactDir(ws, job), maxArtifacts); err != nil {
-		writeProblem(w, &api.Problem{Status: 400, Code: api.CodeBadRequest, Detail: "artifacts: " + err.Error()})
-		return
-	}
 	w.WriteHeader(204)
 }
 

@@ -15,7 +15,7 @@ import (
 // Blobs is what the service needs of the blob store: whether a code or
 // data snapshot was uploaded.
 type Blobs interface {
-	Has(digest string) bool
+	Has(ctx context.Context, digest string) bool
 }
 
 // checkData checks, when a job is submitted, that its code and data inputs
@@ -26,7 +26,7 @@ type Blobs interface {
 func (s *Service) checkData(ctx context.Context, tx store.Tx, ws string, j *api.Job) error {
 	bad := fieldError
 	if j.Code != "" {
-		if err := s.checkSnapshot(j.Code, "code", bad); err != nil {
+		if err := s.checkSnapshot(ctx, j.Code, "code", bad); err != nil {
 			return err
 		}
 	}
@@ -34,7 +34,7 @@ func (s *Service) checkData(ctx context.Context, tx store.Tx, ws string, j *api.
 		// An uploaded build context must be there; a folder path is one
 		// the node reads (a local node, or a client that did not upload).
 		if _, _, ok := api.ParseBlobRef(e.Build.Path); ok {
-			if err := s.checkSnapshot(e.Build.Path, "environment.build.path", bad); err != nil {
+			if err := s.checkSnapshot(ctx, e.Build.Path, "environment.build.path", bad); err != nil {
 				return err
 			}
 		}
@@ -60,7 +60,7 @@ func (s *Service) checkData(ctx context.Context, tx store.Tx, ws string, j *api.
 		}
 		switch kind {
 		case spec.PathLocal, spec.PathBlob:
-			if err := s.checkSnapshot(in.Path, field, bad); err != nil {
+			if err := s.checkSnapshot(ctx, in.Path, field, bad); err != nil {
 				return err
 			}
 		case spec.PathDatastore, spec.PathWASB, spec.PathHTTP:
@@ -168,12 +168,12 @@ func fieldError(field, format string, args ...any) error {
 
 // checkSnapshot checks a reference to an uploaded snapshot. A plain path
 // means the job came from a client that did not upload it.
-func (s *Service) checkSnapshot(ref, field string, bad func(field, format string, args ...any) error) error {
+func (s *Service) checkSnapshot(ctx context.Context, ref, field string, bad func(field, format string, args ...any) error) error {
 	digest, _, ok := api.ParseBlobRef(ref)
 	if !ok {
 		return bad(field, "%q is a path on your machine, which the server cannot read; submit with 'tide job create -f FILE', which uploads it, or use a file://, http(s):// or azureml://datastores/ path", ref)
 	}
-	if s.Blobs == nil || !s.Blobs.Has(digest) {
+	if s.Blobs == nil || !s.Blobs.Has(ctx, digest) {
 		return bad(field, "snapshot %s was not uploaded; submit with 'tide job create -f FILE', which uploads it", ref)
 	}
 	return nil

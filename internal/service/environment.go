@@ -26,7 +26,7 @@ func (s *Service) PutEnvironment(ctx context.Context, ws string, e *api.Environm
 	}
 	if e.Build != nil {
 		// The context was uploaded (tide environment create does it).
-		if err := s.checkSnapshot(e.Build.Path, "build.path", fieldError); err != nil {
+		if err := s.checkSnapshot(ctx, e.Build.Path, "build.path", fieldError); err != nil {
 			return nil, false, err
 		}
 	}

@@ -97,7 +97,9 @@ func (s *Service) admit(ctx context.Context, tx store.Tx, ws string, j *api.Job,
 		return err
 	}
 	msg := fmt.Sprintf("submitted to compute %s (%d node(s))", j.Compute, j.InstanceCount())
-	if sl := j.Serverless; sl != nil {
+	if sl := j.Serverless; sl != nil && sl.Kubernetes != "" {
+		msg = fmt.Sprintf("submitted to Kubernetes compute %s: %d Pod(s) of instance type %s, on nodes of its own (compute %s)", sl.Kubernetes, sl.InstanceCount, sl.InstanceType, j.Compute)
+	} else if sl != nil {
 		msg = fmt.Sprintf("submitted serverless: %d × %s (%s) in location %s, on nodes of its own (compute %s)", sl.InstanceCount, sl.InstanceType, sl.Tier, sl.Location, j.Compute)
 	}
 	return tx.AddEvent(ctx, ws, "job/"+j.Name, &api.Event{Time: now, Kind: "Queued", Message: msg})
@@ -175,7 +177,7 @@ func (s *Service) checkAdmission(ctx context.Context, tx store.Tx, ws string, j 
 			return err
 		}
 		n = -1
-	} else if err := ps.add(s.resolveCompute(ctx, tx, ws, j)); err != nil {
+	} else if err := ps.add(s.resolveCompute(ctx, tx, ws, j, preUpload)); err != nil {
 		return err
 	}
 	computeOK := len(ps) == n
@@ -302,9 +304,10 @@ func (s *Service) runtimes() []string {
 }
 
 // resolveCompute checks the job's compute, or, for a serverless job (no
-// compute, or compute: serverless), creates the hidden compute of its
-// nodes.
-func (s *Service) resolveCompute(ctx context.Context, tx store.Tx, ws string, j *api.Job) error {
+// compute, or compute: serverless) and a job on an attached Kubernetes
+// cluster, creates the hidden compute of its nodes (preUpload: only
+// checks it could).
+func (s *Service) resolveCompute(ctx context.Context, tx store.Tx, ws string, j *api.Job, preUpload bool) error {
 	if spec.IsServerless(j) {
 		return s.serverless(ctx, tx, ws, j)
 	}
@@ -335,6 +338,11 @@ func (s *Service) resolveCompute(ctx context.Context, tx store.Tx, ws string, j 
 		e := errorf(400, api.CodeValidation, "compute: compute %q not found in workspace %s; %s", j.Compute, ws, hint)
 		e.Field = "compute"
 		return e
+	}
+	if c, err := tx.GetCompute(ctx, ws, j.Compute); err != nil {
+		return err
+	} else if c.IsKubernetes() {
+		return s.kubernetesJob(ctx, tx, ws, j, c, preUpload)
 	}
 	return nil
 }

@@ -35,7 +35,7 @@ const sealedPrefix = "v1:"
 // folder notice a rotation another replica made by the key files
 // changing, so none keeps sealing with a retired key.
 type SecretBox struct {
-	dir string // the data folder; "" for a box made with NewSecretBox
+	path string // the key file; "" for a box made with NewSecretBox
 
 	mu    sync.Mutex
 	keys  []cipher.AEAD  // keys[0] seals; every key opens
@@ -45,19 +45,20 @@ type SecretBox struct {
 	rotation sync.Mutex
 }
 
-// OpenSecretBox reads the key in dataDir, creating it on the first start.
+// OpenSecretBox reads the key in the file path (the data folder's
+// SecretKeyFile, or the server config's secrets_key_file), creating it on
+// the first start.
 // Replicas sharing the data folder may start together: the key is
 // written aside and linked into place, so exactly one key wins and every
 // replica reads that one. A SecretKeyFile+".next" left by a rotation
 // that did not finish is read too; ResealSecrets finishes the rotation.
-func OpenSecretBox(dataDir string) (*SecretBox, error) {
-	path := filepath.Join(dataDir, SecretKeyFile)
+func OpenSecretBox(path string) (*SecretBox, error) {
 	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
-		if err := createKeyFile(dataDir, path); err != nil {
+		if err := createKeyFile(path); err != nil {
 			return nil, err
 		}
 	}
-	b := &SecretBox{dir: dataDir}
+	b := &SecretBox{path: path}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if err := b.load(); err != nil {
@@ -83,7 +84,7 @@ func newAEAD(key []byte) (cipher.AEAD, error) {
 	return cipher.NewGCM(block)
 }
 
-func (b *SecretBox) keyPath() string  { return filepath.Join(b.dir, SecretKeyFile) }
+func (b *SecretBox) keyPath() string  { return b.path }
 func (b *SecretBox) nextPath() string { return b.keyPath() + nextKeySuffix }
 
 // load reads the key files; b.mu is held.
@@ -107,7 +108,7 @@ func (b *SecretBox) load() error {
 // refresh reloads the keys when another replica rotated them; b.mu is
 // held. It reports whether they changed.
 func (b *SecretBox) refresh() bool {
-	if b.dir == "" {
+	if b.path == "" {
 		return false
 	}
 	for i, p := range []string{b.keyPath(), b.nextPath()} {
@@ -145,12 +146,15 @@ func readKeyFile(path string) (cipher.AEAD, os.FileInfo, error) {
 
 // createKeyFile writes a new random key aside and links it to path; a
 // key another replica linked first wins.
-func createKeyFile(dataDir, path string) error {
+func createKeyFile(path string) error {
 	key := make([]byte, 32)
 	if _, err := rand.Read(key); err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(dataDir, SecretKeyFile+".*")
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return fmt.Errorf("secret key: %w", err)
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".*")
 	if err != nil {
 		return fmt.Errorf("secret key: %w", err)
 	}
@@ -208,7 +212,7 @@ func (b *SecretBox) Open(sealed, additional string) (string, error) {
 			break
 		}
 	}
-	return "", fmt.Errorf("it does not open with the key in %s (a key from another data folder?)", SecretKeyFile)
+	return "", fmt.Errorf("it does not open with the key in %s (a key from another data folder?)", b.keyName())
 }
 
 // seal returns a value's stored form: sealed, or in clear without a box.
@@ -247,7 +251,7 @@ func (b *SecretBox) rotating() bool {
 // rotation already under way (one that failed or was interrupted) goes
 // on with its new key.
 func (b *SecretBox) beginRotation() error {
-	if b.dir == "" {
+	if b.path == "" {
 		return errors.New("this server keeps no secret key file to rotate")
 	}
 	b.mu.Lock()
@@ -256,7 +260,7 @@ func (b *SecretBox) beginRotation() error {
 	if len(b.keys) > 1 {
 		return nil
 	}
-	if err := createKeyFile(b.dir, b.nextPath()); err != nil {
+	if err := createKeyFile(b.nextPath()); err != nil {
 		return err
 	}
 	return b.load()
@@ -270,9 +274,17 @@ func (b *SecretBox) finishRotation() error {
 	if err := os.Rename(b.nextPath(), b.keyPath()); err != nil {
 		return fmt.Errorf("secret key rotation: %w", err)
 	}
-	if d, err := os.Open(b.dir); err == nil {
+	if d, err := os.Open(filepath.Dir(b.path)); err == nil {
 		_ = d.Sync() // make the rename durable before the old key is forgotten
 		d.Close()
 	}
 	return b.load()
+}
+
+// keyName names the key file in messages.
+func (b *SecretBox) keyName() string {
+	if b.path == "" {
+		return SecretKeyFile
+	}
+	return b.path
 }

@@ -27,14 +27,14 @@ func TestSecretsEncryptedAtRest(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	box, err := OpenSecretBox(dir)
+	box, err := OpenSecretBox(filepath.Join(dir, SecretKeyFile))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if fi, err := os.Stat(filepath.Join(dir, SecretKeyFile)); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("key file: %v, %v; want mode 600", fi, err)
 	}
-	if again, err := OpenSecretBox(dir); err != nil || again.Seal("x", "k") == "" {
+	if again, err := OpenSecretBox(filepath.Join(dir, SecretKeyFile)); err != nil || again.Seal("x", "k") == "" {
 		t.Fatalf("reopening the key: %v", err)
 	}
 	svc := &Service{Store: st, SecretBox: box, Now: time.Now}
@@ -94,7 +94,7 @@ func TestSecretsEncryptedAtRest(t *testing.T) {
 	}
 	// A key file others can read is refused.
 	os.Chmod(filepath.Join(dir, SecretKeyFile), 0o644)
-	if _, err := OpenSecretBox(dir); err == nil || !strings.Contains(err.Error(), "chmod 600") {
+	if _, err := OpenSecretBox(filepath.Join(dir, SecretKeyFile)); err == nil || !strings.Contains(err.Error(), "chmod 600") {
 		t.Errorf("a readable key file: %v", err)
 	}
 }

@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/tideml/tide/api"
@@ -51,6 +52,9 @@ func reseal(ctx context.Context, st store.Store, box *SecretBox) (api.SecretKeyR
 	var out api.SecretKeyRotation
 	err := st.Update(ctx, func(tx store.Tx) error {
 		out = api.SecretKeyRotation{}
+		if err := checkKey(ctx, tx, box, all); err != nil {
+			return err
+		}
 		secrets, err := listObjects[storedSecret](ctx, tx, kindSecret, "")
 		if err != nil {
 			return err
@@ -131,4 +135,36 @@ func sealDatastoreDocuments(ctx context.Context, tx store.Tx, box *SecretBox) (i
 		}
 	}
 	return n, nil
+}
+
+// keyCheckSetting is the store setting holding a value sealed with the
+// secret key. Every replica opens it at start: one whose key differs (its
+// own data dir and no shared secrets_key_file) would otherwise seal
+// secrets the other replicas cannot open.
+const keyCheckSetting = "secret_key_check"
+
+// ErrKeyMismatch: this server's secret key is not the one the store's
+// secrets are sealed with.
+var ErrKeyMismatch = errors.New("secret key differs from the other replicas'")
+
+// checkKey opens the store's check value with box, and seals it anew when
+// there is none or a rotation re-seals everything.
+func checkKey(ctx context.Context, tx store.Tx, box *SecretBox, all bool) error {
+	if box == nil {
+		return nil
+	}
+	v, err := tx.GetSetting(ctx, keyCheckSetting)
+	switch {
+	case store.IsNotFound(err):
+	case err != nil:
+		return err
+	default:
+		if _, err := box.Open(v, keyCheckSetting); err != nil {
+			return fmt.Errorf("%w: the key in %s does not open what the other replicas sealed; give every replica the same key (copy the first replica's key file, or point secrets_key_file at a copy of it) and start again", ErrKeyMismatch, box.keyName())
+		}
+		if !all {
+			return nil
+		}
+	}
+	return tx.PutSetting(ctx, keyCheckSetting, box.Seal(keyCheckSetting, keyCheckSetting))
 }

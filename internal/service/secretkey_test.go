@@ -30,7 +30,7 @@ func TestRotateSecretKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	box, err := OpenSecretBox(dir)
+	box, err := OpenSecretBox(filepath.Join(dir, SecretKeyFile))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +59,7 @@ func TestRotateSecretKey(t *testing.T) {
 	// restart) and checks the database holds none in clear.
 	values := func(t *testing.T) {
 		t.Helper()
-		fresh, err := OpenSecretBox(dir)
+		fresh, err := OpenSecretBox(filepath.Join(dir, SecretKeyFile))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -115,7 +115,7 @@ func TestRotateSecretKey(t *testing.T) {
 	// The old key opens nothing.
 	oldDir := t.TempDir()
 	os.WriteFile(filepath.Join(oldDir, SecretKeyFile), oldKey, 0o600)
-	old, err := OpenSecretBox(oldDir)
+	old, err := OpenSecretBox(filepath.Join(oldDir, SecretKeyFile))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +132,7 @@ func TestRotateSecretKey(t *testing.T) {
 
 	// Interrupted: the new key was written, then the server stopped
 	// before re-sealing. The next start finishes the rotation.
-	crashed, err := OpenSecretBox(dir)
+	crashed, err := OpenSecretBox(filepath.Join(dir, SecretKeyFile))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,7 +140,7 @@ func TestRotateSecretKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	next, _ := os.ReadFile(filepath.Join(dir, SecretKeyFile+nextKeySuffix))
-	restarted, err := OpenSecretBox(dir)
+	restarted, err := OpenSecretBox(filepath.Join(dir, SecretKeyFile))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,7 +174,7 @@ func TestRotateSecretKeyFailsAndResumes(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	box, err := OpenSecretBox(dir)
+	box, err := OpenSecretBox(filepath.Join(dir, SecretKeyFile))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -71,6 +71,17 @@ type Tx interface {
 	// reads the documents of just the jobs whose etag changed, with
 	// JobFilter.Keys, instead of decoding every job each time.
 	JobVersions(ctx context.Context, f JobFilter) ([]JobVersion, error)
+	// JobCursor returns a position in the stream of job writes: where a
+	// caller that has just read the jobs in this transaction starts
+	// ChangedJobs.
+	JobCursor(ctx context.Context) (string, error)
+	// ChangedJobs lists the jobs written after cursor (from JobCursor or
+	// an earlier ChangedJobs), whatever their status, in creation order,
+	// and the cursor to pass next time. A write this transaction does not
+	// see yet is listed by a later call, never skipped; a job may be
+	// listed again unchanged. This is how the controller follows the
+	// queue at the cost of what changed, not of the queue's length.
+	ChangedJobs(ctx context.Context, cursor string) ([]api.Job, string, error)
 	// QueuedJobs counts the workspace's jobs in status Queued. The store
 	// keeps the count as jobs change (triggers), so it costs one row however
 	// long the queue: admission asks it on every submission.

@@ -57,12 +57,18 @@ type Config struct {
 	GPUs []string
 	// Logger receives the provider's logs. Default: discard.
 	Logger *slog.Logger
+	// CapacityUnavailable simulates a capacity outage: Create fails with
+	// an insufficient-capacity error during its window (see Outage).
+	CapacityUnavailable Outage
+	// Now is the provider's clock (the outage's window). Default time.Now.
+	Now func() time.Time
 }
 
 // Provider is the local provider.
 type Provider struct {
-	cfg Config
-	log *slog.Logger
+	cfg     Config
+	log     *slog.Logger
+	started time.Time // the outage's window counts from here
 
 	mu sync.Mutex
 	// exited holds, for the agents this instance started, a channel
@@ -93,16 +99,27 @@ func New(cfg Config) (*Provider, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.CapacityUnavailable.For < 0 || cfg.CapacityUnavailable.After < 0 {
+		return nil, fmt.Errorf("capacity_unavailable_for, capacity_unavailable_after: must not be negative (got %s, %s)", cfg.CapacityUnavailable.For, cfg.CapacityUnavailable.After)
+	}
+	if cfg.CapacityUnavailable.After > 0 && cfg.CapacityUnavailable.For == 0 {
+		return nil, errors.New("capacity_unavailable_after: needs capacity_unavailable_for (how long the outage lasts)")
+	}
 	if err := os.MkdirAll(filepath.Join(cfg.DataDir, "nodes"), 0o755); err != nil {
 		return nil, fmt.Errorf("data_dir: %w", err)
 	}
-	return &Provider{cfg: cfg, log: cfg.Logger.With(slog.String("provider", Name)), exited: map[string]chan struct{}{}, reserved: map[string][]string{}}, nil
+	return &Provider{cfg: cfg, log: cfg.Logger.With(slog.String("provider", Name)), started: cfg.Now(), exited: map[string]chan struct{}{}, reserved: map[string][]string{}}, nil
 }
 
 // Factory builds a local provider from a location's settings:
 // "agent_command" (a string or a list of strings), "grace_period" (a Go
 // duration such as "30s"), "data_dir" (default: deps.DataDir) and "gpus"
-// ("auto", the default: the host's NVIDIA GPUs; or a list of indices).
+// ("auto", the default: the host's NVIDIA GPUs; or a list of indices), and
+// a simulated capacity outage: "capacity_unavailable_for" (a duration) from
+// "capacity_unavailable_after" (a duration, default 0) after the start.
 func Factory(name string, settings map[string]any, deps provider.Deps) (provider.Provider, error) {
 	cfg := Config{DataDir: deps.DataDir, Logger: deps.Logger}
 	detect := true
@@ -142,8 +159,18 @@ func Factory(name string, settings map[string]any, deps provider.Deps) (provider
 				return nil, err
 			}
 			cfg.GPUs, detect = ids, false
+		case "capacity_unavailable_for", "capacity_unavailable_after":
+			d, err := provider.SettingDuration(k, v)
+			if err != nil {
+				return nil, err
+			}
+			if k == "capacity_unavailable_for" {
+				cfg.CapacityUnavailable.For = d
+			} else {
+				cfg.CapacityUnavailable.After = d
+			}
 		default:
-			return nil, fmt.Errorf("%s: unknown setting of the local provider; known: agent_command, grace_period, data_dir, gpus", k)
+			return nil, fmt.Errorf("%s: unknown setting of the local provider; known: agent_command, grace_period, data_dir, gpus, capacity_unavailable_for, capacity_unavailable_after", k)
 		}
 	}
 	if detect {
@@ -182,6 +209,9 @@ func (p *Provider) nodeDir(id string) string {
 func (p *Provider) Create(ctx context.Context, req provider.NodeRequest) (*provider.Node, error) {
 	if !provider.ValidNodeID(req.ID) {
 		return nil, fmt.Errorf("node id %q: must be letters, digits, '-', '_' or '.'", req.ID)
+	}
+	if err := p.checkOutage(req); err != nil {
+		return nil, err
 	}
 	dir := p.nodeDir(req.ID)
 	devs, err := p.allocateGPUs(req.ID, req.Size.Name, req.Location, req.Size.GPUs)

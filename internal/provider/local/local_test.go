@@ -200,6 +200,9 @@ func TestFactory(t *testing.T) {
 		{name: "defaults", settings: nil},
 		{name: "command list", settings: map[string]any{"agent_command": []any{"/bin/tide", "agent"}, "grace_period": "5s"}},
 		{name: "bad grace", settings: map[string]any{"grace_period": "soon"}, wantErr: "grace_period: must be a duration"},
+		{name: "outage", settings: map[string]any{"capacity_unavailable_for": "5m", "capacity_unavailable_after": "30s"}},
+		{name: "outage not a duration", settings: map[string]any{"capacity_unavailable_for": 5}, wantErr: "capacity_unavailable_for: must be a positive duration"},
+		{name: "outage with no length", settings: map[string]any{"capacity_unavailable_after": "1m"}, wantErr: "capacity_unavailable_after: needs capacity_unavailable_for"},
 		{name: "unknown", settings: map[string]any{"colour": "blue"}, wantErr: "colour: unknown setting"},
 	}
 	for _, tt := range tests {

@@ -66,6 +66,36 @@ func (x *tx) JobVersions(ctx context.Context, f store.JobFilter) ([]store.JobVer
 	return out, nil
 }
 
+// JobCursor implements store.Tx: the oldest transaction still running when
+// this transaction's snapshot was taken. Every write it does not see
+// belongs to that transaction or a later one.
+func (x *tx) JobCursor(ctx context.Context) (string, error) {
+	var c string
+	if err := x.tx.QueryRow(ctx, `SELECT pg_snapshot_xmin(pg_current_snapshot())::text`).Scan(&c); err != nil {
+		return "", fmt.Errorf("reading the job cursor: %w", err)
+	}
+	return c, nil
+}
+
+// ChangedJobs implements store.Tx. It lists again the jobs of
+// transactions at or after the cursor that had committed already: at most
+// the writes of the transactions running at the last call.
+func (x *tx) ChangedJobs(ctx context.Context, cursor string) ([]api.Job, string, error) {
+	if _, err := strconv.ParseUint(cursor, 10, 64); err != nil {
+		return nil, "", fmt.Errorf("listing changed jobs: cursor %q is not one JobCursor returned", cursor)
+	}
+	next, err := x.JobCursor(ctx)
+	if err != nil {
+		return nil, "", err
+	}
+	rows, err := x.tx.Query(ctx, `SELECT etag, doc FROM jobs WHERE txid >= $1::xid8 ORDER BY created`, cursor)
+	if err != nil {
+		return nil, "", fmt.Errorf("listing changed jobs: %w", err)
+	}
+	js, err := scanDocs(rows, "jobs", func(j *api.Job, etag int64) { j.Etag = strconv.FormatInt(etag, 10) })
+	return js, next, err
+}
+
 // QueuedJobs implements store.Tx.
 func (x *tx) QueuedJobs(ctx context.Context, workspace string) (int, error) {
 	var n int
@@ -81,7 +111,7 @@ func (x *tx) QueuedJobs(ctx context.Context, workspace string) (int, error) {
 
 // queryJobs selects cols of the jobs f selects, in creation order.
 func (x *tx) queryJobs(ctx context.Context, cols string, f store.JobFilter) (pgx.Rows, error) {
-	q, args := jobsQuery(cols, f)
+	q, args := jobsQuery(cols, f, true)
 	rows, err := x.tx.Query(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("listing jobs: %w", err)
@@ -89,9 +119,9 @@ func (x *tx) queryJobs(ctx context.Context, cols string, f store.JobFilter) (pgx
 	return rows, nil
 }
 
-// jobsQuery is the statement selecting cols of the jobs f selects, in
-// creation order, and its arguments.
-func jobsQuery(cols string, f store.JobFilter) (string, []any) {
+// jobsQuery is the statement selecting cols of the jobs f selects (in
+// creation order when ordered), and its arguments.
+func jobsQuery(cols string, f store.JobFilter, ordered bool) (string, []any) {
 	var where []string
 	var args []any
 	arg := func(v any) string {
@@ -121,9 +151,11 @@ func jobsQuery(cols string, f store.JobFilter) (string, []any) {
 	if len(where) > 0 {
 		q += " WHERE " + strings.Join(where, " AND ")
 	}
-	q += " ORDER BY created"
-	if f.Newest {
-		q += " DESC"
+	if ordered {
+		q += " ORDER BY created"
+		if f.Newest {
+			q += " DESC"
+		}
 	}
 	if f.Limit > 0 {
 		q += " LIMIT " + arg(f.Limit)
@@ -162,11 +194,11 @@ func (x *tx) PutJob(ctx context.Context, j *api.Job, ifMatch string) error {
 	if !found {
 		created = rev
 	}
-	_, err = x.tx.Exec(ctx, `INSERT INTO jobs (workspace, name, compute, status, created, etag, doc, priority)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+	_, err = x.tx.Exec(ctx, `INSERT INTO jobs (workspace, name, compute, status, created, etag, doc, priority, txid)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, pg_current_xact_id())
 		ON CONFLICT (workspace, name) DO UPDATE SET
 			compute = excluded.compute, status = excluded.status, etag = excluded.etag, doc = excluded.doc,
-			priority = excluded.priority`,
+			priority = excluded.priority, txid = excluded.txid`,
 		j.Workspace, j.Name, j.Compute, j.Status, created, rev, string(doc), j.Priority())
 	if err != nil {
 		return fmt.Errorf("putting job %s: %w", j.Name, err)

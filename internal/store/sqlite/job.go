@@ -65,6 +65,36 @@ func (x *tx) JobVersions(ctx context.Context, f store.JobFilter) ([]store.JobVer
 	return out, nil
 }
 
+// JobCursor implements store.Tx: the last revision this transaction sees.
+// SQLite has one writer at a time, which takes its revision inside its
+// transaction, so every write this transaction does not see has a later
+// revision.
+func (x *tx) JobCursor(ctx context.Context) (string, error) {
+	var v int64
+	if err := x.tx.QueryRowContext(ctx, `SELECT value FROM revision WHERE id = 1`).Scan(&v); err != nil {
+		return "", fmt.Errorf("reading the job cursor: %w", err)
+	}
+	return strconv.FormatInt(v, 10), nil
+}
+
+// ChangedJobs implements store.Tx.
+func (x *tx) ChangedJobs(ctx context.Context, cursor string) ([]api.Job, string, error) {
+	after, err := strconv.ParseInt(cursor, 10, 64)
+	if err != nil {
+		return nil, "", fmt.Errorf("listing changed jobs: cursor %q is not one JobCursor returned", cursor)
+	}
+	next, err := x.JobCursor(ctx)
+	if err != nil {
+		return nil, "", err
+	}
+	rows, err := x.tx.QueryContext(ctx, `SELECT etag, doc FROM jobs WHERE etag > ? ORDER BY created`, after)
+	if err != nil {
+		return nil, "", fmt.Errorf("listing changed jobs: %w", err)
+	}
+	js, err := scanDocs(rows, "jobs", func(j *api.Job, etag int64) { j.Etag = strconv.FormatInt(etag, 10) })
+	return js, next, err
+}
+
 // QueuedJobs implements store.Tx.
 func (x *tx) QueuedJobs(ctx context.Context, workspace string) (int, error) {
 	var n int
@@ -80,7 +110,7 @@ func (x *tx) QueuedJobs(ctx context.Context, workspace string) (int, error) {
 
 // queryJobs selects cols of the jobs f selects, in creation order.
 func (x *tx) queryJobs(ctx context.Context, cols string, f store.JobFilter) (*sql.Rows, error) {
-	q, args, err := jobsQuery(cols, f)
+	q, args, err := jobsQuery(cols, f, true)
 	if err != nil {
 		return nil, err
 	}
@@ -91,9 +121,9 @@ func (x *tx) queryJobs(ctx context.Context, cols string, f store.JobFilter) (*sq
 	return rows, nil
 }
 
-// jobsQuery is the statement selecting cols of the jobs f selects, in
-// creation order, and its arguments.
-func jobsQuery(cols string, f store.JobFilter) (string, []any, error) {
+// jobsQuery is the statement selecting cols of the jobs f selects (in
+// creation order when ordered), and its arguments.
+func jobsQuery(cols string, f store.JobFilter, ordered bool) (string, []any, error) {
 	var where []string
 	var args []any
 	if f.Workspace != "" {
@@ -132,9 +162,11 @@ func jobsQuery(cols string, f store.JobFilter) (string, []any, error) {
 	if len(where) > 0 {
 		q += " WHERE " + strings.Join(where, " AND ")
 	}
-	q += " ORDER BY created"
-	if f.Newest {
-		q += " DESC"
+	if ordered {
+		q += " ORDER BY created"
+		if f.Newest {
+			q += " DESC"
+		}
 	}
 	if f.Limit > 0 {
 		q += " LIMIT ?"

@@ -37,6 +37,7 @@ func Run(t *testing.T, newDB func(t *testing.T) Opener) {
 		{"JobRoundTrip", testJobRoundTrip},
 		{"JobEtags", testJobEtags},
 		{"ListJobs", testListJobs},
+		{"ChangedJobs", testChangedJobs},
 		{"QueuedJobs", testQueuedJobs},
 		{"Datastores", testDatastores},
 		{"Environments", testEnvironments},

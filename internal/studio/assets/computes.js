@@ -31,7 +31,7 @@ Studio.pages.push({re: /^computes$/, render: async () => {
       cs.map(c => {
         const n = c.node_state_counts || {};
         const price = c.cost ? c.cost.price_per_hour * Math.max(c.current_node_count, 0) : undefined;
-        return [h('a', {href: '#/computes/' + encodeURIComponent(c.name)}, c.name), c.type, isAttached(c) ? machineSize(c) : c.size, c.tier, badge(computeState(c)),
+        return [h('a', {href: '#/computes/' + encodeURIComponent(c.name)}, c.name), c.type, isAttached(c) ? machineSize(c) : c.type === 'kubernetes' ? Object.keys((c.properties || {}).instanceTypes || {}).sort().join(', ') : c.size, c.tier, badge(computeState(c)),
           h('span', {class: 'nodes'}, c.current_node_count + ' / ' + c.target_node_count),
           ...nodeStates.map(s => n[s] || 0), c.min_instances + ' / ' + c.max_instances,
           fmtDuration(c.idle_time_before_scale_down), c.cost ? money(price, c.cost.currency) : ''];

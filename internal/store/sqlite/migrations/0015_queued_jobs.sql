@@ -1,6 +1,7 @@
 -- queued_jobs counts each workspace's jobs in status Queued, kept by triggers
 -- as jobs change, so that admission (limits.max_queued_jobs) reads one row
--- instead of counting the queue on every submission. Jobs are never deleted.
+-- instead of counting the queue on every submission (even from an index, as
+-- 0014 does, that costs as many rows as the queue holds). Jobs are never deleted.
 CREATE TABLE queued_jobs (
 	workspace TEXT PRIMARY KEY,
 	n         INTEGER NOT NULL

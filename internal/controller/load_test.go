@@ -1,0 +1,93 @@
+package controller
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/tideml/tide/api"
+	"github.com/tideml/tide/internal/store"
+	"github.com/tideml/tide/internal/store/sqlite"
+)
+
+// TestLoadFollowsChanges checks that a turn's snapshot, built from the
+// store's change feed after the first turn, holds exactly the unfinished
+// jobs in creation order: new ones join, finished ones leave, changed ones
+// are the stored version, and many jobs finishing does not reorder the rest.
+func TestLoadFollowsChanges(t *testing.T) {
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "tide.db"), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	c := New(Options{Store: st, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	put := func(js ...*api.Job) {
+		t.Helper()
+		if err := st.Update(ctx, func(tx store.Tx) error {
+			if err := tx.PutWorkspace(ctx, &api.Workspace{Name: "ws"}); err != nil {
+				return err
+			}
+			for _, j := range js {
+				if err := tx.PutJob(ctx, j, ""); err != nil {
+					return err
+				}
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	job := func(name, status string) *api.Job {
+		return &api.Job{Workspace: "ws", Name: name, Type: api.JobTypeCommand, Compute: "cpu", Status: status}
+	}
+	check := func(what string, want ...string) *snapshot {
+		t.Helper()
+		s, err := c.load(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, j := range s.jobs {
+			got = append(got, j.Name+":"+j.Status)
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("%s: snapshot jobs = %v, want %v", what, got, want)
+		}
+		return s
+	}
+	a, b, done := job("a", api.JobQueued), job("b", api.JobRunning), job("done", api.JobCompleted)
+	put(a, b, done)
+	check("first load", "a:Queued", "b:Running")
+	if c.cursor == "" {
+		t.Fatal("no cursor after the first load")
+	}
+
+	b.Status = api.JobCompleted
+	a.PendingReason = "waiting"
+	put(a, b, job("c", api.JobQueued))
+	s := check("after a change", "a:Queued", "c:Queued")
+	if s.jobs[0].PendingReason != "waiting" {
+		t.Errorf("job a's pending reason = %q, want the stored %q", s.jobs[0].PendingReason, "waiting")
+	}
+	check("nothing written", "a:Queued", "c:Queued")
+
+	// Enough jobs come and go that the order is compacted.
+	var many []*api.Job
+	for i := range 100 {
+		many = append(many, job("m"+string(rune('a'+i/26))+string(rune('a'+i%26)), api.JobQueued))
+	}
+	put(many...)
+	for _, j := range many {
+		j.Status = api.JobCanceled
+	}
+	put(many...)
+	put(job("d", api.JobQueued))
+	check("after 100 jobs came and went", "a:Queued", "c:Queued", "d:Queued")
+	if len(c.order) > 2*len(c.jobs)+64 {
+		t.Errorf("order holds %d keys for %d jobs: finished jobs were not dropped", len(c.order), len(c.jobs))
+	}
+}

@@ -1,0 +1,120 @@
+package storetest
+
+import (
+	"testing"
+
+	"github.com/tideml/tide/api"
+	"github.com/tideml/tide/internal/store"
+)
+
+// changedJobs reads the jobs written after cursor and the next cursor, by
+// name with their etags.
+func changedJobs(t *testing.T, s store.Store, cursor string) (map[string]string, []string, string) {
+	t.Helper()
+	got := map[string]string{}
+	var order []string
+	var next string
+	view(t, s, func(tx store.Tx) error {
+		js, c, err := tx.ChangedJobs(t.Context(), cursor)
+		if err != nil {
+			t.Fatalf("ChangedJobs(%q): %v", cursor, err)
+		}
+		for _, j := range js {
+			got[j.Name] = j.Etag
+			order = append(order, j.Name)
+		}
+		next = c
+		return nil
+	})
+	return got, order, next
+}
+
+// testChangedJobs checks the change feed the controller follows: every
+// write after the cursor is listed, in creation order, with its etag; one
+// that commits after a read is listed by the next read, not skipped.
+func testChangedJobs(t *testing.T, open Opener) {
+	s := openStore(t, open)
+	ctx := t.Context()
+	putWorkspaces(t, s, "default")
+	a, b := newJob("default", "a", "cpu", api.JobQueued), newJob("default", "b", "cpu", api.JobQueued)
+	update(t, s, func(tx store.Tx) error { return tx.PutJob(ctx, a, "") })
+	update(t, s, func(tx store.Tx) error { return tx.PutJob(ctx, b, "") })
+	var cursor string
+	view(t, s, func(tx store.Tx) (err error) {
+		cursor, err = tx.JobCursor(ctx)
+		return err
+	})
+	c := newJob("default", "c", "gpu", api.JobQueued)
+	a.Status = api.JobCompleted
+	update(t, s, func(tx store.Tx) error {
+		if err := tx.PutJob(ctx, c, ""); err != nil {
+			return err
+		}
+		return tx.PutJob(ctx, a, "")
+	})
+	got, order, next := changedJobs(t, s, cursor)
+	if got["a"] != a.Etag || got["c"] != c.Etag {
+		t.Errorf("ChangedJobs after a write = %v, want a at etag %s and c at %s", got, a.Etag, c.Etag)
+	}
+	if got["b"] != "" && got["b"] != b.Etag {
+		t.Errorf("ChangedJobs listed b at etag %s; it is unchanged at %s", got["b"], b.Etag)
+	}
+	if ia, ic := index(order, "a"), index(order, "c"); ia > ic {
+		t.Errorf("ChangedJobs order = %v, want creation order (a before c)", order)
+	}
+
+	// Nothing written: only unchanged jobs may come back.
+	got, _, next = changedJobs(t, s, next)
+	for name, etag := range got {
+		if want := map[string]string{"a": a.Etag, "b": b.Etag, "c": c.Etag}[name]; etag != want {
+			t.Errorf("ChangedJobs with no write listed %s at etag %s, want none or %s", name, etag, want)
+		}
+	}
+
+	// A write in flight while the feed is read is listed by the next read.
+	d := newJob("default", "d", "cpu", api.JobQueued)
+	written, release, done := make(chan struct{}), make(chan struct{}), make(chan error)
+	go func() {
+		done <- s.Update(ctx, func(tx store.Tx) error {
+			if err := tx.PutJob(ctx, d, ""); err != nil {
+				return err
+			}
+			select { // a retried attempt does not wait again
+			case <-written:
+			default:
+				close(written)
+			}
+			<-release
+			return nil
+		})
+	}()
+	<-written
+	got, _, next = changedJobs(t, s, next)
+	if _, ok := got["d"]; ok {
+		t.Fatalf("ChangedJobs listed d before its transaction committed")
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatalf("update: %v", err)
+	}
+	if got, _, _ = changedJobs(t, s, next); got["d"] != d.Etag {
+		t.Errorf("ChangedJobs after d committed = %v, want d at etag %s", got, d.Etag)
+	}
+
+	view(t, s, func(tx store.Tx) error {
+		_, _, err := tx.ChangedJobs(ctx, "not a cursor")
+		if err == nil {
+			t.Errorf("ChangedJobs accepted the cursor %q", "not a cursor")
+		}
+		return nil
+	})
+}
+
+func index(xs []string, x string) int {
+	for i, v := range xs {
+		if v == x {
+			return i
+		}
+	}
+	return -1
+}
