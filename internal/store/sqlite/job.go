@@ -17,7 +17,7 @@ import (
 func (x *tx) GetJob(ctx context.Context, workspace, name string) (*api.Job, error) {
 	var doc string
 	var etag int64
-	err := x.tx.QueryRowContext(ctx, `SELECT etag, doc FROM jobs WHERE workspace = ? AND name = ?`,
+	err := x.queryRow(ctx, `SELECT etag, doc FROM jobs WHERE workspace = ? AND name = ?`,
 		workspace, name).Scan(&etag, &doc)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, store.NotFound("job", name)
@@ -71,7 +71,7 @@ func (x *tx) JobVersions(ctx context.Context, f store.JobFilter) ([]store.JobVer
 // revision.
 func (x *tx) JobCursor(ctx context.Context) (string, error) {
 	var v int64
-	if err := x.tx.QueryRowContext(ctx, `SELECT value FROM revision WHERE id = 1`).Scan(&v); err != nil {
+	if err := x.queryRow(ctx, `SELECT value FROM revision WHERE id = 1`).Scan(&v); err != nil {
 		return "", fmt.Errorf("reading the job cursor: %w", err)
 	}
 	return strconv.FormatInt(v, 10), nil
@@ -87,7 +87,7 @@ func (x *tx) ChangedJobs(ctx context.Context, cursor string) ([]api.Job, string,
 	if err != nil {
 		return nil, "", err
 	}
-	rows, err := x.tx.QueryContext(ctx, `SELECT etag, doc FROM jobs WHERE etag > ? ORDER BY created`, after)
+	rows, err := x.query(ctx, `SELECT etag, doc FROM jobs WHERE etag > ? ORDER BY created`, after)
 	if err != nil {
 		return nil, "", fmt.Errorf("listing changed jobs: %w", err)
 	}
@@ -98,7 +98,7 @@ func (x *tx) ChangedJobs(ctx context.Context, cursor string) ([]api.Job, string,
 // QueuedJobs implements store.Tx.
 func (x *tx) QueuedJobs(ctx context.Context, workspace string) (int, error) {
 	var n int
-	err := x.tx.QueryRowContext(ctx, `SELECT n FROM queued_jobs WHERE workspace = ?`, workspace).Scan(&n)
+	err := x.queryRow(ctx, `SELECT n FROM queued_jobs WHERE workspace = ?`, workspace).Scan(&n)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, nil
 	}
@@ -114,7 +114,7 @@ func (x *tx) queryJobs(ctx context.Context, cols string, f store.JobFilter) (*sq
 	if err != nil {
 		return nil, err
 	}
-	rows, err := x.tx.QueryContext(ctx, q, args...)
+	rows, err := x.query(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("listing jobs: %w", err)
 	}
@@ -181,7 +181,7 @@ func (x *tx) PutJob(ctx context.Context, j *api.Job, ifMatch string) error {
 		return fmt.Errorf("job %q in workspace %q: name and workspace must be set", j.Name, j.Workspace)
 	}
 	var stored, created int64
-	err := x.tx.QueryRowContext(ctx, `SELECT etag, created FROM jobs WHERE workspace = ? AND name = ?`,
+	err := x.queryRow(ctx, `SELECT etag, created FROM jobs WHERE workspace = ? AND name = ?`,
 		j.Workspace, j.Name).Scan(&stored, &created)
 	found := err == nil
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
@@ -206,7 +206,7 @@ func (x *tx) PutJob(ctx context.Context, j *api.Job, ifMatch string) error {
 	if !found {
 		created = rev
 	}
-	_, err = x.tx.ExecContext(ctx, `INSERT INTO jobs (workspace, name, compute, status, created, etag, doc, priority)
+	_, err = x.exec(ctx, `INSERT INTO jobs (workspace, name, compute, status, created, etag, doc, priority)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (workspace, name) DO UPDATE SET
 			compute = excluded.compute, status = excluded.status, etag = excluded.etag, doc = excluded.doc,
