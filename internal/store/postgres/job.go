@@ -96,14 +96,15 @@ func (x *tx) ChangedJobs(ctx context.Context, cursor string) ([]api.Job, string,
 	return js, next, err
 }
 
-// CountJobs implements store.Tx.
-func (x *tx) CountJobs(ctx context.Context, f store.JobFilter) (int, error) {
-	// Unordered: the order does not change a count, and without it the
-	// count reads only an index (jobs_by_status_workspace).
-	q, args := jobsQuery("1", f, false)
+// QueuedJobs implements store.Tx.
+func (x *tx) QueuedJobs(ctx context.Context, workspace string) (int, error) {
 	var n int
-	if err := x.tx.QueryRow(ctx, `SELECT count(*) FROM (`+q+`) AS selected`, args...).Scan(&n); err != nil {
-		return 0, fmt.Errorf("counting jobs: %w", err)
+	err := x.tx.QueryRow(ctx, `SELECT n FROM queued_jobs WHERE workspace = $1`, workspace).Scan(&n)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("counting the queued jobs of workspace %s: %w", workspace, err)
 	}
 	return n, nil
 }
