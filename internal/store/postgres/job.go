@@ -66,6 +66,29 @@ func (x *tx) JobVersions(ctx context.Context, f store.JobFilter) ([]store.JobVer
 	return out, nil
 }
 
+// queuePositionQuery counts, from the index jobs_queue_order, the queued
+// jobs of the job's compute ahead of it: two range scans as long as the
+// part of the queue ahead, not the whole queue.
+const queuePositionQuery = `SELECT 1
+	+ (SELECT count(*) FROM jobs a WHERE a.status = 'Queued' AND a.workspace = j.workspace AND a.compute = j.compute
+		AND a.priority > j.priority)
+	+ (SELECT count(*) FROM jobs a WHERE a.status = 'Queued' AND a.workspace = j.workspace AND a.compute = j.compute
+		AND a.priority = j.priority AND a.created < j.created)
+	FROM jobs j WHERE j.workspace = $1 AND j.name = $2 AND j.status = 'Queued'`
+
+// QueuePosition implements store.Tx.
+func (x *tx) QueuePosition(ctx context.Context, workspace, name string) (int, error) {
+	var pos int
+	err := x.tx.QueryRow(ctx, queuePositionQuery, workspace, name).Scan(&pos)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("job %s: queue position: %w", name, err)
+	}
+	return pos, nil
+}
+
 // JobCursor implements store.Tx: the oldest transaction still running when
 // this transaction's snapshot was taken. Every write it does not see
 // belongs to that transaction or a later one.
@@ -99,7 +122,7 @@ func (x *tx) ChangedJobs(ctx context.Context, cursor string) ([]api.Job, string,
 // CountJobs implements store.Tx.
 func (x *tx) CountJobs(ctx context.Context, f store.JobFilter) (int, error) {
 	// Unordered: the order does not change a count, and without it the
-	// count reads only an index (jobs_by_status_workspace).
+	// count reads only an index (jobs_queue_order).
 	q, args := jobsQuery("1", f, false)
 	var n int
 	if err := x.tx.QueryRow(ctx, `SELECT count(*) FROM (`+q+`) AS selected`, args...).Scan(&n); err != nil {
