@@ -312,6 +312,14 @@ func (s *Service) resolveCompute(ctx context.Context, tx store.Tx, ws string, j 
 		return s.serverless(ctx, tx, ws, j)
 	}
 	j.Serverless = nil
+	// One row on the way of every submission; the list only for the hint.
+	c, err := tx.GetCompute(ctx, ws, j.Compute)
+	if err != nil && !store.IsNotFound(err) {
+		return err
+	}
+	if err == nil && c.ProvisioningState != api.ProvisioningDeleting && c.ServerlessJob == "" {
+		return nil
+	}
 	computes, err := tx.ListComputes(ctx, ws)
 	if err != nil {
 		return err

@@ -119,21 +119,22 @@ func (x *tx) ChangedJobs(ctx context.Context, cursor string) ([]api.Job, string,
 	return js, next, err
 }
 
-// CountJobs implements store.Tx.
-func (x *tx) CountJobs(ctx context.Context, f store.JobFilter) (int, error) {
-	// Unordered: the order does not change a count, and without it the
-	// count reads only an index (jobs_queue_order).
-	q, args := jobsQuery("1", f, false)
+// QueuedJobs implements store.Tx.
+func (x *tx) QueuedJobs(ctx context.Context, workspace string) (int, error) {
 	var n int
-	if err := x.tx.QueryRow(ctx, `SELECT count(*) FROM (`+q+`) AS selected`, args...).Scan(&n); err != nil {
-		return 0, fmt.Errorf("counting jobs: %w", err)
+	err := x.tx.QueryRow(ctx, `SELECT n FROM queued_jobs WHERE workspace = $1`, workspace).Scan(&n)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("counting the queued jobs of workspace %s: %w", workspace, err)
 	}
 	return n, nil
 }
 
 // queryJobs selects cols of the jobs f selects, in creation order.
 func (x *tx) queryJobs(ctx context.Context, cols string, f store.JobFilter) (pgx.Rows, error) {
-	q, args := jobsQuery(cols, f, true)
+	q, args := jobsQuery(cols, f)
 	rows, err := x.tx.Query(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("listing jobs: %w", err)
@@ -141,9 +142,9 @@ func (x *tx) queryJobs(ctx context.Context, cols string, f store.JobFilter) (pgx
 	return rows, nil
 }
 
-// jobsQuery is the statement selecting cols of the jobs f selects (in
-// creation order when ordered), and its arguments.
-func jobsQuery(cols string, f store.JobFilter, ordered bool) (string, []any) {
+// jobsQuery is the statement selecting cols of the jobs f selects, in
+// creation order, and its arguments.
+func jobsQuery(cols string, f store.JobFilter) (string, []any) {
 	var where []string
 	var args []any
 	arg := func(v any) string {
@@ -153,8 +154,10 @@ func jobsQuery(cols string, f store.JobFilter, ordered bool) (string, []any) {
 	if f.Workspace != "" {
 		where = append(where, "workspace = "+arg(f.Workspace))
 	}
-	if f.Compute != "" {
+	if f.Compute != "" && strings.ContainsAny(f.Compute, `%_\`) {
 		where = append(where, "compute = "+arg(f.Compute))
+	} else if f.Compute != "" {
+		where = append(where, "(compute = "+arg(f.Compute)+" OR compute LIKE "+arg(api.JobComputePrefix(f.Compute)+"%")+")")
 	}
 	if f.Serverless {
 		where = append(where, "compute LIKE "+arg(api.ServerlessPrefix+"%"))
@@ -173,11 +176,9 @@ func jobsQuery(cols string, f store.JobFilter, ordered bool) (string, []any) {
 	if len(where) > 0 {
 		q += " WHERE " + strings.Join(where, " AND ")
 	}
-	if ordered {
-		q += " ORDER BY created"
-		if f.Newest {
-			q += " DESC"
-		}
+	q += " ORDER BY created"
+	if f.Newest {
+		q += " DESC"
 	}
 	if f.Limit > 0 {
 		q += " LIMIT " + arg(f.Limit)

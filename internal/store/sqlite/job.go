@@ -118,24 +118,22 @@ func (x *tx) ChangedJobs(ctx context.Context, cursor string) ([]api.Job, string,
 	return js, next, err
 }
 
-// CountJobs implements store.Tx.
-func (x *tx) CountJobs(ctx context.Context, f store.JobFilter) (int, error) {
-	// Unordered: the order does not change a count, and without it the
-	// count reads only an index (jobs_queue_order).
-	q, args, err := jobsQuery("1", f, false)
-	if err != nil {
-		return 0, err
-	}
+// QueuedJobs implements store.Tx.
+func (x *tx) QueuedJobs(ctx context.Context, workspace string) (int, error) {
 	var n int
-	if err := x.queryRow(ctx, `SELECT count(*) FROM (`+q+`)`, args...).Scan(&n); err != nil {
-		return 0, fmt.Errorf("counting jobs: %w", err)
+	err := x.queryRow(ctx, `SELECT n FROM queued_jobs WHERE workspace = ?`, workspace).Scan(&n)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("counting the queued jobs of workspace %s: %w", workspace, err)
 	}
 	return n, nil
 }
 
 // queryJobs selects cols of the jobs f selects, in creation order.
 func (x *tx) queryJobs(ctx context.Context, cols string, f store.JobFilter) (*sql.Rows, error) {
-	q, args, err := jobsQuery(cols, f, true)
+	q, args, err := jobsQuery(cols, f)
 	if err != nil {
 		return nil, err
 	}
@@ -146,18 +144,21 @@ func (x *tx) queryJobs(ctx context.Context, cols string, f store.JobFilter) (*sq
 	return rows, nil
 }
 
-// jobsQuery is the statement selecting cols of the jobs f selects (in
-// creation order when ordered), and its arguments.
-func jobsQuery(cols string, f store.JobFilter, ordered bool) (string, []any, error) {
+// jobsQuery is the statement selecting cols of the jobs f selects, in
+// creation order, and its arguments.
+func jobsQuery(cols string, f store.JobFilter) (string, []any, error) {
 	var where []string
 	var args []any
 	if f.Workspace != "" {
 		where = append(where, "workspace = ?")
 		args = append(args, f.Workspace)
 	}
-	if f.Compute != "" {
+	if f.Compute != "" && strings.ContainsAny(f.Compute, `%_\`) {
 		where = append(where, "compute = ?")
 		args = append(args, f.Compute)
+	} else if f.Compute != "" {
+		where = append(where, "(compute = ? OR compute LIKE ?)")
+		args = append(args, f.Compute, api.JobComputePrefix(f.Compute)+"%")
 	}
 	if f.Serverless {
 		where = append(where, "compute LIKE ?")
@@ -187,11 +188,9 @@ func jobsQuery(cols string, f store.JobFilter, ordered bool) (string, []any, err
 	if len(where) > 0 {
 		q += " WHERE " + strings.Join(where, " AND ")
 	}
-	if ordered {
-		q += " ORDER BY created"
-		if f.Newest {
-			q += " DESC"
-		}
+	q += " ORDER BY created"
+	if f.Newest {
+		q += " DESC"
 	}
 	if f.Limit > 0 {
 		q += " LIMIT ?"

@@ -39,6 +39,7 @@ func Run(t *testing.T, newDB func(t *testing.T) Opener) {
 		{"ListJobs", testListJobs},
 		{"ChangedJobs", testChangedJobs},
 		{"QueuePosition", testQueuePosition},
+		{"QueuedJobs", testQueuedJobs},
 		{"Datastores", testDatastores},
 		{"Environments", testEnvironments},
 		{"EnvironmentEtags", testEnvironmentEtags},
