@@ -373,7 +373,10 @@ func (s *Service) Job(ctx context.Context, ws, name string) (*api.Job, error) {
 		if out.Status != api.JobQueued {
 			return nil
 		}
-		return setQueuePositions(ctx, tx, ws, []api.Job{*out}, func(i, pos int) { out.QueuePosition = pos })
+		// Counted in the store, over the part of the queue ahead: a job
+		// shown (polled) while thousands wait costs what is ahead of it.
+		out.QueuePosition, err = tx.QueuePosition(ctx, ws, name)
+		return err
 	})
 	return out, err
 }
