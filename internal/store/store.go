@@ -71,6 +71,11 @@ type Tx interface {
 	// reads the documents of just the jobs whose etag changed, with
 	// JobFilter.Keys, instead of decoding every job each time.
 	JobVersions(ctx context.Context, f JobFilter) ([]JobVersion, error)
+	// QueuePosition returns a queued job's place in its compute's queue
+	// (1: the next to run): one more than the queued jobs of the same
+	// workspace and compute ordered before it, by higher priority, then
+	// earlier creation. It is 0 when the job is not queued or not stored.
+	QueuePosition(ctx context.Context, workspace, name string) (int, error)
 	// JobCursor returns a position in the stream of job writes: where a
 	// caller that has just read the jobs in this transaction starts
 	// ChangedJobs.

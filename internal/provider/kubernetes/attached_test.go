@@ -152,6 +152,9 @@ func TestAttachedCluster(t *testing.T) {
 	if secs, _ := srv.Client.Secrets(ctx, "default"); len(secs) != 1 || secs[0].Name != "k8s-kubeconfig" || secs[0].Value != "" {
 		t.Errorf("secrets: %+v; want k8s-kubeconfig without its value", secs)
 	}
+	if err := srv.Client.DeleteSecret(ctx, "default", "k8s-kubeconfig"); err == nil || !strings.Contains(err.Error(), "detach it first") {
+		t.Errorf("deleting the kubeconfig's secret of an attached cluster: %v; want it refused", err)
+	}
 	if !servertest.Poll(ctx, 30*time.Second, func() bool {
 		cp, err := srv.Client.Compute(ctx, "default", "k8s")
 		return err == nil && cp.ProvisioningState == api.ProvisioningSucceeded

@@ -65,6 +65,29 @@ func (x *tx) JobVersions(ctx context.Context, f store.JobFilter) ([]store.JobVer
 	return out, nil
 }
 
+// queuePositionQuery counts, from the index jobs_queue_order, the queued
+// jobs of the job's compute ahead of it: two range scans as long as the
+// part of the queue ahead, not the whole queue.
+const queuePositionQuery = `SELECT 1
+	+ (SELECT count(*) FROM jobs a WHERE a.status = 'Queued' AND a.workspace = j.workspace AND a.compute = j.compute
+		AND a.priority > j.priority)
+	+ (SELECT count(*) FROM jobs a WHERE a.status = 'Queued' AND a.workspace = j.workspace AND a.compute = j.compute
+		AND a.priority = j.priority AND a.created < j.created)
+	FROM jobs j WHERE j.workspace = ? AND j.name = ? AND j.status = 'Queued'`
+
+// QueuePosition implements store.Tx.
+func (x *tx) QueuePosition(ctx context.Context, workspace, name string) (int, error) {
+	var pos int
+	err := x.queryRow(ctx, queuePositionQuery, workspace, name).Scan(&pos)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("job %s: queue position: %w", name, err)
+	}
+	return pos, nil
+}
+
 // JobCursor implements store.Tx: the last revision this transaction sees.
 // SQLite has one writer at a time, which takes its revision inside its
 // transaction, so every write this transaction does not see has a later
@@ -110,7 +133,7 @@ func (x *tx) QueuedJobs(ctx context.Context, workspace string) (int, error) {
 
 // queryJobs selects cols of the jobs f selects, in creation order.
 func (x *tx) queryJobs(ctx context.Context, cols string, f store.JobFilter) (*sql.Rows, error) {
-	q, args, err := jobsQuery(cols, f, true)
+	q, args, err := jobsQuery(cols, f)
 	if err != nil {
 		return nil, err
 	}
@@ -121,9 +144,9 @@ func (x *tx) queryJobs(ctx context.Context, cols string, f store.JobFilter) (*sq
 	return rows, nil
 }
 
-// jobsQuery is the statement selecting cols of the jobs f selects (in
-// creation order when ordered), and its arguments.
-func jobsQuery(cols string, f store.JobFilter, ordered bool) (string, []any, error) {
+// jobsQuery is the statement selecting cols of the jobs f selects, in
+// creation order, and its arguments.
+func jobsQuery(cols string, f store.JobFilter) (string, []any, error) {
 	var where []string
 	var args []any
 	if f.Workspace != "" {
@@ -165,11 +188,9 @@ func jobsQuery(cols string, f store.JobFilter, ordered bool) (string, []any, err
 	if len(where) > 0 {
 		q += " WHERE " + strings.Join(where, " AND ")
 	}
-	if ordered {
-		q += " ORDER BY created"
-		if f.Newest {
-			q += " DESC"
-		}
+	q += " ORDER BY created"
+	if f.Newest {
+		q += " DESC"
 	}
 	if f.Limit > 0 {
 		q += " LIMIT ?"
