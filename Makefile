@@ -16,10 +16,18 @@ help: ## List the targets.
 build: ## Build bin/tide.
 	$(GO) build -o $(BIN) ./cmd/tide
 
-test: vet build ## Run every test, then the end-to-end tests again on PostgreSQL (.ci/run installs it).
-	$(GO) test $(TESTFLAGS) $(PKGS)
-	$(MAKE) test-python
-	TIDE_TEST_STORE=postgres $(GO) test $(TESTFLAGS) -skip 'TestReplicasFailover|FuzzComputeRequest' ./internal/server
+# The end-to-end tests of internal/server run a second time on PostgreSQL,
+# beside the first pass: they mostly wait on servers, agents and jobs, so the
+# two passes share the cores well (its output is printed when it ends).
+test: vet build ## Run every test, and the end-to-end tests on PostgreSQL beside them (.ci/run installs it).
+	@mkdir -p bin; rc=0; \
+	echo "internal/server on PostgreSQL: started beside the other tests; its output follows theirs"; \
+	TIDE_TEST_STORE=postgres $(GO) test $(TESTFLAGS) -skip 'TestReplicasFailover|FuzzComputeRequest' ./internal/server >bin/test-postgres.log 2>&1 & pg=$$!; \
+	$(GO) test $(TESTFLAGS) $(PKGS) || rc=1; \
+	$(MAKE) test-python || rc=1; \
+	wait $$pg || rc=1; \
+	echo "--- internal/server on PostgreSQL (bin/test-postgres.log):"; cat bin/test-postgres.log; \
+	exit $$rc
 
 test-python: build ## Run the Python SDK's tests against a real server (bin/tide).
 	cd sdk/python && TIDE_BIN=$(CURDIR)/$(BIN) /usr/bin/python3 -m unittest discover -s tests -v
@@ -35,6 +43,7 @@ bench: ## Compare tide with Slurm and fork/exec (installs slurm-wlm, munge), mea
 	$(GO) test -run '^$$' -bench . -benchtime 200x ./internal/server
 	GOMAXPROCS=1 $(GO) test -run '^$$' -bench Philly -benchtime 3x ./internal/simulate
 	$(GO) test -run '^$$' -bench InputStart -benchtime 3x ./internal/agent/runtime
+	$(GO) test -run '^$$' -bench CachedInputStart -benchtime 3x ./internal/agent
 
 chaos: ## The full chaos suite (1,000 jobs through server kills, preemption storms, a full disk); prints its table.
 	TIDE_CHAOS=full $(GO) test -count=1 -v -timeout 90m ./internal/chaos

@@ -47,8 +47,13 @@ type VirtualMachine struct {
 	CredentialsSecret string `json:"credentials_secret,omitempty"`
 }
 
-// IsAttached reports whether c is an attached machine.
-func (c *Compute) IsAttached() bool { return c.Type == ComputeTypeVirtualMachine }
+// IsAttached reports whether c is attached through the API rather than
+// made by tide: a machine (type virtualmachine) or a Kubernetes cluster
+// (type kubernetes). The hidden compute of one job's Pods on an attached
+// cluster is not.
+func (c *Compute) IsAttached() bool {
+	return c.Type == ComputeTypeVirtualMachine || c.IsKubernetes()
+}
 
 // AttachedLocation is the location of an attached compute's node: its
 // provider is built from the compute's record, not from a configured

@@ -143,8 +143,12 @@ type JobServerless struct {
 	// Tier is low_priority (job_tier spot) or dedicated.
 	Tier string `json:"tier"`
 	// Location is where the nodes come from (the workspace's serverless
-	// location).
+	// location, or the attached Kubernetes cluster's).
 	Location string `json:"location"`
+	// Kubernetes names the attached Kubernetes compute (the job's
+	// compute:) whose Pods of InstanceType the job runs on; empty for a
+	// serverless job.
+	Kubernetes string `json:"kubernetes,omitempty"`
 }
 
 // JobRank is one node of a running or finished job attempt.

@@ -62,6 +62,9 @@ type Compute struct {
 	// VirtualMachine holds the fields of an attached machine (type
 	// virtualmachine), flattened as Azure's file has them.
 	*VirtualMachine
+	// Kubernetes holds the fields of an attached Kubernetes cluster (type
+	// kubernetes), flattened as Azure's file has them.
+	*Kubernetes
 
 	// Status, set by the server.
 	ID string `json:"id,omitempty"`
@@ -190,6 +193,12 @@ func (c Compute) Redacted() Compute {
 		s.HasSSHPrivateKey = s.HasSSHPrivateKey || s.SSHPrivateKey != ""
 		s.AdminPassword, s.SSHKeyValue, s.SSHPrivateKey = "", "", ""
 		c.SSHSettings = &s
+	}
+	if c.Kubernetes != nil {
+		k := *c.Kubernetes
+		k.HasKubeconfig = k.HasKubeconfig || k.Kubeconfig != ""
+		k.Kubeconfig = ""
+		c.Kubernetes = &k
 	}
 	return c
 }

@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"path"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -215,7 +214,6 @@ func (j *job) fetchInput(ctx context.Context, in api.JobInput, dst string) (plac
 	if problem != "" {
 		return placed{}, errors.New(problem)
 	}
-	isFile := in.Type == api.InputURIFile
 	switch kind {
 	case spec.PathBlob:
 		return j.fetchSnapshot(ctx, in, dst)
@@ -225,8 +223,7 @@ func (j *job) fetchInput(ctx context.Context, in api.JobInput, dst string) (plac
 	case spec.PathDatastore:
 		return j.fetchDatastore(ctx, in, dst)
 	case spec.PathHTTP:
-		p, err := j.download(ctx, in.Path, dst, isFile)
-		return placed{path: p}, err
+		return j.fetchHTTP(ctx, in, dst)
 	}
 	return placed{}, fmt.Errorf("the node cannot fetch %s paths; was the job submitted with 'tide job create -f'?", kind)
 }
@@ -298,62 +295,6 @@ func copyFile(src, dst string) error {
 		err = cerr
 	}
 	return err
-}
-
-// download fetches an http(s) URL into dst, within the server's
-// max_data_size. A uri_folder URL ending in .tar.gz or .tgz is unpacked;
-// anything else is saved under the URL's file name.
-func (j *job) download(ctx context.Context, rawURL, dst string, isFile bool) (string, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, rawURL, nil)
-	if err != nil {
-		return "", err
-	}
-	resp, err := fetchClient.Do(req)
-	if err != nil {
-		return "", fmt.Errorf("fetching: %w", err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return "", fmt.Errorf("fetching: the server answered %s", resp.Status)
-	}
-	limit := j.a.maxData.Load()
-	if limit > 0 && resp.ContentLength > limit {
-		return "", fmt.Errorf("%d bytes is more than the server's max_data_size of %d bytes; raise max_data_size or use a datastore", resp.ContentLength, limit)
-	}
-	body := io.Reader(resp.Body)
-	if limit > 0 {
-		body = io.LimitReader(resp.Body, limit+1)
-	}
-	u, _ := url.Parse(rawURL)
-	name := path.Base(u.Path)
-	if name == "/" || name == "." || name == "" {
-		name = "data"
-	}
-	if !isFile && (strings.HasSuffix(name, ".tar.gz") || strings.HasSuffix(name, ".tgz")) {
-		if err := archive.Extract(body, dst, limit); err != nil {
-			return "", fmt.Errorf("unpacking: %w", err)
-		}
-		return dst, nil
-	}
-	out := filepath.Join(dst, name)
-	f, err := os.Create(out)
-	if err != nil {
-		return "", err
-	}
-	n, err := io.Copy(f, body)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return "", fmt.Errorf("fetching: %w", err)
-	}
-	if limit > 0 && n > limit {
-		return "", fmt.Errorf("more than the server's max_data_size of %d bytes; raise max_data_size or use a datastore", limit)
-	}
-	if isFile {
-		return out, nil
-	}
-	return dst, nil
 }
 
 // readOnlyTree removes write permission from everything under dir,

@@ -24,7 +24,7 @@ func history(gap, period time.Duration, n int) *GapHistory {
 }
 
 func TestGapHistoryKeepAlive(t *testing.T) {
-	if _, ok := NewGapHistory().KeepAlive(); ok {
+	if _, _, ok := NewGapHistory().KeepAlive(t0); ok {
 		t.Error("an empty history recommends a keep-alive")
 	}
 	tests := []struct {
@@ -32,77 +32,125 @@ func TestGapHistoryKeepAlive(t *testing.T) {
 		h        *GapHistory
 		min, max time.Duration
 	}{
-		// Reuse 45 s later is cheaper than a 180 s boot: keep just past it.
-		{"short gaps are kept", history(45*time.Second, 10*time.Minute, 500), 50 * time.Second, 60 * time.Second},
-		// Reuse 20 min later costs more idle time than a boot: let go.
+		// Reuse 45 s later: the 120 s reference catches every gap, and
+		// so must the choice.
+		{"short gaps are kept", history(45*time.Second, 10*time.Minute, 500), 50 * time.Second, 120 * time.Second},
+		// Reuse 20 min later: 120 s catches none, so letting go at once
+		// makes no more jobs wait and costs less.
 		{"long gaps are not", history(20*time.Minute, time.Hour, 500), 0, 0},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if got, ok := tc.h.KeepAlive(); !ok || got < tc.min || got > tc.max {
-				t.Errorf("keep-alive %v, want within [%v, %v]", got, tc.min, tc.max)
+			got, warm, ok := tc.h.KeepAlive(t0)
+			if !ok || got < tc.min || got > tc.max || warm != 0 {
+				t.Errorf("keep-alive %v (warm %d), want within [%v, %v] and no warm node", got, warm, tc.min, tc.max)
 			}
 		})
 	}
 }
 
-func TestAdaptiveDecide(t *testing.T) {
-	burst := NewGapHistory()
-	for i := range 10 { // ten one-node jobs in the last 100 s
-		burst.Demand(t0.Add(-time.Duration(100-10*i)*time.Second), 1)
+// TestKeepAliveByHour: a compute whose nodes are reused within minutes by
+// day and not at all by night keeps them by day and lets them go by
+// night, where a fixed 120 s does neither well.
+func TestKeepAliveByHour(t *testing.T) {
+	h := NewGapHistory()
+	at := time.Date(2026, 11, 2, 0, 0, 0, 0, time.UTC)
+	for range 14 * 24 * 6 { // every 10 minutes for two weeks
+		h.NodeIdle(at)
+		if hr := at.Hour(); hr >= 9 && hr < 17 {
+			h.Demand(at.Add(4*time.Minute), 1) // reused after 4 min by day
+		} else {
+			h.Demand(at.Add(30*time.Minute), 1) // by night much later
+		}
+		at = at.Add(10 * time.Minute)
 	}
-	gang := NewGapHistory()
-	gang.Demand(t0.Add(-10*time.Second), 8)
-	lone := NewGapHistory()
-	lone.Demand(t0.Add(-10*time.Second), 1)
+	day, _, ok := h.KeepAlive(time.Date(2026, 11, 20, 12, 0, 0, 0, time.UTC))
+	night, _, _ := h.KeepAlive(time.Date(2026, 11, 20, 3, 0, 0, 0, time.UTC))
+	if !ok || day < 4*time.Minute || day > 5*time.Minute || night != 0 {
+		t.Errorf("keep-alive %v by day, %v by night; want just over 4 min by day and 0 by night", day, night)
+	}
+}
+
+func TestAdaptiveDecide(t *testing.T) {
+	learned := NewGapHistory()
+	learned.setting.warm, learned.learned = 2, true
+	for k := range learned.setting.keep {
+		learned.setting.keep[k] = time.Duration(k) * time.Minute
+	}
+	instant := NewGapHistory()
+	instant.BootTime = 0
 	idle := nodes("i", api.NodeIdle, 3, time.Minute)
 	tests := []struct {
-		name     string
-		c        Compute
-		warm     int
-		timeout  time.Duration
-		fallback bool
+		name    string
+		c       Compute
+		warm    int
+		timeout time.Duration
 	}{
-		{name: "no history behaves like fixed", c: cluster(0, 20, nil, nil), warm: 0, timeout: 120 * time.Second, fallback: true},
-		{name: "a lone job warms nothing", c: Compute{Gaps: lone}, warm: 0, timeout: 120 * time.Second},
-		// 10 nodes asked for in the last 3 min may stay; 0.9 × the 10 jobs
-		// of the last 2 min = 9 may be booted ahead of demand.
-		{name: "a burst boots warm nodes", c: Compute{Gaps: burst}, warm: 9},
-		{name: "idle nodes are kept up to the recent demand", c: Compute{Gaps: burst, Nodes: idle}, warm: 10},
-		{name: "counted idle nodes count", c: Compute{Gaps: burst, Counted: NodeCounts{Idle: 7}}, warm: 10},
-		// One 8-node job: 8 nodes may stay, but one submit boots nothing.
-		{name: "a gang job is one submit", c: Compute{Gaps: gang}, warm: 0},
-		{name: "a gang job keeps its idle nodes", c: Compute{Gaps: gang, Nodes: idle}, warm: 3},
+		{name: "no history behaves like fixed", c: cluster(0, 20, nil, nil), timeout: 120 * time.Second},
+		{name: "before it has learned, the compute's idle time", c: Compute{Gaps: NewGapHistory()}, timeout: 120 * time.Second},
+		{name: "the hour's timeout", c: Compute{Gaps: learned, Nodes: idle}, warm: 2, timeout: 12 * time.Minute},
+		// Warm nodes are only kept, never booted.
+		{name: "no idle node, none warm", c: Compute{Gaps: learned}, warm: 0, timeout: 12 * time.Minute},
+		{name: "counted idle nodes count", c: Compute{Gaps: learned, Counted: NodeCounts{Idle: 1}}, warm: 1, timeout: 12 * time.Minute},
+		{name: "a boot time of 0 keeps nothing", c: Compute{Gaps: instant, Nodes: idle}, warm: 0, timeout: 0},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.c.IdleTimeout = 120 * time.Second
 			d := Adaptive{}.Decide(&tc.c, t0)
-			if d.Warm != tc.warm {
-				t.Errorf("warm %d, want %d", d.Warm, tc.warm)
-			}
-			if tc.timeout != 0 && d.IdleTimeout != tc.timeout {
-				t.Errorf("idle timeout %v, want the compute's %v until the history has learned", d.IdleTimeout, tc.timeout)
-			}
-			if tc.fallback && d != (Fixed{}).Decide(&tc.c, t0) {
-				t.Errorf("decision %+v, want Fixed's", d)
+			if d.Warm != tc.warm || d.IdleTimeout != tc.timeout {
+				t.Errorf("warm %d, idle timeout %v; want %d, %v", d.Warm, d.IdleTimeout, tc.warm, tc.timeout)
 			}
 		})
 	}
 }
 
-// TestAdaptiveKeepsWarmNodes checks the policy through Plan: idle nodes
-// within the recent demand stay past their timeout, the rest leave.
+// TestAdaptiveKeepsWarmNodes checks the policy through Plan: the most
+// recently idle nodes within the warm count stay past their timeout, the
+// rest leave.
 func TestAdaptiveKeepsWarmNodes(t *testing.T) {
 	h := NewGapHistory()
-	for i := range 4 {
-		h.Demand(t0.Add(-time.Duration(30+i)*time.Second), 1)
-	}
+	h.setting.warm, h.learned = 4, true
 	c := cluster(0, 20, nodes("i", api.NodeIdle, 6, time.Hour), nil)
 	c.Policy, c.Gaps = AdaptivePolicy, h
 	res := Plan(Snapshot{Computes: []Compute{c}}, t0, BuiltinPolicies())
 	if got := actions(res); len(got) != 2 || res.Targets["a"] != 4 {
 		t.Errorf("actions %v target %d, want 2 deletes and target 4", got, res.Targets["a"])
+	}
+}
+
+// TestReplayMatchesFixedByHand: the replay the policy chooses by prices a
+// fixed timeout as worked out by hand.
+func TestReplayMatchesFixedByHand(t *testing.T) {
+	s := int64(time.Second)
+	log := []logEvent{
+		{At: 0},                 // node a idle
+		{At: 100 * s},           // node b idle
+		{At: 150 * s, Nodes: 1}, // takes b (50 s idle)
+		{At: 500 * s, Nodes: 2}, // a left at 120 s (120 s idle); two boots, one wait
+		{At: 600 * s},           // c idle, kept to the end (0 s)
+	}
+	var c candidate
+	for k := range c.keep {
+		c.keep[k] = 120 * time.Second
+	}
+	o, _ := replay(log, &c, 180*time.Second, nil)
+	if o.cost != 50+120+2*180 || o.miss != 1 {
+		t.Errorf("cost %v node-s, %v waits; want 530, 1", o.cost, o.miss)
+	}
+	c.warm = 1 // a is beyond the warm count when it times out: the same
+	if o, _ = replay(log, &c, 180*time.Second, nil); o.cost != 530 || o.miss != 1 {
+		t.Errorf("warm 1: cost %v node-s, %v waits; want 530, 1", o.cost, o.miss)
+	}
+	// b is the only idle node: warm, it waits 300 s for the next job
+	// instead of leaving at 120 s and making it wait for a boot.
+	log = []logEvent{{At: 0}, {At: 50 * s, Nodes: 1}, {At: 100 * s}, {At: 400 * s, Nodes: 1}}
+	if o, _ = replay(log, &c, 180*time.Second, nil); o.cost != 50+300 || o.miss != 0 {
+		t.Errorf("warm 1: cost %v node-s, %v waits; want 350, 0", o.cost, o.miss)
+	}
+	c.warm = 0
+	if o, _ = replay(log, &c, 180*time.Second, nil); o.cost != 50+120+180 || o.miss != 1 {
+		t.Errorf("warm 0: cost %v node-s, %v waits; want 350, 1", o.cost, o.miss)
 	}
 }
 
@@ -145,10 +193,8 @@ func TestGapHistorySurvivesJSON(t *testing.T) {
 	if err := json.Unmarshal(b, &g); err != nil {
 		t.Fatal(err)
 	}
-	hk, hok := h.KeepAlive()
-	gk, gok := g.KeepAlive()
-	if hk != gk || hok != gok || h.Closed() != g.Closed() {
-		t.Fatalf("keep-alive %v/%v and %d closed, restored %v/%v and %d", hk, hok, h.Closed(), gk, gok, g.Closed())
+	if h.setting != g.setting || h.learned != g.learned || h.Closed() != g.Closed() {
+		t.Fatalf("setting %+v (%v) and %d closed, restored %+v (%v) and %d", h.setting, h.learned, h.Closed(), g.setting, g.learned, g.Closed())
 	}
 	for _, since := range []time.Duration{time.Minute, 10 * time.Minute, time.Hour} {
 		if a, b := h.DemandSince(at.Add(-since)), g.DemandSince(at.Add(-since)); a != b {
@@ -164,10 +210,18 @@ func TestGapHistorySurvivesJSON(t *testing.T) {
 		h.Demand(at, 1)
 		g.Demand(at, 1)
 	}
-	if hk, _ := h.KeepAlive(); hk != func() time.Duration { k, _ := g.KeepAlive(); return k }() {
-		t.Errorf("after more gaps: keep-alive %v, restored one %v", hk, func() time.Duration { k, _ := g.KeepAlive(); return k }())
+	if h.setting != g.setting || h.Closed() != g.Closed() {
+		t.Errorf("after more gaps: setting %+v, restored one %+v", h.setting, g.setting)
 	}
-	if err := json.Unmarshal([]byte(`{"bins":{"99999":1}}`), &g); err == nil {
-		t.Error("a bin out of range was accepted")
+	// A history saved before the hourly histograms: its open gaps and
+	// demand stay, it learns again.
+	old := `{"boot_time":180000000000,"bins":{"3":2},"over":1,"weight":3,"pending":["2026-11-24T09:00:00Z"],"seen":3,"keep":50000000000}`
+	if err := json.Unmarshal([]byte(old), &g); err != nil || len(g.pending) != 1 || g.learned {
+		t.Errorf("an older saved history: %v, %d open gaps, learned %v; want it read, 1 open gap, not learned", err, len(g.pending), g.learned)
+	}
+	for _, bad := range []string{`{"hour_bins":{"3":{"99999":1}}}`, `{"hour_bins":{"24":{"1":1}}}`, `{"hourly_keep":[1,2]}`} {
+		if err := json.Unmarshal([]byte(bad), &g); err == nil {
+			t.Errorf("%s was accepted", bad)
+		}
 	}
 }

@@ -235,8 +235,9 @@ const UsageUnit = "Count"
 func Usage(computes []api.Compute, cat *Catalog, q Quotas, locations []string) []api.Usage {
 	locs := slices.Clone(locations)
 	for _, c := range computes {
-		// An attached machine's location is its own and holds no quota.
-		if c.IsAttached() {
+		// An attached compute's location is its own and holds no quota
+		// (nor do the Pods jobs get on an attached cluster).
+		if _, _, ok := api.ParseAttachedLocation(c.Location); ok {
 			continue
 		}
 		if c.Location != "" && !slices.ContainsFunc(locs, func(l string) bool { return strings.EqualFold(l, c.Location) }) {

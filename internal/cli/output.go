@@ -150,6 +150,9 @@ func computeTable(w io.Writer, cs []api.Compute) {
 		if c.VirtualMachine != nil {
 			size, loc = machineSize(c.VirtualMachine), c.Address
 		}
+		if c.Kubernetes != nil {
+			size, loc = strings.Join(c.Kubernetes.InstanceTypeNames(), ","), c.Kubernetes.Server
+		}
 		rows = append(rows, []string{
 			c.Name, c.Type, size, c.Tier, dash(loc),
 			itoa(c.MinInstances), itoa(c.MaxInstances),
@@ -185,15 +188,16 @@ func (p *printer) computeDetails(w io.Writer, c *api.Compute) {
 		{"created_on", p.when(c.CreatedOn)},
 		{"modified_on", p.when(c.ModifiedOn)},
 	}
-	if c.Instance != nil || c.VirtualMachine != nil {
-		// A compute instance or an attached machine is one node: the
-		// cluster's scale lines do not apply.
+	if c.Instance != nil || c.VirtualMachine != nil || c.Kubernetes != nil {
+		// A compute instance or an attached machine is one node, and an
+		// attached cluster gives each job Pods of its own: the cluster's
+		// scale lines do not apply.
 		lines = slices.DeleteFunc(lines, func(l kv) bool {
 			switch l.k {
 			case "tier", "min_instances", "max_instances", "idle_time_before_scale_down", "allocation_state", "current_node_count", "target_node_count":
 				return true
 			case "size", "runtime", "location":
-				return c.VirtualMachine != nil
+				return c.VirtualMachine != nil || c.Kubernetes != nil
 			case "node_state_counts":
 				return c.Instance != nil
 			}
@@ -211,6 +215,9 @@ func (p *printer) computeDetails(w io.Writer, c *api.Compute) {
 	}
 	if c.VirtualMachine != nil {
 		lines = append(lines, machineDetails(c)...)
+	}
+	if c.Kubernetes != nil {
+		lines = append(lines, kubernetesDetails(c)...)
 	}
 	if c.Tide != nil {
 		for i, s := range c.Tide.Schedules {
@@ -477,6 +484,9 @@ func usageLine(u *api.JobUsage) string {
 // jobCompute names where a job runs, for tables: its compute, or
 // "serverless" for a job on nodes of its own.
 func jobCompute(j *api.Job) string {
+	if j.Serverless != nil && j.Serverless.Kubernetes != "" {
+		return j.Serverless.Kubernetes
+	}
 	if j.Serverless != nil {
 		return "serverless"
 	}
@@ -488,6 +498,9 @@ func jobComputeDetail(j *api.Job) string {
 	sl := j.Serverless
 	if sl == nil {
 		return j.Compute
+	}
+	if sl.Kubernetes != "" {
+		return fmt.Sprintf("%s (Kubernetes): %d Pod(s) of instance type %s, its own (compute %s)", sl.Kubernetes, sl.InstanceCount, sl.InstanceType, j.Compute)
 	}
 	return fmt.Sprintf("serverless: %d × %s (%s, location %s; nodes of its own, compute %s)", sl.InstanceCount, sl.InstanceType, sl.Tier, sl.Location, j.Compute)
 }

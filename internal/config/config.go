@@ -215,6 +215,13 @@ type Attached struct {
 	// of a machine that does not answer before it forgets the node (the
 	// compute's events say what may be left there). Default 2m.
 	DetachTimeout time.Duration `yaml:"detach_timeout"`
+	// Kubernetes are the kubernetes provider's settings for the Pods of
+	// attached Kubernetes clusters (type kubernetes): image (required to
+	// attach one), image_pull_policy, agent_command, work_dir,
+	// service_account, image_pull_secrets, env, labels, annotations,
+	// grace_period, stop_timeout. The kubeconfig, namespace and each
+	// instance type's placement come from the compute.
+	Kubernetes map[string]any `yaml:"kubernetes"`
 }
 
 // DefaultServerlessInstanceType is Azure ML's default serverless VM size.

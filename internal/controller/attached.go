@@ -49,7 +49,7 @@ func (c *Controller) provider(ctx context.Context, loc string) (provider.Provide
 	p, err := c.attachedProvider(ctx, cp)
 	if err != nil {
 		c.log.Warn("building the provider of an attached compute", "compute", name, "workspace", ws, "err", err)
-		c.recordFailure(ctx, ws, name, "ProvisioningFailed", fmt.Sprintf("attached machine %s: %v", cp.Address, err), c.now().UTC())
+		c.recordFailure(ctx, ws, name, "ProvisioningFailed", fmt.Sprintf("attached %s %s: %v", cp.Type, cp.Name, err), c.now().UTC())
 		return nil, false
 	}
 	c.mu.Lock()

@@ -462,8 +462,8 @@ func (c *Controller) decide(ctx context.Context, s *snapshot, serverlessWaits ma
 // reservation is max_instances × vCPUs, so it is max_instances unless the
 // size is unknown.
 func (c *Controller) quotaCap(cp *api.Compute) int {
-	if cp.IsAttached() {
-		return cp.MaxInstances // the machine is the user's: no quota
+	if _, _, ok := api.ParseAttachedLocation(cp.Location); ok {
+		return cp.MaxInstances // the machine or cluster is the user's: no quota
 	}
 	if _, ok := c.catalog.Lookup(cp.Size); !ok {
 		return 0

@@ -60,7 +60,10 @@ func (g *gapTracker) observe(s *snapshot, computes map[string]*api.Compute, boot
 	}
 	for _, n := range s.nodes {
 		k := key(n.Workspace, n.Compute)
-		if _, ok := per[k]; ok && n.State == api.NodeIdle && n.StateSince.After(g.watermk[k]) {
+		// A node that turned idle when it registered goes to the job it
+		// was created for, which the history counts as a boot: only a
+		// node that finished a job starts an idle gap.
+		if _, ok := per[k]; ok && n.State == api.NodeIdle && n.StateSince.After(g.watermk[k]) && !n.StateSince.Equal(n.RegisteredOn) {
 			per[k] = append(per[k], obs{at: n.StateSince})
 		}
 	}
@@ -85,6 +88,7 @@ func (g *gapTracker) observe(s *snapshot, computes map[string]*api.Compute, boot
 			}
 		}
 		g.byKey[k] = h
+		h.Reference = time.Duration(computes[k].IdleTimeBeforeScaleDown) * time.Second
 		if d := boot[k]; d > 0 && g.boot == 0 {
 			h.BootTime = d
 		}

@@ -78,9 +78,9 @@ func TestGapsSurviveRestart(t *testing.T) {
 	if got == nil || !mark.Equal(at) {
 		t.Fatalf("restored %v at %v, want the saved history at %v", got, mark, at)
 	}
-	wk, _ := h.KeepAlive()
-	gk, learned := got.KeepAlive()
-	if got.Closed() != h.Closed() || gk != wk || !learned {
+	wk, ww, _ := h.KeepAlive(at)
+	gk, gw, learned := got.KeepAlive(at)
+	if got.Closed() != h.Closed() || gk != wk || gw != ww || !learned {
 		t.Errorf("restored history: %d gaps, keep-alive %v; saved: %d gaps, keep-alive %v", got.Closed(), gk, h.Closed(), wk)
 	}
 	if none, _ := c2.gaps.load("default/other"); none != nil {

@@ -49,8 +49,16 @@ func (c *Controller) deleting(ctx context.Context, s *snapshot, comp api.Compute
 	if comp.IsAttached() {
 		gone = "detached"
 	}
+	// An attached cluster's jobs run on hidden computes of its location,
+	// whose nodes its provider removes: they go first.
+	ofCluster := map[string]bool{}
+	for _, cp := range s.computes {
+		if comp.IsKubernetes() && cp.Workspace == comp.Workspace && cp.ServerlessJob != "" && cp.Location == comp.Location {
+			ofCluster[cp.Name] = true
+		}
+	}
 	for _, j := range s.jobs {
-		if j.Workspace != comp.Workspace || j.Compute != comp.Name {
+		if j.Workspace != comp.Workspace || j.Compute != comp.Name && !ofCluster[j.Compute] {
 			continue
 		}
 		if _, err := service.ForceEnd(ctx, c.store, j.Workspace, j.Name, api.JobCanceled, "compute "+comp.Name+" was "+gone, now); err != nil {
@@ -60,7 +68,8 @@ func (c *Controller) deleting(ctx context.Context, s *snapshot, comp api.Compute
 	// A machine that stays unreachable (destroyed before its detach) must
 	// not hold its compute forever: after attached.detach_timeout its node
 	// is forgotten, and the events say what may be left there.
-	giveUp := comp.IsAttached() && now.Sub(comp.ModifiedOn) > c.cfg.Attached.DetachTimeout
+	_, _, attached := api.ParseAttachedLocation(comp.Location)
+	giveUp := attached && now.Sub(comp.ModifiedOn) > c.cfg.Attached.DetachTimeout
 	remaining := 0
 	for _, n := range s.nodes {
 		if n.Workspace != comp.Workspace || n.Compute != comp.Name {
@@ -68,8 +77,14 @@ func (c *Controller) deleting(ctx context.Context, s *snapshot, comp api.Compute
 		}
 		remaining++
 		if giveUp && !c.isInflight(n.ID) {
-			msg := fmt.Sprintf("machine %s did not answer for %s: node %s is forgotten; if the machine comes back, stop its agent and remove %s there by hand",
-				comp.Address, c.cfg.Attached.DetachTimeout, n.ID, c.cfg.Attached.Dir)
+			var msg string
+			if comp.VirtualMachine != nil {
+				msg = fmt.Sprintf("machine %s did not answer for %s: node %s is forgotten; if the machine comes back, stop its agent and remove %s there by hand",
+					comp.Address, c.cfg.Attached.DetachTimeout, n.ID, c.cfg.Attached.Dir)
+			} else if comp.Kubernetes != nil {
+				msg = fmt.Sprintf("the Kubernetes cluster did not answer for %s: node %s is forgotten; if the cluster comes back, delete its Pod and Secret (annotation tide/node-id=%s) in namespace %s by hand",
+					c.cfg.Attached.DetachTimeout, n.ID, n.ID, comp.Kubernetes.Namespace)
+			}
 			c.forget(ctx, n.ID)
 			_ = c.store.Update(ctx, func(tx store.Tx) error {
 				return tx.AddEvent(ctx, comp.Workspace, "compute/"+comp.Name, &api.Event{Time: now, Kind: "DetachIncomplete", Message: msg})
@@ -78,7 +93,7 @@ func (c *Controller) deleting(ctx context.Context, s *snapshot, comp api.Compute
 		}
 		c.removeNode(ctx, n, "compute "+gone)
 	}
-	if remaining > 0 {
+	if remaining > 0 || len(ofCluster) > 0 {
 		return nil
 	}
 	if comp.IsInstance() {

@@ -10,6 +10,7 @@ import (
 	"github.com/tideml/tide/internal/provider"
 	"github.com/tideml/tide/internal/scheduler"
 	"github.com/tideml/tide/internal/service"
+	"github.com/tideml/tide/internal/spec"
 	"github.com/tideml/tide/internal/store"
 )
 
@@ -34,9 +35,16 @@ func (c *Controller) createNodes(ctx context.Context, cp *api.Compute, count int
 	}
 	size, _ := c.catalog.Lookup(cp.Size)
 	runAs := c.cfg.RunAs(cp.Location)
-	if cp.IsAttached() {
+	var instanceType *api.InstanceType
+	switch {
+	case cp.VirtualMachine != nil:
 		// The machine's own figures, and the attached machines' run_as.
 		size, runAs = cp.VirtualMachine.AttachedSize(), c.cfg.Attached.RunAs
+	case cp.Kubernetes != nil:
+		// A job's Pods on an attached cluster: its instance type.
+		name := cp.Kubernetes.Properties.DefaultInstanceType
+		it := cp.Kubernetes.Properties.InstanceTypes[name]
+		size, runAs, instanceType = spec.KubernetesSize(name, it), c.cfg.Attached.RunAs, &it
 	}
 	var jobs []string
 	for _, w := range waiting {
@@ -67,7 +75,7 @@ func (c *Controller) createNodes(ctx context.Context, cp *api.Compute, count int
 		}
 		c.claim(n.ID)
 		req := provider.NodeRequest{ID: n.ID, Workspace: cp.Workspace, Compute: cp.Name, Location: cp.Location,
-			Size: size, Tier: cp.Tier, ServerURL: c.cfg.AgentServerURLs(), CAFingerprint: c.cfg.CAFingerprint, RunAs: runAs, CacheGB: c.cfg.NodeCacheGB(cp.Location), Token: c.nodeToken(n.ID), Runtime: c.Runtime(cp.Location)}
+			Size: size, Tier: cp.Tier, ServerURL: c.cfg.AgentServerURLs(), CAFingerprint: c.cfg.CAFingerprint, RunAs: runAs, CacheGB: c.cfg.NodeCacheGB(cp.Location), Token: c.nodeToken(n.ID), Runtime: c.Runtime(cp.Location), InstanceType: instanceType}
 		if ns := cp.NetworkSettings; ns != nil {
 			req.Network = ns.VnetName
 		}

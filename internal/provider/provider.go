@@ -91,6 +91,11 @@ type NodeRequest struct {
 	// Keep asks for the node's disk kept by Stop, if there is one (a
 	// compute instance starting again).
 	Keep bool
+	// InstanceType is the Pod shape of a job's node on an attached
+	// Kubernetes cluster (requests, limits, node selector, tolerations),
+	// which the kubernetes provider uses instead of Size's figures; nil
+	// elsewhere.
+	InstanceType *api.InstanceType
 }
 
 // Node states, in the provider's view (the server's node state, idle or

@@ -3,9 +3,13 @@ package server_test
 // End-to-end test of the node cache: real agents, blobs in Azurite.
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -88,5 +92,80 @@ func TestNodeCacheForReal(t *testing.T) {
 	})
 	if last == nil || *last != want {
 		t.Errorf("node cache %+v, want %+v", last, want)
+	}
+}
+
+// TestHTTPInputsCachedForReal: on one node, an http(s) input whose answer
+// names its version (ETag, Last-Modified) is downloaded once; a later job
+// gets the cached copy and the body is not read (the web server counts
+// the bodies it finished sending). A new version is downloaded again; an
+// answer without a version is never cached.
+func TestHTTPInputsCachedForReal(t *testing.T) {
+	const size = 32 << 20 // more than socket buffers hold: an unread body is not a finished one
+	body := map[string][]byte{`"v1"`: bytes.Repeat([]byte("1"), size), `"v2"`: bytes.Repeat([]byte("2"), size)}
+	var mu sync.Mutex
+	etag, sent := `"v1"`, map[string]int{}
+	web := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		tag := etag
+		mu.Unlock()
+		switch r.URL.Path {
+		case "/data/versioned.bin":
+			w.Header().Set("ETag", tag)
+		case "/data/dated.bin":
+			w.Header().Set("Last-Modified", "Wed, 25 Nov 2026 10:00:00 GMT")
+		case "/data/plain.bin":
+		default:
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("Content-Length", fmt.Sprint(size))
+		if _, err := w.Write(body[tag]); err == nil {
+			mu.Lock()
+			sent[r.URL.Path]++
+			mu.Unlock()
+		}
+	}))
+	defer web.Close()
+	in, _ := newServer(t)
+	createCompute(t, in, "name: one-node\ntype: amlcompute\nsize: Standard_DS3_v2\nmin_instances: 0\nmax_instances: 1\nidle_time_before_scale_down: 600\n")
+	run := func(file string) string {
+		t.Helper()
+		j := submit(t, in, "command: head -c 1 ${{inputs.f}}; echo; wc -c < ${{inputs.f}}\ncompute: one-node\ninputs:\n  f:\n    type: uri_file\n    path: "+web.URL+"/data/"+file+"\n")
+		j = waitJob(t, in, j.Name, 90*time.Second)
+		text := logText(t, in, j.Name)
+		if j.Status != api.JobCompleted || !strings.Contains(text, fmt.Sprint(size)) {
+			t.Fatalf("%s: %s (%s)\n%s", j.Name, j.Status, j.Error, text)
+		}
+		return text
+	}
+	steps := []struct {
+		file, first string
+		cached      bool
+		sent        int // bodies of file finished after the step
+		bump        bool
+	}{
+		{file: "versioned.bin", first: "1", sent: 1},
+		{file: "versioned.bin", first: "1", cached: true, sent: 1},
+		{file: "versioned.bin", first: "2", sent: 2, bump: true}, // a new ETag
+		{file: "versioned.bin", first: "2", cached: true, sent: 2},
+		{file: "dated.bin", first: "2", sent: 1},
+		{file: "dated.bin", first: "2", cached: true, sent: 1},
+		{file: "plain.bin", first: "2", sent: 1},
+		{file: "plain.bin", first: "2", sent: 2},
+	}
+	for i, s := range steps {
+		if s.bump {
+			mu.Lock()
+			etag = `"v2"`
+			mu.Unlock()
+		}
+		text := run(s.file)
+		mu.Lock()
+		n := sent["/data/"+s.file]
+		mu.Unlock()
+		if got := strings.Contains(text, "from the node's cache"); got != s.cached || n != s.sent || !strings.Contains(text, "\n"+s.first+"\n") {
+			t.Errorf("step %d (%s): cached %v, bodies sent %d; want cached %v, %d, content %s:\n%s", i+1, s.file, got, n, s.cached, s.sent, s.first, text)
+		}
 	}
 }

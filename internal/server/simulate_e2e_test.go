@@ -3,16 +3,23 @@ package server_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"log/slog"
 	"math"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/tideml/tide/api"
+	"github.com/tideml/tide/internal/autoscaler"
 	"github.com/tideml/tide/internal/catalog"
 	"github.com/tideml/tide/internal/simulate"
 	"github.com/tideml/tide/internal/spec"
+	"github.com/tideml/tide/internal/store"
+	"github.com/tideml/tide/internal/store/postgres"
+	"github.com/tideml/tide/internal/store/sqlite"
 )
 
 // agreeCluster is the compute both runs use: at most two nodes, idle nodes
@@ -134,49 +141,83 @@ func TestSimulatorAgreesWithLiveServer(t *testing.T) {
 	}
 }
 
-// TestAdaptivePolicyRunsLive checks that a compute that asks for the
-// adaptive policy gets it in the live controller: a burst of jobs boots
-// warm nodes ahead of demand, and after the burst idle nodes stay warm for
-// the recent demand (3 minutes) instead of leaving after the compute's 2 s
-// idle time, as the fixed policy would.
+// TestAdaptivePolicyRunsLive checks the live wiring of the adaptive policy
+// and that its history survives a restart: a compute's history, saved in
+// the store by an earlier server, shows nodes reused 8 s after turning
+// idle, which the compute's 2 s idle time always misses. The server loads
+// it, and its idle node stays past 2 s and leaves at the learned timeout.
 func TestAdaptivePolicyRunsLive(t *testing.T) {
-	in, _ := newServer(t)
+	dir := t.TempDir()
+	h := autoscaler.NewGapHistory()
+	h.Reference = 2 * time.Second
+	at := time.Now().Add(-2 * time.Hour)
+	for range 40 {
+		h.NodeIdle(at)
+		h.Demand(at.Add(8*time.Second), 1)
+		at = at.Add(time.Minute)
+	}
+	learned, _, ok := h.KeepAlive(time.Now())
+	if !ok || learned < 8*time.Second || learned > 20*time.Second {
+		t.Fatalf("the history learned %v (%v), want a timeout just over 8 s", learned, ok)
+	}
+	saved, err := json.Marshal(map[string]any{"history": h, "watermark": at})
+	if err != nil {
+		t.Fatal(err)
+	}
+	putSetting(t, dir, "adaptive_gaps/default/adaptive-cluster", string(saved))
+	in := start(t, dir, "", "")
+	t.Cleanup(func() { cleanup(t, in) })
 	createCompute(t, in, "name: adaptive-cluster\ntype: amlcompute\nsize: Standard_DS3_v2\nmax_instances: 4\nidle_time_before_scale_down: 2\ntide:\n  scale_down_policy: adaptive\n")
 	ctx := context.Background()
-	var names []string
-	for range 3 {
-		names = append(names, submit(t, in, "command: sleep 1\ncompute: adaptive-cluster\n").Name)
+	j := waitJob(t, in, submit(t, in, "command: sleep 1\ncompute: adaptive-cluster\n").Name, 60*time.Second)
+	if j.Status != api.JobCompleted {
+		t.Fatalf("job %s: %s", j.Name, j.Status)
 	}
-	var ended time.Time
-	for _, n := range names {
-		j := waitJob(t, in, n, 60*time.Second)
-		if j.Status != api.JobCompleted {
-			t.Fatalf("job %s: %s", n, j.Status)
-		}
-		if j.EndTime.After(ended) {
-			ended = j.EndTime
-		}
-	}
-	// Watch the idle nodes until well past the 2 s idle time: they stay.
-	waitFor(t, "6 s past the last job", 30*time.Second, func() bool {
+	// The idle node stays past the 2 s idle time, and leaves at the
+	// learned one.
+	waitFor(t, "the idle node to leave", 60*time.Second, func() bool {
 		c, err := in.client.Compute(ctx, "default", "adaptive-cluster")
-		if err == nil && c.CurrentNodeCount == 0 {
-			t.Fatalf("all nodes left %s after the last job; the adaptive policy keeps them warm", time.Since(ended))
+		if err != nil {
+			return false
 		}
-		return time.Since(ended) > 6*time.Second
+		if c.CurrentNodeCount == 0 && time.Since(j.EndTime) < learned-time.Second {
+			t.Fatalf("the idle node left %s after the job; the learned timeout is %s", time.Since(j.EndTime), learned)
+		}
+		return c.CurrentNodeCount == 0
 	})
 	evs, err := in.client.ComputeEvents(ctx, "default", "adaptive-cluster")
 	if err != nil {
 		t.Fatal(err)
 	}
-	warm := false
+	want := fmt.Sprintf("adaptive idle timeout (learned from idle gaps) %ds", int(learned.Seconds()))
+	found := false
 	for _, e := range evs {
-		warm = warm || (e.Kind == "ScaleUp" && !strings.Contains(e.Message, " 0 warm"))
+		found = found || (e.Kind == "ScaleDown" && strings.Contains(e.Message, want))
 	}
-	if !warm {
+	if !found {
 		for _, e := range evs {
 			t.Logf("event %s %s", e.Kind, e.Message)
 		}
-		t.Error("no scale-up booted warm nodes")
+		t.Errorf("no scale-down says %q", want)
+	}
+}
+
+// putSetting writes a store setting before the server in dir starts.
+func putSetting(t *testing.T, dir, key, value string) {
+	t.Helper()
+	ctx := context.Background()
+	var st store.Store
+	var err error
+	if url := testStore(t, dir); url != "" {
+		st, err = postgres.Open(ctx, url, slog.New(slog.DiscardHandler))
+	} else {
+		st, err = sqlite.Open(ctx, filepath.Join(dir, "tide.db"), slog.New(slog.DiscardHandler))
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if err := st.Update(ctx, func(tx store.Tx) error { return tx.PutSetting(ctx, key, value) }); err != nil {
+		t.Fatal(err)
 	}
 }

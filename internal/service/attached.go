@@ -52,20 +52,7 @@ func (s *Service) attach(ctx context.Context, ws string, c *api.Compute) (*api.C
 		return nil, errorf(501, api.CodeNotSupported, "this server cannot attach machines")
 	}
 	err := s.Store.View(ctx, func(tx store.Tx) error {
-		if _, err := s.workspace(ctx, tx, ws); err != nil {
-			return err
-		}
-		if old, err := tx.GetCompute(ctx, ws, c.Name); err == nil {
-			if old.IsAttached() {
-				return errorf(409, api.CodeConflict, "compute %q is attached already; an attached machine cannot be changed: detach it ('tide compute detach %s') and attach it again", c.Name, c.Name)
-			}
-			return errorf(409, api.CodeConflict, "compute %q exists and is a %s; choose another name", c.Name, old.Type)
-		} else if !store.IsNotFound(err) {
-			return err
-		}
-		if _, err := tx.GetObject(ctx, kindSecret, secretKey(ws, attachedSecret(c.Name))); err == nil {
-			return errorf(409, api.CodeConflict, "workspace secret %q exists; it would hold this compute's key: delete it ('tide secret delete %s') or choose another compute name", attachedSecret(c.Name), attachedSecret(c.Name))
-		} else if !store.IsNotFound(err) {
+		if err := s.attachable(ctx, tx, ws, c.Name, attachedSecret(c.Name)); err != nil {
 			return err
 		}
 		return s.sameMachine(ctx, tx, ws, c)
@@ -75,12 +62,7 @@ func (s *Service) attach(ctx context.Context, ws string, c *api.Compute) (*api.C
 	}
 	found, err := s.ProbeMachine(ctx, c, sshs.SSHPrivateKey)
 	if err != nil {
-		var pe *ProbeError
-		if errors.As(err, &pe) {
-			return nil, &Error{Status: 400, Code: api.CodeValidation, Field: pe.Field,
-				Msg: fmt.Sprintf("%s: attaching %s failed; nothing was stored or started: %v", pe.Field, c.Name, pe.Err)}
-		}
-		return nil, err
+		return nil, probeFailed(c.Name, "nothing was stored or started", err)
 	}
 	vm.VCPUs, vm.MemoryGB, vm.GPUs = found.VCPUs, found.MemoryGB, found.GPUs
 	vm.HostKeySource = api.HostKeyPinned
@@ -97,33 +79,73 @@ func (s *Service) attach(ctx context.Context, ws string, c *api.Compute) (*api.C
 	if sshs.SSHPort == 0 {
 		sshs.SSHPort = 22
 	}
+	how := "trusted on first use"
+	if vm.HostKeySource == api.HostKeyPinned {
+		how = "pinned"
+	}
+	msg := fmt.Sprintf("machine %s@%s port %d attached: %d vCPUs, %g GB memory, %d GPUs; host key %s (%s)",
+		sshs.AdminUsername, vm.Address, sshs.SSHPort, vm.VCPUs, vm.MemoryGB, len(vm.GPUs), vm.HostKeyFingerprint, how)
+	return s.storeAttached(ctx, ws, c, key, msg, func(tx store.Tx) error { return s.sameMachine(ctx, tx, ws, c) })
+}
+
+// probeFailed is the answer to a failed probe of compute name being
+// attached: a *ProbeError becomes a 400 naming its field.
+func probeFailed(name, nothing string, err error) error {
+	var pe *ProbeError
+	if !errors.As(err, &pe) {
+		return err
+	}
+	return &Error{Status: 400, Code: api.CodeValidation, Field: pe.Field,
+		Msg: fmt.Sprintf("%s: attaching %s failed; %s: %v", pe.Field, name, nothing, pe.Err)}
+}
+
+// attachable refuses to attach compute name when a compute of that name
+// exists, or the workspace secret that would hold its credentials does.
+func (s *Service) attachable(ctx context.Context, tx store.Tx, ws, name, secret string) error {
+	if _, err := s.workspace(ctx, tx, ws); err != nil {
+		return err
+	}
+	if old, err := tx.GetCompute(ctx, ws, name); err == nil {
+		if old.IsAttached() {
+			return errorf(409, api.CodeConflict, "compute %q is attached already; an attached compute cannot be changed: detach it ('tide compute detach %s') and attach it again", name, name)
+		}
+		return errorf(409, api.CodeConflict, "compute %q exists and is a %s; choose another name", name, old.Type)
+	} else if !store.IsNotFound(err) {
+		return err
+	}
+	if _, err := tx.GetObject(ctx, kindSecret, secretKey(ws, secret)); err == nil {
+		return errorf(409, api.CodeConflict, "workspace secret %q exists; it would hold this compute's credentials: delete it ('tide secret delete %s') or choose another compute name", secret, secret)
+	} else if !store.IsNotFound(err) {
+		return err
+	}
+	return nil
+}
+
+// storeAttached stores attached compute c, checked and probed, with its
+// credentials sealed in its workspace secret, in one transaction; check
+// runs in it first.
+func (s *Service) storeAttached(ctx context.Context, ws string, c *api.Compute, credentials, event string, check func(store.Tx) error) (*api.Compute, error) {
 	now := s.now()
 	c.Workspace, c.Location = ws, api.AttachedLocation(ws, c.Name)
 	c.ID = "/workspaces/" + ws + "/computes/" + c.Name
 	c.CreatedOn, c.ModifiedOn = now, now
 	c.ProvisioningState, c.AllocationState = api.ProvisioningCreating, api.AllocationSteady
-	err = s.Store.Update(ctx, func(tx store.Tx) error {
+	err := s.Store.Update(ctx, func(tx store.Tx) error {
 		if _, err := tx.GetCompute(ctx, ws, c.Name); err == nil {
 			return errorf(409, api.CodeConflict, "compute %q was created meanwhile; choose another name", c.Name)
 		}
-		if err := s.sameMachine(ctx, tx, ws, c); err != nil {
+		if err := check(tx); err != nil {
 			return err
 		}
-		sec := storedSecret{Secret: api.Secret{Workspace: ws, Name: vm.CredentialsSecret, UpdatedOn: now, UpdatedBy: UserOf(ctx)}}
-		sec.seal(s.SecretBox, key)
+		sec := storedSecret{Secret: api.Secret{Workspace: ws, Name: c.CredentialsSecretName(), UpdatedOn: now, UpdatedBy: UserOf(ctx)}}
+		sec.seal(s.SecretBox, credentials)
 		if err := putObject(ctx, tx, kindSecret, secretKey(ws, sec.Name), sec); err != nil {
 			return err
 		}
 		if err := tx.PutCompute(ctx, c, ""); err != nil {
 			return err
 		}
-		how := "trusted on first use"
-		if vm.HostKeySource == api.HostKeyPinned {
-			how = "pinned"
-		}
-		return tx.AddEvent(ctx, ws, "compute/"+c.Name, &api.Event{Time: now, Kind: "Attached", Message: fmt.Sprintf(
-			"machine %s@%s port %d attached: %d vCPUs, %g GB memory, %d GPUs; host key %s (%s)",
-			sshs.AdminUsername, vm.Address, sshs.SSHPort, vm.VCPUs, vm.MemoryGB, len(vm.GPUs), vm.HostKeyFingerprint, how)})
+		return tx.AddEvent(ctx, ws, "compute/"+c.Name, &api.Event{Time: now, Kind: "Attached", Message: event})
 	})
 	if err != nil {
 		return nil, s.mapStoreErr(err, "compute", c.Name)
@@ -147,7 +169,7 @@ func (s *Service) sameMachine(ctx context.Context, tx store.Tx, ws string, c *ap
 		return x.SSHSettings.SSHPort
 	}
 	i := slices.IndexFunc(all, func(o api.Compute) bool {
-		return o.IsAttached() && (o.Workspace != ws || o.Name != c.Name) && strings.EqualFold(o.Address, c.Address) &&
+		return o.VirtualMachine != nil && o.IsAttached() && (o.Workspace != ws || o.Name != c.Name) && strings.EqualFold(o.Address, c.Address) &&
 			port(&o) == port(c) && o.SSHSettings.AdminUsername == c.SSHSettings.AdminUsername
 	})
 	if i >= 0 {
@@ -156,25 +178,27 @@ func (s *Service) sameMachine(ctx context.Context, tx store.Tx, ws string, c *ap
 	return nil
 }
 
-// AttachedKey returns the private key of attached compute c from its
-// workspace secret.
-func AttachedKey(ctx context.Context, tx store.Tx, box *SecretBox, c *api.Compute) (string, error) {
-	if c.VirtualMachine == nil || c.CredentialsSecret == "" {
+// AttachedCredentials returns the credentials of attached compute c (a
+// machine's key, a cluster's kubeconfig) from its workspace secret.
+func AttachedCredentials(ctx context.Context, tx store.Tx, box *SecretBox, c *api.Compute) (string, error) {
+	name := c.CredentialsSecretName()
+	if name == "" {
 		return "", fmt.Errorf("compute %s: no credentials recorded", c.Name)
 	}
-	if _, err := tx.GetObject(ctx, kindSecret, secretKey(c.Workspace, c.CredentialsSecret)); store.IsNotFound(err) {
-		return "", fmt.Errorf("compute %s: its key's workspace secret %q was deleted; detach the compute and attach it again", c.Name, c.CredentialsSecret)
+	if _, err := tx.GetObject(ctx, kindSecret, secretKey(c.Workspace, name)); store.IsNotFound(err) {
+		return "", fmt.Errorf("compute %s: its credentials' workspace secret %q was deleted; detach the compute and attach it again", c.Name, name)
 	}
-	return openWorkspaceSecret(ctx, tx, box, c.Workspace, c.CredentialsSecret)
+	return openWorkspaceSecret(ctx, tx, box, c.Workspace, name)
 }
 
 // ForgetAttached deletes what an attached compute keeps besides its
-// record: the secret holding its key.
+// record: the secret holding its credentials.
 func ForgetAttached(ctx context.Context, tx store.Tx, c *api.Compute) error {
-	if c.VirtualMachine == nil || c.CredentialsSecret == "" {
+	name := c.CredentialsSecretName()
+	if name == "" {
 		return nil
 	}
-	err := tx.DeleteObject(ctx, kindSecret, secretKey(c.Workspace, c.CredentialsSecret))
+	err := tx.DeleteObject(ctx, kindSecret, secretKey(c.Workspace, name))
 	if store.IsNotFound(err) {
 		return nil
 	}
@@ -196,12 +220,13 @@ type DeleteOptions struct {
 func checkDelete(ctx context.Context, tx store.Tx, c *api.Compute, o DeleteOptions) error {
 	switch {
 	case c.IsAttached() && !o.Detach:
-		return errorf(400, api.CodeValidation, "compute %q is an attached machine, which tide does not own: detach it ('tide compute detach %s')", c.Name, c.Name)
+		return errorf(400, api.CodeValidation, "compute %q is an attached %s, which tide does not own: detach it ('tide compute detach %s')", c.Name, c.Type, c.Name)
 	case !c.IsAttached() && o.Detach:
-		return errorf(400, api.CodeValidation, "compute %q is a %s: only attached machines (type virtualmachine) detach; delete it ('tide compute delete %s')", c.Name, c.Type, c.Name)
+		return errorf(400, api.CodeValidation, "compute %q is a %s: only attached computes (type virtualmachine or kubernetes) detach; delete it ('tide compute delete %s')", c.Name, c.Type, c.Name)
 	case !o.Detach || o.Force:
 		return nil
 	}
+	// A cluster's jobs (on computes of their own) are its too.
 	jobs, err := tx.ListJobs(ctx, store.JobFilter{Workspace: c.Workspace, Compute: c.Name, Statuses: []string{api.JobNotStarted, api.JobQueued, api.JobPreparing, api.JobRunning, api.JobFinalizing, api.JobCancelRequested}})
 	if err != nil {
 		return err

@@ -40,9 +40,13 @@ func (s *Service) PutCompute(ctx context.Context, ws, name string, c *api.Comput
 			return nil, false, validation(err)
 		}
 		if ifMatch != "" {
-			return nil, false, errorf(412, api.CodePrecondition, "an attached machine cannot be changed, so If-Match does not apply; detach it and attach it again")
+			return nil, false, errorf(412, api.CodePrecondition, "an attached compute cannot be changed, so If-Match does not apply; detach it and attach it again")
 		}
-		out, err := s.attach(ctx, ws, c)
+		attach := s.attach
+		if c.IsKubernetes() {
+			attach = s.attachKubernetes
+		}
+		out, err := attach(ctx, ws, c)
 		return out, err == nil, err
 	}
 	if c.Location == "" {

@@ -97,7 +97,9 @@ func (s *Service) admit(ctx context.Context, tx store.Tx, ws string, j *api.Job,
 		return err
 	}
 	msg := fmt.Sprintf("submitted to compute %s (%d node(s))", j.Compute, j.InstanceCount())
-	if sl := j.Serverless; sl != nil {
+	if sl := j.Serverless; sl != nil && sl.Kubernetes != "" {
+		msg = fmt.Sprintf("submitted to Kubernetes compute %s: %d Pod(s) of instance type %s, on nodes of its own (compute %s)", sl.Kubernetes, sl.InstanceCount, sl.InstanceType, j.Compute)
+	} else if sl != nil {
 		msg = fmt.Sprintf("submitted serverless: %d × %s (%s) in location %s, on nodes of its own (compute %s)", sl.InstanceCount, sl.InstanceType, sl.Tier, sl.Location, j.Compute)
 	}
 	return tx.AddEvent(ctx, ws, "job/"+j.Name, &api.Event{Time: now, Kind: "Queued", Message: msg})
@@ -175,7 +177,7 @@ func (s *Service) checkAdmission(ctx context.Context, tx store.Tx, ws string, j 
 			return err
 		}
 		n = -1
-	} else if err := ps.add(s.resolveCompute(ctx, tx, ws, j)); err != nil {
+	} else if err := ps.add(s.resolveCompute(ctx, tx, ws, j, preUpload)); err != nil {
 		return err
 	}
 	computeOK := len(ps) == n
@@ -302,13 +304,25 @@ func (s *Service) runtimes() []string {
 }
 
 // resolveCompute checks the job's compute, or, for a serverless job (no
-// compute, or compute: serverless), creates the hidden compute of its
-// nodes.
-func (s *Service) resolveCompute(ctx context.Context, tx store.Tx, ws string, j *api.Job) error {
+// compute, or compute: serverless) and a job on an attached Kubernetes
+// cluster, creates the hidden compute of its nodes (preUpload: only
+// checks it could).
+func (s *Service) resolveCompute(ctx context.Context, tx store.Tx, ws string, j *api.Job, preUpload bool) error {
 	if spec.IsServerless(j) {
 		return s.serverless(ctx, tx, ws, j)
 	}
 	j.Serverless = nil
+	// One row on the way of every submission; the list only for the hint.
+	c, err := tx.GetCompute(ctx, ws, j.Compute)
+	if err != nil && !store.IsNotFound(err) {
+		return err
+	}
+	if err == nil && c.ProvisioningState != api.ProvisioningDeleting && c.ServerlessJob == "" {
+		if c.IsKubernetes() {
+			return s.kubernetesJob(ctx, tx, ws, j, c, preUpload)
+		}
+		return nil
+	}
 	computes, err := tx.ListComputes(ctx, ws)
 	if err != nil {
 		return err
@@ -359,7 +373,10 @@ func (s *Service) Job(ctx context.Context, ws, name string) (*api.Job, error) {
 		if out.Status != api.JobQueued {
 			return nil
 		}
-		return setQueuePositions(ctx, tx, ws, []api.Job{*out}, func(i, pos int) { out.QueuePosition = pos })
+		// Counted in the store, over the part of the queue ahead: a job
+		// shown (polled) while thousands wait costs what is ahead of it.
+		out.QueuePosition, err = tx.QueuePosition(ctx, ws, name)
+		return err
 	})
 	return out, err
 }

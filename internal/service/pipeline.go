@@ -192,7 +192,7 @@ func (s *Service) checkStep(ctx context.Context, tx store.Tx, ws string, p *api.
 			return prefixed(err, field)
 		}
 		probe.Compute = "serverless"
-	} else if err := s.resolveCompute(ctx, tx, ws, probe); err != nil {
+	} else if err := s.resolveCompute(ctx, tx, ws, probe, true); err != nil {
 		return prefixed(err, field)
 	}
 	step.Compute = probe.Compute
@@ -297,6 +297,19 @@ func (s *Service) AdvanceParent(ctx context.Context, ws, name string) (bool, err
 	return changed, err
 }
 
+// putIfChanged writes parent job j unless its JSON is still before (what
+// it was when its advance began); it says whether it wrote.
+func putIfChanged(ctx context.Context, tx store.Tx, j *api.Job, before []byte) (bool, error) {
+	after, err := json.Marshal(j)
+	if err != nil {
+		return false, err
+	}
+	if string(before) == string(after) {
+		return false, nil
+	}
+	return true, tx.PutJob(ctx, j, "")
+}
+
 // advance is AdvancePipeline in tx; it writes p when it changed.
 func (s *Service) advance(ctx context.Context, tx store.Tx, p *api.Job) (bool, error) {
 	before, _ := json.Marshal(p)
@@ -346,11 +359,7 @@ func (s *Service) advance(ctx context.Context, tx store.Tx, p *api.Job) (bool, e
 		}
 		// A reused step completes at once: decide again.
 	}
-	after, _ := json.Marshal(p)
-	if string(before) == string(after) {
-		return false, nil
-	}
-	return true, tx.PutJob(ctx, p, "")
+	return putIfChanged(ctx, tx, p, before)
 }
 
 func stepIndex(p *api.Job, name string) int {

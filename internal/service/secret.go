@@ -91,15 +91,15 @@ func (s *Service) DeleteSecret(ctx context.Context, workspace, name string) erro
 		if len(users) > 0 {
 			return errorf(409, api.CodeConflict, "secret %s is the credentials of datastore %s; give the datastore other credentials ('tide datastore create -f ds.yml') or delete it first", name, strings.Join(users, ", "))
 		}
-		// An attached machine's key: without it its agent could not be
-		// stopped at detach.
+		// An attached compute's credentials: without them its nodes could
+		// not be stopped at detach.
 		computes, err := tx.ListComputes(ctx, workspace)
 		if err != nil {
 			return err
 		}
 		for _, c := range computes {
-			if c.IsAttached() && c.CredentialsSecret == name {
-				return errorf(409, api.CodeConflict, "secret %s is the key of attached compute %s; detach it first ('tide compute detach %s'), which deletes the secret", name, c.Name, c.Name)
+			if c.IsAttached() && c.CredentialsSecretName() == name {
+				return errorf(409, api.CodeConflict, "secret %s is the credentials of attached compute %s; detach it first ('tide compute detach %s'), which deletes the secret", name, c.Name, c.Name)
 			}
 		}
 		return tx.DeleteObject(ctx, kindSecret, secretKey(workspace, name))

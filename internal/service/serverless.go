@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strings"
+	"time"
 
 	"github.com/tideml/tide/api"
 	"github.com/tideml/tide/internal/catalog"
@@ -62,20 +63,8 @@ func (s *Service) serverless(ctx context.Context, tx store.Tx, ws string, j *api
 	if err != nil {
 		return err
 	}
-	for {
-		c.Name = api.ServerlessPrefix + randomLetters(10)
-		if _, err := tx.GetCompute(ctx, ws, c.Name); store.IsNotFound(err) {
-			break
-		} else if err != nil {
-			return err
-		}
-	}
 	now := s.now()
-	c.ID = "/workspaces/" + ws + "/computes/" + c.Name
-	c.CreatedOn, c.ModifiedOn = now, now
-	c.ProvisioningState = api.ProvisioningCreating
-	c.AllocationState = api.AllocationSteady
-	if err := tx.PutCompute(ctx, c, ""); err != nil {
+	if err := putHidden(ctx, tx, ws, api.ServerlessPrefix, c, now); err != nil {
 		return err
 	}
 	if warning != "" {
@@ -87,6 +76,24 @@ func (s *Service) serverless(ctx context.Context, tx store.Tx, ws string, j *api
 	j.Serverless = &api.JobServerless{InstanceType: c.Size, InstanceCount: j.InstanceCount(), Tier: c.Tier, Location: c.Location}
 	return tx.AddEvent(ctx, ws, "compute/"+c.Name, &api.Event{Time: now, Kind: "Created",
 		Message: fmt.Sprintf("serverless nodes of job %s: %d × %s (%s), location %s", j.Name, j.InstanceCount(), c.Size, c.Tier, c.Location)})
+}
+
+// putHidden names hidden compute c (of one job's nodes) prefix and random
+// letters, and stores it.
+func putHidden(ctx context.Context, tx store.Tx, ws, prefix string, c *api.Compute, now time.Time) error {
+	for {
+		c.Name = prefix + randomLetters(10)
+		if _, err := tx.GetCompute(ctx, ws, c.Name); store.IsNotFound(err) {
+			break
+		} else if err != nil {
+			return err
+		}
+	}
+	c.ID = "/workspaces/" + ws + "/computes/" + c.Name
+	c.CreatedOn, c.ModifiedOn = now, now
+	c.ProvisioningState = api.ProvisioningCreating
+	c.AllocationState = api.AllocationSteady
+	return tx.PutCompute(ctx, c, "")
 }
 
 // ignoredInstanceType tells, in the log and events of job j, that its

@@ -103,6 +103,11 @@ type Service struct {
 	// ProbeMachine logs in to a machine being attached; nil refuses
 	// attaching.
 	ProbeMachine MachineProbe
+	// ProbeKubernetes reaches a Kubernetes cluster being attached; nil
+	// refuses such attachments.
+	ProbeKubernetes KubernetesProbe
+
+	beats heartbeats // waiting for their transaction (heartbeat.go)
 }
 
 func (s *Service) now() time.Time {

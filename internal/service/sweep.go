@@ -193,11 +193,7 @@ func (s *Service) advanceSweep(ctx context.Context, tx store.Tx, sw *api.Job) (b
 			return false, err
 		}
 	}
-	after, _ := json.Marshal(sw)
-	if string(before) == string(after) {
-		return false, nil
-	}
-	return true, tx.PutJob(ctx, sw, "")
+	return putIfChanged(ctx, tx, sw, before)
 }
 
 func trialIndex(sw *api.Job, index int) int {

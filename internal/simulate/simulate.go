@@ -248,8 +248,12 @@ func Run(trace *Trace, cfg Config) (Result, error) {
 	s.snap = make([]autoscaler.Compute, 1)
 	s.caps = map[string]int{computeKey: cfg.Compute.MaxInstances}
 	s.queue = scheduler.NewQueue()
-	s.gaps = autoscaler.NewGapHistory()
-	s.gaps.BootTime = cfg.BootTime
+	if name == autoscaler.AdaptivePolicy {
+		// Only the adaptive policy reads a history; feeding one costs.
+		s.gaps = autoscaler.NewGapHistory()
+		s.gaps.BootTime = cfg.BootTime
+		s.gaps.Reference = time.Duration(cfg.Compute.IdleTimeBeforeScaleDown) * time.Second
+	}
 	s.rng = rand.New(rand.NewPCG(cfg.Seed, 0x7469646573696d))
 	s.jobs = make([]job, len(trace.Jobs))
 	for i, j := range trace.Jobs {
@@ -310,7 +314,9 @@ func (s *sim) loop() error {
 		arrived := next
 		for next < len(s.jobs) && s.jobs[next].Submit == t {
 			s.enqueue(int32(next))
-			s.gaps.Demand(s.base.Add(t), s.jobs[next].Instances)
+			if s.gaps != nil {
+				s.gaps.Demand(s.base.Add(t), s.jobs[next].Instances)
+			}
 			next++
 		}
 		s.place()
@@ -403,6 +409,7 @@ func (s *sim) setState(i int32, st uint8) {
 		s.idleT.add(d)
 	}
 	s.counts[n.state]--
+	was := n.state
 	n.state, n.since = st, s.now
 	n.gen++
 	if st != stGone {
@@ -414,7 +421,11 @@ func (s *sim) setState(i int32, st uint8) {
 		r := ref{i, n.gen}
 		s.byID.push(r)
 		s.byIdle = append(s.byIdle, r)
-		s.gaps.NodeIdle(s.base.Add(s.now))
+		if s.gaps != nil && was == stBusy {
+			// A node that ran a job: a booted node goes to the job it
+			// was created for, which the history counts as a boot.
+			s.gaps.NodeIdle(s.base.Add(s.now))
+		}
 	case stUnusable, stPreempted:
 		s.broken = append(s.broken, i)
 	}

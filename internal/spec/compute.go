@@ -31,10 +31,10 @@ const (
 
 // computeTypes are the compute types of Azure ML's YAML files that tide
 // recognizes but does not run yet.
-var unsupportedComputeTypes = []string{"synapsespark", "kubernetes", "attachedcompute", "serverless"}
+var unsupportedComputeTypes = []string{"synapsespark", "attachedcompute", "serverless"}
 
 // supportedTypes is how errors list the compute types tide runs.
-const supportedTypes = "tide supports type: amlcompute, computeinstance and virtualmachine"
+const supportedTypes = "tide supports type: amlcompute, computeinstance, virtualmachine and kubernetes"
 
 var computeFields = []string{
 	"$schema", "name", "type", "description", "tags", "location", "size", "tier",
@@ -70,11 +70,14 @@ func ParseCompute(file string, data []byte, sets []string) (*api.Compute, error)
 	if !d.computeType(root, c) {
 		return nil, d.err()
 	}
-	if c.Type == api.ComputeTypeInstance || c.Type == api.ComputeTypeVirtualMachine {
-		if c.IsInstance() {
+	if c.Type == api.ComputeTypeInstance || c.Type == api.ComputeTypeVirtualMachine || c.Type == api.ComputeTypeKubernetes {
+		switch c.Type {
+		case api.ComputeTypeInstance:
 			d.parseInstance(root, c)
-		} else {
+		case api.ComputeTypeVirtualMachine:
 			d.parseVirtualMachine(root, c)
+		default:
+			d.parseKubernetes(root, c)
 		}
 		if len(d.errs) == 0 {
 			checkCompute(c, false, func(field, format string, args ...any) {
@@ -221,7 +224,7 @@ func (d *decoder) computeType(root *yaml.Node, c *api.Compute) bool {
 	t := strings.ToLower(strings.TrimSpace(s))
 	c.Type = t
 	switch {
-	case t == api.ComputeTypeAmlCompute, t == api.ComputeTypeInstance, t == api.ComputeTypeVirtualMachine:
+	case t == api.ComputeTypeAmlCompute, t == api.ComputeTypeInstance, t == api.ComputeTypeVirtualMachine, t == api.ComputeTypeKubernetes:
 		return true
 	case slices.Contains(unsupportedComputeTypes, t):
 		d.add(d.lines["type"], "type", "%s is not supported yet; %s", t, supportedTypes)
@@ -370,8 +373,12 @@ func checkCompute(c *api.Compute, needName bool, bad func(field, format string, 
 	switch {
 	case c.Type == api.ComputeTypeInstance:
 		checkInstance(c, bad)
-	case c.IsAttached():
+	case c.Type == api.ComputeTypeVirtualMachine:
 		checkVirtualMachine(c, bad)
+	case c.Type == api.ComputeTypeKubernetes:
+		checkKubernetes(c, bad)
+	case c.Kubernetes != nil:
+		bad("type", "attached cluster fields (namespace, kubeconfig_file, properties) need type: kubernetes")
 	case c.VirtualMachine != nil:
 		bad("type", "attached machine fields (address, resource_id, host_key) need type: virtualmachine")
 	case c.Instance != nil:

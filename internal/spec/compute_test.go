@@ -39,9 +39,9 @@ func TestComputeExamples(t *testing.T) {
 		{"instance-minimal.yml", "", "", 0, ""},
 		{"instance-schedule.yml", "", "", 0, ""},
 		{"vm-attach.yml", "vm-attach.yml:7: ssh_settings.admin_password: password logins are not supported yet: tide logs in to an attached machine with a key; set ssh_private_key_file (and add its public key to the machine's authorized_keys) and remove admin_password", "", 0, ""},
-		{"attached-spark.yml", "attached-spark.yml:4: type: synapsespark is not supported yet; tide supports type: amlcompute, computeinstance and virtualmachine", "", 0, ""},
-		{"attached-spark-system-identity.yml", "attached-spark-system-identity.yml:4: type: synapsespark is not supported yet; tide supports type: amlcompute, computeinstance and virtualmachine", "", 0, ""},
-		{"attached-spark-user-identity.yml", "attached-spark-user-identity.yml:4: type: synapsespark is not supported yet; tide supports type: amlcompute, computeinstance and virtualmachine", "", 0, ""},
+		{"attached-spark.yml", "attached-spark.yml:4: type: synapsespark is not supported yet; tide supports type: amlcompute, computeinstance, virtualmachine and kubernetes", "", 0, ""},
+		{"attached-spark-system-identity.yml", "attached-spark-system-identity.yml:4: type: synapsespark is not supported yet; tide supports type: amlcompute, computeinstance, virtualmachine and kubernetes", "", 0, ""},
+		{"attached-spark-user-identity.yml", "attached-spark-user-identity.yml:4: type: synapsespark is not supported yet; tide supports type: amlcompute, computeinstance, virtualmachine and kubernetes", "", 0, ""},
 	}
 	entries, err := os.ReadDir(filepath.Join(examples, "resources/compute"))
 	if err != nil {
@@ -111,8 +111,8 @@ func TestComputeErrors(t *testing.T) {
 		{"all problems at once", "name: 1abc\ntype: amlcompute\ntier: spot\nmin_instances: -1\nmax_instances: 0\n", nil,
 			"c.yml:1: name: \"1abc\" must start with a letter\nc.yml:3: tier: must be dedicated or low_priority, got \"spot\"\nc.yml:4: min_instances: must be >= 0 (got -1)"},
 		{"missing type", "name: abc\n", nil, "c.yml: type: required; set type: amlcompute"},
-		{"unknown type", "name: abc\ntype: bigcluster\n", nil, `c.yml:2: type: "bigcluster" is not a compute type; tide supports type: amlcompute, computeinstance and virtualmachine`},
-		{"kubernetes", "name: abc\ntype: Kubernetes\n", nil, `c.yml:2: type: kubernetes is not supported yet; tide supports type: amlcompute, computeinstance and virtualmachine`},
+		{"unknown type", "name: abc\ntype: bigcluster\n", nil, `c.yml:2: type: "bigcluster" is not a compute type; tide supports type: amlcompute, computeinstance, virtualmachine and kubernetes`},
+		{"kubernetes without a kubeconfig", "name: abc\ntype: Kubernetes\n", nil, `c.yml: kubeconfig_file: required: the kubeconfig tide reaches the cluster with (a user or service account that may manage Pods and Secrets in namespace default)`},
 		{"duplicate key", "name: abc\ntype: amlcompute\nname: abd\n", nil, "c.yml:3: name: defined twice (first on line 1); keep one"},
 		{"syntax", "name: abc\ntype: [amlcompute\n", nil, "c.yml:1: invalid YAML: did not find expected ',' or ']'"},
 		{"not a mapping", "- a\n- b\n", nil, "c.yml:1: the top level must be a mapping of fields (got a list)"},

@@ -23,7 +23,7 @@ func statusFields(kind string) []map[string]bool {
 	case KindJob:
 		return []map[string]bool{jobStatusFields}
 	case KindCompute:
-		return []map[string]bool{computeStatusFields, instanceStatusFields, virtualMachineStatusFields,
+		return []map[string]bool{computeStatusFields, instanceStatusFields, virtualMachineStatusFields, kubernetesStatusFields,
 			{"ssh_settings.has_admin_password": true, "ssh_settings.has_ssh_key_value": true, "ssh_settings.has_ssh_private_key": true}}
 	case KindBudget:
 		return []map[string]bool{budgetStatusFields}

@@ -19,6 +19,12 @@ type Config struct {
 	// Kubeconfig is the kubeconfig file to use. Default: the in-cluster
 	// config when tide runs in a Pod, else $KUBECONFIG or ~/.kube/config.
 	Kubeconfig string
+	// KubeconfigData is the kubeconfig itself (an attached cluster's,
+	// from its secret); it wins over Kubeconfig.
+	KubeconfigData []byte
+	// Location is the tide location whose Pods Detach removes (an
+	// attached cluster's own location); "" for a configured location.
+	Location string
 	// Context is the kubeconfig context. Default: the current context.
 	Context string
 	// Namespace holds the location's Pods and Secrets. Default "tide".

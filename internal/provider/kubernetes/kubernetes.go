@@ -86,6 +86,8 @@ type Provider struct {
 	cfg    Config
 	log    *slog.Logger
 	client clientset.Interface
+	// host is the API server's URL.
+	host string
 
 	mu sync.Mutex
 	// deleting holds the ids whose Pod this provider is deleting: a Pod
@@ -115,12 +117,15 @@ func New(cfg Config) (*Provider, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kubeconfig: %w", err)
 	}
-	return &Provider{cfg: cfg, log: cfg.Logger.With(slog.String("provider", Name)), client: cs, deleting: map[string]bool{}}, nil
+	return &Provider{cfg: cfg, log: cfg.Logger.With(slog.String("provider", Name)), client: cs, host: rc.Host, deleting: map[string]bool{}}, nil
 }
 
 // restConfig finds the cluster: the kubeconfig setting, else the
 // in-cluster config, else $KUBECONFIG or ~/.kube/config.
 func restConfig(cfg Config) (*rest.Config, error) {
+	if cfg.KubeconfigData != nil {
+		return attachedRESTConfig(cfg.KubeconfigData, cfg.Context)
+	}
 	if cfg.Kubeconfig == "" && cfg.Context == "" {
 		if rc, err := rest.InClusterConfig(); err == nil {
 			return rc, nil
@@ -225,6 +230,18 @@ func (p *Provider) pod(req provider.NodeRequest, capacity api.Capacity) (*corev1
 	if req.Size.GPUs > 0 {
 		res[gpuResource] = *resource.NewQuantity(int64(req.Size.GPUs), resource.DecimalSI)
 	}
+	resources := corev1.ResourceRequirements{Requests: res, Limits: res}
+	place := Placement{NodeSelector: p.cfg.NodeSelector, Tolerations: p.cfg.Tolerations}
+	if req.Tier == api.TierLowPriority {
+		place = p.cfg.LowPriority
+	}
+	if it := req.InstanceType; it != nil {
+		// An attached cluster's instance type says it all.
+		if resources, err = instanceResources(it.Resources); err != nil {
+			return nil, err
+		}
+		place = Placement{NodeSelector: it.NodeSelector, Tolerations: tolerationsOf(it.Tolerations)}
+	}
 
 	flags := agent.Flags{
 		ServerURLs: strings.Split(req.ServerURL, ","), CAFingerprint: req.CAFingerprint, RunAs: req.RunAs, CacheGB: req.CacheGB, NodeID: req.ID, Dir: p.cfg.WorkDir, Capacity: capacity,
@@ -241,10 +258,6 @@ func (p *Provider) pod(req provider.NodeRequest, capacity api.Capacity) (*corev1
 			LocalObjectReference: corev1.LocalObjectReference{Name: name}, Key: secretKey}}},
 		{Name: podIPEnv, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.podIP"}}},
 	}...)
-	place := Placement{NodeSelector: p.cfg.NodeSelector, Tolerations: p.cfg.Tolerations}
-	if req.Tier == api.TierLowPriority {
-		place = p.cfg.LowPriority
-	}
 	grace := p.graceSeconds()
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: p.cfg.Namespace, Labels: labels, Annotations: anns, Finalizers: []string{Finalizer}},
@@ -266,7 +279,7 @@ func (p *Provider) pod(req provider.NodeRequest, capacity api.Capacity) (*corev1
 				Command:         append(append([]string(nil), p.cfg.AgentCommand...), flags.Args()...),
 				Env:             env,
 				WorkingDir:      p.cfg.WorkDir,
-				Resources:       corev1.ResourceRequirements{Requests: res, Limits: res},
+				Resources:       resources,
 				VolumeMounts:    []corev1.VolumeMount{{Name: "node", MountPath: p.cfg.WorkDir}},
 			}},
 			Volumes: []corev1.Volume{{Name: "node", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}},
@@ -293,6 +306,9 @@ func (p *Provider) Create(ctx context.Context, req provider.NodeRequest) (*provi
 	}
 	capacity := api.Capacity{VCPUs: req.Size.VCPUs, MemoryGB: req.Size.MemoryGB, GPUs: req.Size.GPUs,
 		Note: "a Kubernetes Pod with the size's CPUs, memory and GPUs as requests and limits"}
+	if req.InstanceType != nil {
+		capacity.Note = "a Kubernetes Pod of instance type " + req.Size.Name
+	}
 	pod, err := p.pod(req, capacity)
 	if err != nil {
 		return nil, fmt.Errorf("creating node %s: %w", req.ID, err)

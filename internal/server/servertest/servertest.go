@@ -31,6 +31,8 @@ type Options struct {
 	Token string
 	// Location is the server's only location (made the default).
 	Location config.Location
+	// Configure, when set, changes the configuration last.
+	Configure func(*config.Server)
 }
 
 // Server is one running server.
@@ -74,6 +76,9 @@ func Start(t *testing.T, o Options) *Server {
 	// Beyond loopback (the ssh lab's hosts) the server serves TLS with its
 	// own CA: the agents and this client pin its fingerprint.
 	cfg.AdvertiseURL = cfg.Scheme() + "://" + cfg.Listen
+	if o.Configure != nil {
+		o.Configure(&cfg)
+	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	if os.Getenv("TIDE_TEST_LOG") != "" {
 		log = slog.New(slog.NewTextHandler(os.Stderr, nil))

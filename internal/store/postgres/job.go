@@ -66,6 +66,29 @@ func (x *tx) JobVersions(ctx context.Context, f store.JobFilter) ([]store.JobVer
 	return out, nil
 }
 
+// queuePositionQuery counts, from the index jobs_queue_order, the queued
+// jobs of the job's compute ahead of it: two range scans as long as the
+// part of the queue ahead, not the whole queue.
+const queuePositionQuery = `SELECT 1
+	+ (SELECT count(*) FROM jobs a WHERE a.status = 'Queued' AND a.workspace = j.workspace AND a.compute = j.compute
+		AND a.priority > j.priority)
+	+ (SELECT count(*) FROM jobs a WHERE a.status = 'Queued' AND a.workspace = j.workspace AND a.compute = j.compute
+		AND a.priority = j.priority AND a.created < j.created)
+	FROM jobs j WHERE j.workspace = $1 AND j.name = $2 AND j.status = 'Queued'`
+
+// QueuePosition implements store.Tx.
+func (x *tx) QueuePosition(ctx context.Context, workspace, name string) (int, error) {
+	var pos int
+	err := x.tx.QueryRow(ctx, queuePositionQuery, workspace, name).Scan(&pos)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("job %s: queue position: %w", name, err)
+	}
+	return pos, nil
+}
+
 // JobCursor implements store.Tx: the oldest transaction still running when
 // this transaction's snapshot was taken. Every write it does not see
 // belongs to that transaction or a later one.
@@ -96,13 +119,15 @@ func (x *tx) ChangedJobs(ctx context.Context, cursor string) ([]api.Job, string,
 	return js, next, err
 }
 
-// CountJobs implements store.Tx.
-func (x *tx) CountJobs(ctx context.Context, f store.JobFilter) (int, error) {
-	f.Newest = false // the order does not change a count
-	q, args := jobsQuery("1", f)
+// QueuedJobs implements store.Tx.
+func (x *tx) QueuedJobs(ctx context.Context, workspace string) (int, error) {
 	var n int
-	if err := x.tx.QueryRow(ctx, `SELECT count(*) FROM (`+q+`) AS selected`, args...).Scan(&n); err != nil {
-		return 0, fmt.Errorf("counting jobs: %w", err)
+	err := x.tx.QueryRow(ctx, `SELECT n FROM queued_jobs WHERE workspace = $1`, workspace).Scan(&n)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("counting the queued jobs of workspace %s: %w", workspace, err)
 	}
 	return n, nil
 }
@@ -129,8 +154,10 @@ func jobsQuery(cols string, f store.JobFilter) (string, []any) {
 	if f.Workspace != "" {
 		where = append(where, "workspace = "+arg(f.Workspace))
 	}
-	if f.Compute != "" {
+	if f.Compute != "" && strings.ContainsAny(f.Compute, `%_\`) {
 		where = append(where, "compute = "+arg(f.Compute))
+	} else if f.Compute != "" {
+		where = append(where, "(compute = "+arg(f.Compute)+" OR compute LIKE "+arg(api.JobComputePrefix(f.Compute)+"%")+")")
 	}
 	if f.Serverless {
 		where = append(where, "compute LIKE "+arg(api.ServerlessPrefix+"%"))

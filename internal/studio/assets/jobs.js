@@ -13,6 +13,11 @@ function jobDuration(j) {
 // jobCompute links a job's compute; a serverless job's hidden compute is
 // shown as what the job asked for.
 function jobCompute(j) {
+  if (j.serverless && j.serverless.kubernetes) {
+    // Pods of its own on an attached Kubernetes cluster.
+    const sl = j.serverless;
+    return h('a', {href: '#/computes/' + encodeURIComponent(sl.kubernetes), title: j.compute}, sl.kubernetes + ': ' + sl.instance_count + ' × ' + sl.instance_type);
+  }
   if (j.serverless) {
     const sl = j.serverless;
     return h('span', {class: 'serverless', title: j.compute}, 'serverless: ' + sl.instance_count + ' × ' + sl.instance_type + (sl.tier === 'low_priority' ? ' (low priority)' : ''));

@@ -15,6 +15,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
+	"syscall"
 	"time"
 
 	xssh "golang.org/x/crypto/ssh"
@@ -31,6 +33,7 @@ type Lab struct {
 	Dir       string
 	ClientKey string
 	Hosts     []*Host
+	subnets   []*os.File // the locks on the hosts' subnets, held until Close
 }
 
 // Host is one sshd in its own network namespace.
@@ -87,18 +90,25 @@ func New(n int) (_ *Lab, err error) {
 	if err := os.WriteFile(filepath.Join(dir, "authorized_keys"), xssh.MarshalAuthorizedKey(pub), 0o600); err != nil {
 		return nil, err
 	}
-	id := os.Getpid() % 100000
-	// 198.18.0.0/15 is reserved for network tests (RFC 2544), so the lab
-	// never shadows a route of the machine's own networks; the pid keeps
-	// two test processes apart.
-	octet := os.Getpid() % 100 * 2
+	// Names carry the pid and a counter, so labs of one process or of two
+	// never share a namespace or an interface.
+	id := fmt.Sprintf("%d%c", os.Getpid()%100000, 'a'+rune(labs.Add(1)%26))
 	for i := range n {
+		// 198.18.0.0/15 is reserved for network tests (RFC 2544), so the
+		// lab never shadows a route of the machine's own networks; each
+		// host's /24 is locked while it lives, so two tests running at
+		// once (the SQLite and PostgreSQL passes) never share one.
+		octet, lock, err := claimSubnet()
+		if err != nil {
+			return nil, err
+		}
+		l.subnets = append(l.subnets, lock)
 		h := &Host{
-			NS: fmt.Sprintf("tide%dh%d", id, i), Veth: fmt.Sprintf("tv%dh%d", id, i),
-			RootIP: fmt.Sprintf("198.18.%d.1", octet+i), IP: fmt.Sprintf("198.18.%d.2", octet+i),
+			NS: fmt.Sprintf("tide%sh%d", id, i), Veth: fmt.Sprintf("tv%sh%d", id, i),
+			RootIP: fmt.Sprintf("198.18.%d.1", octet), IP: fmt.Sprintf("198.18.%d.2", octet),
 		}
 		l.Hosts = append(l.Hosts, h)
-		peer := fmt.Sprintf("tp%dh%d", id, i)
+		peer := fmt.Sprintf("tp%sh%d", id, i)
 		for _, cmd := range [][]string{
 			{"netns", "add", h.NS},
 			{"link", "add", h.Veth, "type", "veth", "peer", "name", peer},
@@ -191,6 +201,33 @@ func (l *Lab) Close() {
 		_ = run("ip", "netns", "del", h.NS)
 	}
 	os.RemoveAll(l.Dir)
+	for _, f := range l.subnets {
+		f.Close()
+	}
+}
+
+var labs atomic.Int32
+
+// claimSubnet locks one of the 256 subnets 198.18.N.0/24 for this process
+// (a lock file per subnet; the lock goes with the process, however it ends).
+func claimSubnet() (int, *os.File, error) {
+	dir := filepath.Join(os.TempDir(), "tide-sshlab-subnets")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return 0, nil, err
+	}
+	start := os.Getpid() * 7
+	for k := range 256 {
+		n := (start + k) % 256
+		f, err := os.OpenFile(filepath.Join(dir, fmt.Sprint(n)), os.O_CREATE|os.O_RDWR, 0o644)
+		if err != nil {
+			return 0, nil, err
+		}
+		if syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) == nil {
+			return n, f, nil
+		}
+		f.Close()
+	}
+	return 0, nil, fmt.Errorf("every subnet 198.18.0-255.0/24 is held by another lab (see %s)", dir)
 }
 
 // Cut takes host i off the network (true) or brings it back (false).

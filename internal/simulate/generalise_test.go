@@ -1,0 +1,118 @@
+package simulate
+
+import (
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/tideml/tide/internal/autoscaler"
+)
+
+// fixedPoint is one fixed idle time's result.
+type fixedPoint struct {
+	idle      int
+	nodeHours float64
+	meanWait  float64
+}
+
+// frontierAt returns the least node-hours the fixed idle times reach at a
+// mean wait of w: the lower envelope of the points, any two joined by a
+// straight line (mixing two settings in time gives any point between
+// them); +Inf when every point waits longer than w.
+func frontierAt(pts []fixedPoint, w float64) float64 {
+	best := 1e300
+	for _, p := range pts {
+		if p.meanWait <= w {
+			best = min(best, p.nodeHours)
+		}
+		for _, q := range pts {
+			if p.meanWait < w && q.meanWait > w {
+				f := (w - p.meanWait) / (q.meanWait - p.meanWait)
+				best = min(best, p.nodeHours+f*(q.nodeHours-p.nodeHours))
+			}
+		}
+	}
+	return best
+}
+
+// generalisation is how the adaptive policy did on one trace against the
+// fixed idle times.
+type generalisation struct {
+	name                 string
+	fixed120, adaptive   fixedPoint
+	frontier             float64 // node-hours of the fixed frontier at adaptive's wait
+	dominates, onOrBelow bool
+}
+
+// judge replays tr with the fixed idle times 0 to 3600 s every step
+// seconds and with the adaptive policy (the compute's idle time 120 s, a
+// 180 s boot, no node cap).
+func judge(t *testing.T, name string, tr *Trace, step int) generalisation {
+	t.Helper()
+	cfg := Config{BootTime: 180 * time.Second}
+	g := generalisation{name: name}
+	var pts []fixedPoint
+	for idle := 0; idle <= 3600; idle += step {
+		res := runTrace(t, tr, fmt.Sprintf("max_instances: 1000\nidle_time_before_scale_down: %d\n", idle), cfg)
+		p := fixedPoint{idle, res.NodeHours.Total, res.Wait.Mean}
+		pts = append(pts, p)
+		if idle == 120 {
+			g.fixed120 = p
+		}
+	}
+	cfg.Policy = autoscaler.AdaptivePolicy
+	res := runTrace(t, tr, "max_instances: 1000\nidle_time_before_scale_down: 120\n", cfg)
+	g.adaptive = fixedPoint{-1, res.NodeHours.Total, res.Wait.Mean}
+	g.frontier = frontierAt(pts, g.adaptive.meanWait)
+	const eps = 1e-9
+	g.dominates = g.adaptive.nodeHours <= g.fixed120.nodeHours+eps && g.adaptive.meanWait <= g.fixed120.meanWait+eps
+	g.onOrBelow = g.adaptive.nodeHours <= g.frontier*(1+eps)
+	return g
+}
+
+func (g generalisation) String() string {
+	return fmt.Sprintf("%-22s fixed 120 s %9.1f node-h %6.1f s | adaptive %9.1f node-h (%+6.2f %%) %6.1f s (%+6.1f s) | frontier at that wait %9.1f node-h (adaptive %+6.2f %%)",
+		g.name, g.fixed120.nodeHours, g.fixed120.meanWait, g.adaptive.nodeHours, 100*(g.adaptive.nodeHours/g.fixed120.nodeHours-1),
+		g.adaptive.meanWait, g.adaptive.meanWait-g.fixed120.meanWait, g.frontier, 100*(g.adaptive.nodeHours/g.frontier-1))
+}
+
+// TestAdaptiveGeneralises checks issue 23's target on generated traces of
+// every shape, on the test seeds (the policy was designed and its choices
+// tried on trainSeeds only): against fixed 120 s, no more node-hours and
+// no more mean wait; and on or below the frontier of fixed idle times.
+// The target is not met on every shape (docs/simulate.md says by how
+// much); the test asserts what holds: the whole target where shape.target,
+// the frontier where shape.frontier, and everywhere that adaptive never
+// loses to fixed 120 s on both node-hours and wait at once and stays within
+// 6 % of the frontier.
+// TIDE_GEN_DAYS (default 7), TIDE_GEN_STEP (default 60 s; the docs use 30)
+// and TIDE_GEN_SEEDS=train change the run for docs/simulate.md.
+func TestAdaptiveGeneralises(t *testing.T) {
+	days, step := 7, 60
+	fmt.Sscan(os.Getenv("TIDE_GEN_DAYS"), &days)
+	fmt.Sscan(os.Getenv("TIDE_GEN_STEP"), &step)
+	seeds := testSeeds[:2]
+	switch os.Getenv("TIDE_GEN_SEEDS") {
+	case "train":
+		seeds = trainSeeds
+	case "test":
+		seeds = testSeeds
+	}
+	for _, sh := range shapes {
+		for _, seed := range seeds {
+			g := judge(t, fmt.Sprintf("%s/%d (%dd)", sh.name, seed, days), genTrace(sh, seed, days), step)
+			t.Log(g)
+			switch {
+			case sh.target && !(g.dominates && g.onOrBelow):
+				t.Errorf("%s: the target is missed: %s", g.name, g)
+			case sh.frontier && !g.onOrBelow:
+				t.Errorf("%s: above the frontier of fixed idle times: %s", g.name, g)
+			case g.adaptive.nodeHours > g.fixed120.nodeHours && g.adaptive.meanWait > g.fixed120.meanWait:
+				t.Errorf("%s: more node-hours and a longer mean wait than fixed 120 s: %s", g.name, g)
+			case g.adaptive.nodeHours > 1.06*g.frontier:
+				t.Errorf("%s: more than 6 %% above the frontier of fixed idle times: %s", g.name, g)
+			}
+		}
+	}
+}

@@ -1,0 +1,147 @@
+package simulate
+
+import (
+	"math"
+	"math/rand/v2"
+	"slices"
+	"time"
+)
+
+// The workload shapes the adaptive policy is judged on (issue 23): a
+// generator per shape, seeded. The policy's design was tried on training
+// seeds only (trainSeeds); the tests and docs/simulate.md report the test
+// seeds, which no choice was made on.
+var (
+	trainSeeds = []uint64{1, 2, 3}
+	testSeeds  = []uint64{1001, 1002, 1003}
+)
+
+// shape generates a trace of days days from a seeded random source.
+type shape struct {
+	name string
+	gen  func(r *rand.Rand, days int) []Job
+	// target and frontier say what TestAdaptiveGeneralises asserts for the
+	// shape: the whole target, or being on or below the frontier.
+	target, frontier bool
+}
+
+var shapes = []shape{
+	{"poisson", genPoisson, false, false},
+	{"diurnal", genDiurnal, false, false},
+	{"bursty-batch", genBursty, false, false},
+	{"heavy-tail", genHeavyTail, true, true},
+	{"multi-gpu", genMultiGPU, false, true},
+	{"sparse", genSparse, false, false},
+}
+
+// genTrace returns shape sh's trace for seed, days long.
+func genTrace(sh shape, seed uint64, days int) *Trace {
+	r := rand.New(rand.NewPCG(seed, uint64(len(sh.name))))
+	jobs := sh.gen(r, days)
+	slices.SortStableFunc(jobs, func(a, b Job) int { return int(a.Submit - b.Submit) })
+	return &Trace{File: sh.name, Jobs: jobs, Start: time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC)}
+}
+
+func secs(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+
+// expRun is a run time with an exponential distribution of the given mean,
+// at least 30 s.
+func expRun(r *rand.Rand, mean float64) time.Duration {
+	return secs(max(30, r.ExpFloat64()*mean))
+}
+
+// poissonJobs draws jobs at a rate per second given by rate(t) (at most
+// peak), by thinning.
+func poissonJobs(r *rand.Rand, days int, peak float64, rate func(t float64) float64, job func(at time.Duration) Job) []Job {
+	var out []Job
+	end := float64(days) * 86400
+	for t := r.ExpFloat64() / peak; t < end; t += r.ExpFloat64() / peak {
+		if r.Float64()*peak <= rate(t) {
+			out = append(out, job(secs(t)))
+		}
+	}
+	return out
+}
+
+// genPoisson: steady arrivals, one job every 2-10 minutes on average, run
+// times of mean 30 min, a tenth of the jobs on 2-8 nodes.
+func genPoisson(r *rand.Rand, days int) []Job {
+	mean := 120 + r.Float64()*480
+	return poissonJobs(r, days, 1/mean, func(float64) float64 { return 1 / mean }, func(at time.Duration) Job {
+		n := 1
+		if r.IntN(10) == 0 {
+			n = 2 + r.IntN(7)
+		}
+		return Job{Submit: at, Duration: expRun(r, 1800), Instances: n}
+	})
+}
+
+// genDiurnal: working hours busy (up to one job a minute), nights and
+// weekends nearly idle.
+func genDiurnal(r *rand.Rand, days int) []Job {
+	peak := 1 / (40 + r.Float64()*60)
+	start := 8 + r.Float64()*2
+	return poissonJobs(r, days, peak, func(t float64) float64 {
+		day, hour := int(t/86400), math.Mod(t/3600, 24)
+		if day%7 >= 5 {
+			return peak / 50
+		}
+		if hour < start || hour > start+10 {
+			return peak / 20
+		}
+		return peak * (0.5 + 0.5*math.Sin(math.Pi*(hour-start)/10))
+	}, func(at time.Duration) Job {
+		return Job{Submit: at, Duration: expRun(r, 1200), Instances: 1 + r.IntN(2)}
+	})
+}
+
+// genBursty: batches of 5-60 jobs submitted within a minute, a batch every
+// 1-4 hours on average, at the same minute of the hour when scheduled (a
+// cron) half of the time.
+func genBursty(r *rand.Rand, days int) []Job {
+	var out []Job
+	gap := 3600 * (1 + 3*r.Float64())
+	cron := r.IntN(2) == 0
+	end := float64(days) * 86400
+	for t := r.ExpFloat64() * gap; t < end; t += r.ExpFloat64() * gap {
+		at := t
+		if cron {
+			at = math.Floor(t/3600)*3600 + 600
+		}
+		n := 5 + r.IntN(56)
+		for range n {
+			out = append(out, Job{Submit: secs(at + r.Float64()*60), Duration: expRun(r, 900), Instances: 1})
+		}
+	}
+	return out
+}
+
+// genHeavyTail: Poisson arrivals, Pareto run times (shape 1.2, from 30 s,
+// at most 3 days).
+func genHeavyTail(r *rand.Rand, days int) []Job {
+	mean := 60 + r.Float64()*240
+	return poissonJobs(r, days, 1/mean, func(float64) float64 { return 1 / mean }, func(at time.Duration) Job {
+		d := math.Min(30*math.Pow(1-r.Float64(), -1/1.2), 3*86400)
+		return Job{Submit: at, Duration: secs(d), Instances: 1}
+	})
+}
+
+// genMultiGPU: mostly gangs: 70 % of the jobs on 2-16 nodes.
+func genMultiGPU(r *rand.Rand, days int) []Job {
+	mean := 300 + r.Float64()*900
+	return poissonJobs(r, days, 1/mean, func(float64) float64 { return 1 / mean }, func(at time.Duration) Job {
+		n := 1
+		if r.Float64() < 0.7 {
+			n = 2 << r.IntN(4)
+		}
+		return Job{Submit: at, Duration: expRun(r, 3600), Instances: n}
+	})
+}
+
+// genSparse: a job every 1-3 hours on average, short runs.
+func genSparse(r *rand.Rand, days int) []Job {
+	mean := 3600 * (1 + 2*r.Float64())
+	return poissonJobs(r, days, 1/mean, func(float64) float64 { return 1 / mean }, func(at time.Duration) Job {
+		return Job{Submit: at, Duration: expRun(r, 600), Instances: 1}
+	})
+}
