@@ -52,7 +52,7 @@ func TestPartition(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(lab.Close)
-	unusable := 4 * time.Second
+	unusable := 6 * time.Second
 	var hosts strings.Builder
 	for _, h := range lab.Hosts {
 		fmt.Fprintf(&hosts, "        - {address: %s, port: 22, user: root, key_file: %q, host_key: %q, capacity: 1, dir: %q}\n",
@@ -66,7 +66,7 @@ func TestPartition(t *testing.T) {
     settings:
       binary: %q
       grace_period: 3s
-      timeout: 4s
+      timeout: 6s
       hosts:
 %s`, tideBin, hosts.String())})
 	effectsFile := tidetest.JobWritable(t, filepath.Join(tidetest.SharedDir(t), "effects"))
@@ -139,7 +139,7 @@ func TestPartition(t *testing.T) {
 	// (a) Healed after it: the cut node is unusable, the job's other
 	// rank is stopped, the job is retried on the two other nodes (three
 	// wait: min_instances 3), and the heal comes once the retry runs.
-	cut("healed-late", 10, func(time.Time) bool {
+	cut("healed-late", 12, func(time.Time) bool {
 		j, err := s.client.Job(ctx, "default", "healed-late")
 		return err == nil && j.Attempt > 1 && (j.Status == api.JobRunning || api.JobTerminal(j.Status))
 	})
