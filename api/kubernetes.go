@@ -79,6 +79,12 @@ type Toleration struct {
 	TolerationSeconds *int64 `json:"tolerationSeconds,omitempty"`
 }
 
+// JobComputePrefix starts the name of the hidden compute of each job's
+// Pods on attached Kubernetes compute name: name and a dot, which compute
+// names cannot hold, so no compute a user makes has it and listing the
+// jobs of the attached compute finds them by it.
+func JobComputePrefix(name string) string { return name + "." }
+
 // InstanceTypeNames returns the instance types of k, sorted.
 func (k *Kubernetes) InstanceTypeNames() []string {
 	if k == nil || k.Properties == nil {

@@ -139,6 +139,20 @@ func (a *simAgent) listen(ctx context.Context, body io.ReadCloser, errs chan<- e
 	}
 }
 
+// heartbeat is what a real agent reports (see the agent's heartbeatLoop): what it
+// runs and used, the node's utilization and its input cache.
+func (a *simAgent) heartbeat() api.AgentHeartbeat {
+	hb := api.AgentHeartbeat{NodeID: a.id, Utilization: &api.NodeUtilization{CPUPercent: 1.5, MemoryBytes: 40 << 20},
+		Cache: &api.NodeCache{LimitBytes: 10 << 30}}
+	a.mu.Lock()
+	if a.cur != nil {
+		hb.Running = []string{a.cur.ID}
+		hb.Usage = map[string]api.JobUsage{a.cur.ID: {CPUSeconds: 0.1, MemoryBytes: 1 << 20, PeakMemoryBytes: 1 << 20}}
+	}
+	a.mu.Unlock()
+	return hb
+}
+
 // run registers, holds the stream and heartbeats until ctx ends. It
 // returns the first error, or nil when ctx ended.
 func (a *simAgent) run(ctx context.Context) error {
@@ -172,7 +186,7 @@ func (a *simAgent) run(ctx context.Context) error {
 		case err := <-errs:
 			return err
 		case <-tick.C:
-			if err := a.post(ctx, "/v1/agent/heartbeat", api.AgentHeartbeat{NodeID: a.id}, nil); err != nil {
+			if err := a.post(ctx, "/v1/agent/heartbeat", a.heartbeat(), nil); err != nil {
 				if ctx.Err() != nil {
 					return nil
 				}

@@ -29,6 +29,9 @@ import (
 	"github.com/tideml/tide/api"
 )
 
+// ErrAuthentication: the service refused the credentials (its 403).
+var ErrAuthentication = errors.New("authentication failed")
+
 // DefaultEndpoint is Azure's public storage suffix.
 const DefaultEndpoint = "core.windows.net"
 
@@ -104,7 +107,7 @@ func (s *Store) explain(err error, p string) error {
 		return nil
 	case bloberror.HasCode(err, bloberror.AuthenticationFailed, bloberror.AuthorizationFailure,
 		bloberror.AuthorizationPermissionMismatch, bloberror.InsufficientAccountPermissions):
-		return fmt.Errorf("datastore %s: authentication failed for account %s; check credentials.account_key or credentials.sas_token (tide datastore create -f ds.yml replaces them)", s.name, s.account)
+		return fmt.Errorf("datastore %s: %w for account %s; check credentials.account_key or credentials.sas_token (tide datastore create -f ds.yml replaces them)", s.name, ErrAuthentication, s.account)
 	case bloberror.HasCode(err, bloberror.ContainerNotFound):
 		return fmt.Errorf("datastore %s: container %s not found in account %s (%s); create it or fix container_name", s.name, s.container, s.account, s.URL(""))
 	case bloberror.HasCode(err, bloberror.BlobNotFound):

@@ -11,6 +11,7 @@ package filestore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -61,7 +62,9 @@ func Open(ctx context.Context, ds *api.Datastore) (Store, error) {
 		if err != nil {
 			return nil, fmt.Errorf("storage: %w", err)
 		}
-		if err := c.CreateContainer(ctx); err != nil {
+		if err := c.CreateContainer(ctx); errors.Is(err, azureblob.ErrAuthentication) {
+			return nil, fmt.Errorf("storage: %w for account %s (%s); check storage.account_key or storage.sas_token in the server config, or TIDE_STORAGE_ACCOUNT_KEY / TIDE_STORAGE_SAS_TOKEN", azureblob.ErrAuthentication, ds.AccountName, c.URL(""))
+		} else if err != nil {
 			return nil, fmt.Errorf("storage: %w", err)
 		}
 		return &Blob{c: c}, nil

@@ -35,7 +35,7 @@ func TestStores(t *testing.T) {
 		conformance(t, st)
 		bad := az.Datastore("storage", "server-files")
 		bad.Credentials.AccountKey = strings.Repeat("A", 86) + "=="
-		if _, err := filestore.Open(ctx, bad); err == nil || !strings.Contains(err.Error(), "authentication failed") {
+		if _, err := filestore.Open(ctx, bad); err == nil || !strings.Contains(err.Error(), "storage: authentication failed for account devstoreaccount1") || !strings.Contains(err.Error(), "check storage.account_key") {
 			t.Errorf("wrong account key: %v", err)
 		}
 	})

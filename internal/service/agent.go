@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/tideml/tide/api"
-	"github.com/tideml/tide/internal/instance"
 	"github.com/tideml/tide/internal/runmetrics"
 	"github.com/tideml/tide/internal/store"
 )
@@ -79,37 +78,6 @@ func (s *Service) Register(ctx context.Context, nodeID string, h api.AgentHello)
 	}
 	s.notify()
 	return w, nil
-}
-
-// Heartbeat records that a node's agent is alive, and what it measured.
-func (s *Service) Heartbeat(ctx context.Context, nodeID string, hb api.AgentHeartbeat) error {
-	err := s.Store.Update(ctx, func(tx store.Tx) error {
-		n, err := tx.GetNode(ctx, nodeID)
-		if store.IsNotFound(err) {
-			return notFound("node", nodeID, "the node was deleted; stop this agent")
-		}
-		if err != nil {
-			return err
-		}
-		n.LastHeartbeat = s.now()
-		n.Utilization = hb.Utilization
-		if hb.Cache != nil {
-			n.Cache = hb.Cache
-		}
-		if u, ok := hb.Usage[n.Job]; ok {
-			n.JobUsage = &u
-		} else {
-			n.JobUsage = nil
-		}
-		if hb.Activity != nil {
-			n.Activity = hb.Activity
-			if busy, _ := instance.Active(hb.Activity, n.Job); busy {
-				n.ActiveAt = n.LastHeartbeat
-			}
-		}
-		return tx.PutNode(ctx, n)
-	})
-	return err
 }
 
 // Pending returns what a connecting agent must be told: the assignment of

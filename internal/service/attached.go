@@ -226,21 +226,10 @@ func checkDelete(ctx context.Context, tx store.Tx, c *api.Compute, o DeleteOptio
 	case !o.Detach || o.Force:
 		return nil
 	}
-	// A cluster's jobs run on computes of their own in its location.
-	computes, err := tx.ListComputes(ctx, c.Workspace)
+	// A cluster's jobs (on computes of their own) are its too.
+	jobs, err := tx.ListJobs(ctx, store.JobFilter{Workspace: c.Workspace, Compute: c.Name, Statuses: []string{api.JobNotStarted, api.JobQueued, api.JobPreparing, api.JobRunning, api.JobFinalizing, api.JobCancelRequested}})
 	if err != nil {
 		return err
-	}
-	var jobs []api.Job
-	for _, cp := range computes {
-		if cp.Name != c.Name && (cp.ServerlessJob == "" || cp.Location != c.Location) {
-			continue
-		}
-		js, err := tx.ListJobs(ctx, store.JobFilter{Workspace: c.Workspace, Compute: cp.Name, Statuses: []string{api.JobNotStarted, api.JobQueued, api.JobPreparing, api.JobRunning, api.JobFinalizing, api.JobCancelRequested}})
-		if err != nil {
-			return err
-		}
-		jobs = append(jobs, js...)
 	}
 	if len(jobs) == 0 {
 		return nil

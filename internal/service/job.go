@@ -312,6 +312,17 @@ func (s *Service) resolveCompute(ctx context.Context, tx store.Tx, ws string, j 
 		return s.serverless(ctx, tx, ws, j)
 	}
 	j.Serverless = nil
+	// One row on the way of every submission; the list only for the hint.
+	c, err := tx.GetCompute(ctx, ws, j.Compute)
+	if err != nil && !store.IsNotFound(err) {
+		return err
+	}
+	if err == nil && c.ProvisioningState != api.ProvisioningDeleting && c.ServerlessJob == "" {
+		if c.IsKubernetes() {
+			return s.kubernetesJob(ctx, tx, ws, j, c, preUpload)
+		}
+		return nil
+	}
 	computes, err := tx.ListComputes(ctx, ws)
 	if err != nil {
 		return err
@@ -330,11 +341,6 @@ func (s *Service) resolveCompute(ctx context.Context, tx store.Tx, ws string, j 
 		e := errorf(400, api.CodeValidation, "compute: compute %q not found in workspace %s; %s", j.Compute, ws, hint)
 		e.Field = "compute"
 		return e
-	}
-	if c, err := tx.GetCompute(ctx, ws, j.Compute); err != nil {
-		return err
-	} else if c.IsKubernetes() {
-		return s.kubernetesJob(ctx, tx, ws, j, c, preUpload)
 	}
 	return nil
 }
@@ -367,7 +373,10 @@ func (s *Service) Job(ctx context.Context, ws, name string) (*api.Job, error) {
 		if out.Status != api.JobQueued {
 			return nil
 		}
-		return setQueuePositions(ctx, tx, ws, []api.Job{*out}, func(i, pos int) { out.QueuePosition = pos })
+		// Counted in the store, over the part of the queue ahead: a job
+		// shown (polled) while thousands wait costs what is ahead of it.
+		out.QueuePosition, err = tx.QueuePosition(ctx, ws, name)
+		return err
 	})
 	return out, err
 }

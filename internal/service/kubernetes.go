@@ -117,7 +117,7 @@ func (s *Service) kubernetesJob(ctx context.Context, tx store.Tx, ws string, j *
 			DefaultInstanceType: name, InstanceTypes: map[string]api.InstanceType{name: it}}},
 	}
 	now := s.now()
-	if err := putHidden(ctx, tx, ws, c, now); err != nil {
+	if err := putHidden(ctx, tx, ws, api.JobComputePrefix(k.Name), c, now); err != nil {
 		return err
 	}
 	j.Compute = c.Name

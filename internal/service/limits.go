@@ -22,8 +22,9 @@ func Throttled(ws, limit string, retryAfter time.Duration, format string, args .
 }
 
 // checkQueueRoom refuses, in tx, a submission to workspace ws that holds
-// its limits.max_queued_jobs queued jobs. It reads at most that many.
-// The limit holds exactly under concurrent submissions: SQLite runs one
+// its limits.max_queued_jobs queued jobs. It reads the store's count, not
+// the queue: at 100,000 queued jobs, counting them took most of each
+// submission's time inside the only write transaction. The limit holds exactly under concurrent submissions: SQLite runs one
 // write transaction at a time, and PostgreSQL's are serializable (one of
 // two that both saw room is retried and then sees none).
 func (s *Service) checkQueueRoom(ctx context.Context, tx store.Tx, ws string) error {
@@ -31,7 +32,7 @@ func (s *Service) checkQueueRoom(ctx context.Context, tx store.Tx, ws string) er
 	if limit <= 0 {
 		return nil
 	}
-	n, err := tx.CountJobs(ctx, store.JobFilter{Workspace: ws, Statuses: []string{api.JobQueued}, Limit: limit})
+	n, err := tx.QueuedJobs(ctx, ws)
 	if err != nil {
 		return err
 	}

@@ -64,7 +64,7 @@ func (s *Service) serverless(ctx context.Context, tx store.Tx, ws string, j *api
 		return err
 	}
 	now := s.now()
-	if err := putHidden(ctx, tx, ws, c, now); err != nil {
+	if err := putHidden(ctx, tx, ws, api.ServerlessPrefix, c, now); err != nil {
 		return err
 	}
 	if warning != "" {
@@ -78,10 +78,11 @@ func (s *Service) serverless(ctx context.Context, tx store.Tx, ws string, j *api
 		Message: fmt.Sprintf("serverless nodes of job %s: %d × %s (%s), location %s", j.Name, j.InstanceCount(), c.Size, c.Tier, c.Location)})
 }
 
-// putHidden names hidden compute c (of one job's nodes) and stores it.
-func putHidden(ctx context.Context, tx store.Tx, ws string, c *api.Compute, now time.Time) error {
+// putHidden names hidden compute c (of one job's nodes) prefix and random
+// letters, and stores it.
+func putHidden(ctx context.Context, tx store.Tx, ws, prefix string, c *api.Compute, now time.Time) error {
 	for {
-		c.Name = api.ServerlessPrefix + randomLetters(10)
+		c.Name = prefix + randomLetters(10)
 		if _, err := tx.GetCompute(ctx, ws, c.Name); store.IsNotFound(err) {
 			break
 		} else if err != nil {

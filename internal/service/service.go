@@ -106,6 +106,8 @@ type Service struct {
 	// ProbeKubernetes reaches a Kubernetes cluster being attached; nil
 	// refuses such attachments.
 	ProbeKubernetes KubernetesProbe
+
+	beats heartbeats // waiting for their transaction (heartbeat.go)
 }
 
 func (s *Service) now() time.Time {

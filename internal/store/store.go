@@ -71,6 +71,11 @@ type Tx interface {
 	// reads the documents of just the jobs whose etag changed, with
 	// JobFilter.Keys, instead of decoding every job each time.
 	JobVersions(ctx context.Context, f JobFilter) ([]JobVersion, error)
+	// QueuePosition returns a queued job's place in its compute's queue
+	// (1: the next to run): one more than the queued jobs of the same
+	// workspace and compute ordered before it, by higher priority, then
+	// earlier creation. It is 0 when the job is not queued or not stored.
+	QueuePosition(ctx context.Context, workspace, name string) (int, error)
 	// JobCursor returns a position in the stream of job writes: where a
 	// caller that has just read the jobs in this transaction starts
 	// ChangedJobs.
@@ -82,9 +87,10 @@ type Tx interface {
 	// listed again unchanged. This is how the controller follows the
 	// queue at the cost of what changed, not of the queue's length.
 	ChangedJobs(ctx context.Context, cursor string) ([]api.Job, string, error)
-	// CountJobs counts the jobs f selects (at most f.Limit when it is set,
-	// so a caller comparing with a cap reads no more than the cap).
-	CountJobs(ctx context.Context, f JobFilter) (int, error)
+	// QueuedJobs counts the workspace's jobs in status Queued. The store
+	// keeps the count as jobs change (triggers), so it costs one row however
+	// long the queue: admission asks it on every submission.
+	QueuedJobs(ctx context.Context, workspace string) (int, error)
 	PutJob(ctx context.Context, j *api.Job, ifMatch string) error
 
 	GetDatastore(ctx context.Context, workspace, name string) (*api.Datastore, error)
@@ -191,7 +197,10 @@ type Tx interface {
 // JobFilter selects jobs. Empty fields match everything.
 type JobFilter struct {
 	Workspace string
-	Compute   string
+	// Compute selects the jobs of a compute, with those of an attached
+	// Kubernetes compute's (each on a hidden compute named
+	// api.JobComputePrefix(Compute)...).
+	Compute string
 	// Serverless selects serverless jobs only: those whose hidden compute
 	// is named api.ServerlessPrefix...
 	Serverless bool

@@ -1,16 +1,20 @@
 package kubernetes_test
 
 // End-to-end test of attaching a Kubernetes cluster (type kubernetes):
-// the test's real kube-apiserver attached through the API in Azure's
+// the test's real kube-apiserver attached with the CLI in Azure's
 // kubernetesCompute shape with two instance types, a job on each (its
 // Pods' requests, limits, node selector and tolerations checked as the API
-// server stored them), bad kubeconfigs refused with the API server's
-// words, and a detach that leaves no Pod or Secret of tide's.
+// server stored them), a server restart mid-job, bad kubeconfigs refused
+// with the API server's words, and a detach that leaves no Pod or Secret
+// of tide's.
 
 import (
+	"bytes"
 	"fmt"
 	"maps"
 	"os"
+	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -23,6 +27,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/tideml/tide/api"
+	"github.com/tideml/tide/internal/cli"
 	"github.com/tideml/tide/internal/config"
 	"github.com/tideml/tide/internal/server/servertest"
 	"github.com/tideml/tide/internal/spec"
@@ -35,7 +40,7 @@ const k8sFile = `$schema: https://azuremlschemas.azureedge.net/latest/kubernetes
 name: %s
 type: kubernetes
 namespace: %s
-kubeconfig: %q
+%s
 properties:
   defaultInstanceType: small
   instanceTypes:
@@ -60,7 +65,7 @@ func TestAttachedCluster(t *testing.T) {
 	ctx := t.Context()
 	deleteAll(t, c.settings())
 	exe, _ := os.Executable()
-	srv := servertest.Start(t, servertest.Options{DataDir: t.TempDir(),
+	opts := servertest.Options{DataDir: t.TempDir(),
 		Location: config.Location{Name: "local", Provider: "local"},
 		Configure: func(cfg *config.Server) {
 			cfg.Attached.Kubernetes = map[string]any{
@@ -68,8 +73,9 @@ func TestAttachedCluster(t *testing.T) {
 				"env": map[string]any{"TIDE_TEST_AGENT": "1"}, "grace_period": "5s", "stop_timeout": "20s",
 			}
 			cfg.Attached.Timeout, cfg.Attached.DetachTimeout = 10*time.Second, 30*time.Second
-		}})
-	defer srv.Shutdown()
+		}}
+	srv := servertest.Start(t, opts)
+	defer func() { srv.Shutdown() }()
 	defer func() {
 		if t.Failed() {
 			c.dump(t, srv)
@@ -80,7 +86,7 @@ func TestAttachedCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	attach := func(name, ns string, kubeconfig []byte) (*api.Compute, error) {
-		cp, err := spec.ParseCompute(name+".yml", fmt.Appendf(nil, k8sFile, name, ns, kubeconfig), nil)
+		cp, err := spec.ParseCompute(name+".yml", fmt.Appendf(nil, k8sFile, name, ns, fmt.Sprintf("kubeconfig: %q", kubeconfig)), nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -122,8 +128,20 @@ func TestAttachedCluster(t *testing.T) {
 		nothingStored(tt.name)
 	}
 
-	// Attach: the kubeconfig goes into a secret no answer returns.
-	k8s, err := attach("k8s", providerNS, kc)
+	// Attach with the CLI, which reads kubeconfig_file (relative to the
+	// YAML file): the kubeconfig goes into a secret no answer returns.
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "kubeconfig"), kc, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(dir, "k8s.yml")
+	if err := os.WriteFile(file, fmt.Appendf(nil, k8sFile, "k8s", providerNS, "kubeconfig_file: kubeconfig"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, code := tide(t, srv, "compute", "attach", "-f", file); code != 0 || !strings.Contains(out, "kubeconfig_secret") || !strings.Contains(out, "instance_type big") {
+		t.Fatalf("compute attach: exit %d\n%s", code, out)
+	}
+	k8s, err := srv.Client.Compute(ctx, "default", "k8s")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,12 +152,22 @@ func TestAttachedCluster(t *testing.T) {
 	if secs, _ := srv.Client.Secrets(ctx, "default"); len(secs) != 1 || secs[0].Name != "k8s-kubeconfig" || secs[0].Value != "" {
 		t.Errorf("secrets: %+v; want k8s-kubeconfig without its value", secs)
 	}
+	if err := srv.Client.DeleteSecret(ctx, "default", "k8s-kubeconfig"); err == nil || !strings.Contains(err.Error(), "detach it first") {
+		t.Errorf("deleting the kubeconfig's secret of an attached cluster: %v; want it refused", err)
+	}
 	if !servertest.Poll(ctx, 30*time.Second, func() bool {
 		cp, err := srv.Client.Compute(ctx, "default", "k8s")
 		return err == nil && cp.ProvisioningState == api.ProvisioningSucceeded
 	}) {
 		t.Error("the attached cluster did not reach Succeeded")
 	}
+	if out, _ := tide(t, srv, "compute", "list"); !regexp.MustCompile(`k8s +kubernetes +big,small +dedicated +`+regexp.QuoteMeta(c.url)).MatchString(out) || strings.Contains(out, "k8s.") {
+		t.Errorf("compute list:\n%s", out)
+	}
+
+	// A job runs across a server restart: the new server builds the
+	// cluster's provider again from the record and finds the Pod.
+	srv = srv.RestartMidJob(opts, "k8s")
 
 	// An instance type the cluster does not have is refused, listing its
 	// types.
@@ -172,7 +200,7 @@ func TestAttachedCluster(t *testing.T) {
 			[]corev1.Toleration{{Key: "dedicated", Operator: "Equal", Value: "ml", Effect: "NoSchedule"}}},
 	} {
 		j := srv.Submit(tt.file)
-		if sl := j.Serverless; sl == nil || sl.Kubernetes != "k8s" || sl.InstanceType != tt.itype || j.Compute == "k8s" {
+		if sl := j.Serverless; sl == nil || sl.Kubernetes != "k8s" || sl.InstanceType != tt.itype || !strings.HasPrefix(j.Compute, "k8s.") {
 			t.Fatalf("job on k8s: compute %s, %+v", j.Compute, j.Serverless)
 		}
 		j = srv.WaitJob(j.Name, 60*time.Second, servertest.Running)
@@ -201,6 +229,14 @@ func TestAttachedCluster(t *testing.T) {
 		}
 	}
 
+	// The cluster's jobs are listed as its own, not as serverless ones.
+	if out, _ := tide(t, srv, "job", "list", "--compute", "k8s"); strings.Count(out, "Completed") != 3 {
+		t.Errorf("job list --compute k8s: want the 3 completed jobs:\n%s", out)
+	}
+	if out, _ := tide(t, srv, "job", "list", "--compute", "serverless"); strings.Contains(out, "Completed") {
+		t.Errorf("job list --compute serverless lists the cluster's jobs:\n%s", out)
+	}
+
 	// Detaching with a running job is refused, naming it; --force
 	// cancels it, and the namespace keeps nothing of tide's.
 	long := srv.Submit("command: sleep 300\ncompute: k8s\n")
@@ -226,6 +262,16 @@ func TestAttachedCluster(t *testing.T) {
 	if secs, _ := srv.Client.Secrets(ctx, "default"); len(secs) != 0 {
 		t.Errorf("secrets after detach: %+v", secs)
 	}
+}
+
+// tide runs the CLI against srv and returns its output and exit code.
+func tide(t *testing.T, srv *servertest.Server, args ...string) (string, int) {
+	t.Helper()
+	var out bytes.Buffer
+	env := map[string]string{"TIDE_SERVER": "http://" + srv.Addr, "TIDE_TOKEN": srv.Token, "TIDE_CONFIG": filepath.Join(t.TempDir(), "none.json")}
+	app := &cli.App{Stdout: &out, Stderr: &out, Getenv: func(k string) string { return env[k] }}
+	code := app.Run(t.Context(), args)
+	return out.String(), code
 }
 
 // writeConfig returns a kubeconfig for server with user.

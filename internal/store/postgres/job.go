@@ -66,6 +66,29 @@ func (x *tx) JobVersions(ctx context.Context, f store.JobFilter) ([]store.JobVer
 	return out, nil
 }
 
+// queuePositionQuery counts, from the index jobs_queue_order, the queued
+// jobs of the job's compute ahead of it: two range scans as long as the
+// part of the queue ahead, not the whole queue.
+const queuePositionQuery = `SELECT 1
+	+ (SELECT count(*) FROM jobs a WHERE a.status = 'Queued' AND a.workspace = j.workspace AND a.compute = j.compute
+		AND a.priority > j.priority)
+	+ (SELECT count(*) FROM jobs a WHERE a.status = 'Queued' AND a.workspace = j.workspace AND a.compute = j.compute
+		AND a.priority = j.priority AND a.created < j.created)
+	FROM jobs j WHERE j.workspace = $1 AND j.name = $2 AND j.status = 'Queued'`
+
+// QueuePosition implements store.Tx.
+func (x *tx) QueuePosition(ctx context.Context, workspace, name string) (int, error) {
+	var pos int
+	err := x.tx.QueryRow(ctx, queuePositionQuery, workspace, name).Scan(&pos)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("job %s: queue position: %w", name, err)
+	}
+	return pos, nil
+}
+
 // JobCursor implements store.Tx: the oldest transaction still running when
 // this transaction's snapshot was taken. Every write it does not see
 // belongs to that transaction or a later one.
@@ -96,21 +119,22 @@ func (x *tx) ChangedJobs(ctx context.Context, cursor string) ([]api.Job, string,
 	return js, next, err
 }
 
-// CountJobs implements store.Tx.
-func (x *tx) CountJobs(ctx context.Context, f store.JobFilter) (int, error) {
-	// Unordered: the order does not change a count, and without it the
-	// count reads only an index (jobs_by_status_workspace).
-	q, args := jobsQuery("1", f, false)
+// QueuedJobs implements store.Tx.
+func (x *tx) QueuedJobs(ctx context.Context, workspace string) (int, error) {
 	var n int
-	if err := x.tx.QueryRow(ctx, `SELECT count(*) FROM (`+q+`) AS selected`, args...).Scan(&n); err != nil {
-		return 0, fmt.Errorf("counting jobs: %w", err)
+	err := x.tx.QueryRow(ctx, `SELECT n FROM queued_jobs WHERE workspace = $1`, workspace).Scan(&n)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("counting the queued jobs of workspace %s: %w", workspace, err)
 	}
 	return n, nil
 }
 
 // queryJobs selects cols of the jobs f selects, in creation order.
 func (x *tx) queryJobs(ctx context.Context, cols string, f store.JobFilter) (pgx.Rows, error) {
-	q, args := jobsQuery(cols, f, true)
+	q, args := jobsQuery(cols, f)
 	rows, err := x.tx.Query(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("listing jobs: %w", err)
@@ -118,9 +142,9 @@ func (x *tx) queryJobs(ctx context.Context, cols string, f store.JobFilter) (pgx
 	return rows, nil
 }
 
-// jobsQuery is the statement selecting cols of the jobs f selects (in
-// creation order when ordered), and its arguments.
-func jobsQuery(cols string, f store.JobFilter, ordered bool) (string, []any) {
+// jobsQuery is the statement selecting cols of the jobs f selects, in
+// creation order, and its arguments.
+func jobsQuery(cols string, f store.JobFilter) (string, []any) {
 	var where []string
 	var args []any
 	arg := func(v any) string {
@@ -130,8 +154,10 @@ func jobsQuery(cols string, f store.JobFilter, ordered bool) (string, []any) {
 	if f.Workspace != "" {
 		where = append(where, "workspace = "+arg(f.Workspace))
 	}
-	if f.Compute != "" {
+	if f.Compute != "" && strings.ContainsAny(f.Compute, `%_\`) {
 		where = append(where, "compute = "+arg(f.Compute))
+	} else if f.Compute != "" {
+		where = append(where, "(compute = "+arg(f.Compute)+" OR compute LIKE "+arg(api.JobComputePrefix(f.Compute)+"%")+")")
 	}
 	if f.Serverless {
 		where = append(where, "compute LIKE "+arg(api.ServerlessPrefix+"%"))
@@ -150,11 +176,9 @@ func jobsQuery(cols string, f store.JobFilter, ordered bool) (string, []any) {
 	if len(where) > 0 {
 		q += " WHERE " + strings.Join(where, " AND ")
 	}
-	if ordered {
-		q += " ORDER BY created"
-		if f.Newest {
-			q += " DESC"
-		}
+	q += " ORDER BY created"
+	if f.Newest {
+		q += " DESC"
 	}
 	if f.Limit > 0 {
 		q += " LIMIT " + arg(f.Limit)

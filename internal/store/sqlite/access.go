@@ -14,7 +14,7 @@ import (
 
 // ListTokens implements store.Tx.
 func (x *tx) ListTokens(ctx context.Context) ([]store.Token, error) {
-	rows, err := x.tx.QueryContext(ctx, `SELECT doc FROM tokens ORDER BY hash`)
+	rows, err := x.query(ctx, `SELECT doc FROM tokens ORDER BY hash`)
 	if err != nil {
 		return nil, fmt.Errorf("listing tokens: %w", err)
 	}
@@ -37,7 +37,7 @@ func (x *tx) ListTokens(ctx context.Context) ([]store.Token, error) {
 // GetObject implements store.Tx.
 func (x *tx) GetObject(ctx context.Context, kind, key string) ([]byte, error) {
 	var doc string
-	err := x.tx.QueryRowContext(ctx, `SELECT doc FROM objects WHERE kind = ? AND key = ?`, kind, key).Scan(&doc)
+	err := x.queryRow(ctx, `SELECT doc FROM objects WHERE kind = ? AND key = ?`, kind, key).Scan(&doc)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, store.NotFound(kind, key)
 	}
@@ -49,7 +49,7 @@ func (x *tx) GetObject(ctx context.Context, kind, key string) ([]byte, error) {
 
 // PutObject implements store.Tx.
 func (x *tx) PutObject(ctx context.Context, kind, key string, doc []byte) error {
-	_, err := x.tx.ExecContext(ctx, `INSERT INTO objects (kind, key, doc) VALUES (?, ?, ?)
+	_, err := x.exec(ctx, `INSERT INTO objects (kind, key, doc) VALUES (?, ?, ?)
 		ON CONFLICT (kind, key) DO UPDATE SET doc = excluded.doc`, kind, key, string(doc))
 	if err != nil {
 		return fmt.Errorf("putting %s %s: %w", kind, key, err)
@@ -64,7 +64,7 @@ func (x *tx) DeleteObject(ctx context.Context, kind, key string) error {
 
 // ListObjects implements store.Tx.
 func (x *tx) ListObjects(ctx context.Context, kind, prefix string) ([][]byte, error) {
-	rows, err := x.tx.QueryContext(ctx, `SELECT key, doc FROM objects WHERE kind = ? AND key >= ? ORDER BY key`, kind, prefix)
+	rows, err := x.query(ctx, `SELECT key, doc FROM objects WHERE kind = ? AND key >= ? ORDER BY key`, kind, prefix)
 	if err != nil {
 		return nil, fmt.Errorf("listing %s: %w", kind, err)
 	}
@@ -91,7 +91,7 @@ func (x *tx) AddAudit(ctx context.Context, e *api.AuditEntry) error {
 	if err != nil {
 		return fmt.Errorf("encoding audit entry: %w", err)
 	}
-	res, err := x.tx.ExecContext(ctx, `INSERT INTO audit (at, user, doc) VALUES (?, ?, ?)`, formatTime(e.Time), e.User, string(doc))
+	res, err := x.exec(ctx, `INSERT INTO audit (at, user, doc) VALUES (?, ?, ?)`, formatTime(e.Time), e.User, string(doc))
 	if err != nil {
 		return fmt.Errorf("adding an audit entry: %w", err)
 	}
@@ -111,7 +111,7 @@ func (x *tx) ListAudit(ctx context.Context, f store.AuditFilter) ([]api.AuditEnt
 	if !f.Since.IsZero() {
 		since = formatTime(f.Since)
 	}
-	rows, err := x.tx.QueryContext(ctx, `SELECT seq, doc FROM audit WHERE (? = '' OR user = ?) AND at >= ?
+	rows, err := x.query(ctx, `SELECT seq, doc FROM audit WHERE (? = '' OR user = ?) AND at >= ?
 		ORDER BY seq DESC LIMIT ?`, f.User, f.User, since, limit)
 	if err != nil {
 		return nil, fmt.Errorf("listing the audit log: %w", err)

@@ -11,7 +11,7 @@ import (
 
 // GetBudget implements store.Tx.
 func (x *tx) GetBudget(ctx context.Context, workspace, name string) (*api.Budget, error) {
-	rows, err := x.tx.QueryContext(ctx, `SELECT etag, doc FROM budgets WHERE workspace = ? AND name = ?`, workspace, name)
+	rows, err := x.query(ctx, `SELECT etag, doc FROM budgets WHERE workspace = ? AND name = ?`, workspace, name)
 	if err != nil {
 		return nil, fmt.Errorf("getting budget %s: %w", name, err)
 	}
@@ -27,7 +27,7 @@ func (x *tx) GetBudget(ctx context.Context, workspace, name string) (*api.Budget
 
 // ListBudgets implements store.Tx.
 func (x *tx) ListBudgets(ctx context.Context, workspace string) ([]api.Budget, error) {
-	rows, err := x.tx.QueryContext(ctx, `SELECT etag, doc FROM budgets WHERE workspace = ? ORDER BY name`, workspace)
+	rows, err := x.query(ctx, `SELECT etag, doc FROM budgets WHERE workspace = ? ORDER BY name`, workspace)
 	if err != nil {
 		return nil, fmt.Errorf("listing budgets: %w", err)
 	}

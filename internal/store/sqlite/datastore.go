@@ -14,7 +14,7 @@ import (
 
 // GetDatastore implements store.Tx.
 func (x *tx) GetDatastore(ctx context.Context, workspace, name string) (*api.Datastore, error) {
-	rows, err := x.tx.QueryContext(ctx, `SELECT etag, doc FROM datastores WHERE workspace = ? AND name = ?`, workspace, name)
+	rows, err := x.query(ctx, `SELECT etag, doc FROM datastores WHERE workspace = ? AND name = ?`, workspace, name)
 	if err != nil {
 		return nil, fmt.Errorf("getting datastore %s: %w", name, err)
 	}
@@ -30,7 +30,7 @@ func (x *tx) GetDatastore(ctx context.Context, workspace, name string) (*api.Dat
 
 // ListDatastores implements store.Tx.
 func (x *tx) ListDatastores(ctx context.Context, workspace string) ([]api.Datastore, error) {
-	rows, err := x.tx.QueryContext(ctx, `SELECT etag, doc FROM datastores WHERE workspace = ? ORDER BY name`, workspace)
+	rows, err := x.query(ctx, `SELECT etag, doc FROM datastores WHERE workspace = ? ORDER BY name`, workspace)
 	if err != nil {
 		return nil, fmt.Errorf("listing datastores: %w", err)
 	}
@@ -59,7 +59,7 @@ func (x *tx) PutDatastore(ctx context.Context, d *api.Datastore, ifMatch string)
 // and returns the new etag.
 func (x *tx) putDoc(ctx context.Context, table, kind, workspace, name string, v any, ifMatch string) (string, error) {
 	var stored int64
-	err := x.tx.QueryRowContext(ctx, `SELECT etag FROM `+table+` WHERE workspace = ? AND name = ?`, workspace, name).Scan(&stored)
+	err := x.queryRow(ctx, `SELECT etag FROM `+table+` WHERE workspace = ? AND name = ?`, workspace, name).Scan(&stored)
 	found := err == nil
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return "", fmt.Errorf("putting %s %s: %w", kind, name, err)
@@ -80,7 +80,7 @@ func (x *tx) putDoc(ctx context.Context, table, kind, workspace, name string, v 
 	if err != nil {
 		return "", err
 	}
-	_, err = x.tx.ExecContext(ctx, `INSERT INTO `+table+` (workspace, name, etag, doc) VALUES (?, ?, ?, ?)
+	_, err = x.exec(ctx, `INSERT INTO `+table+` (workspace, name, etag, doc) VALUES (?, ?, ?, ?)
 		ON CONFLICT (workspace, name) DO UPDATE SET etag = excluded.etag, doc = excluded.doc`, workspace, name, rev, string(doc))
 	if err != nil {
 		return "", fmt.Errorf("putting %s %s: %w", kind, name, err)

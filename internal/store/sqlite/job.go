@@ -17,7 +17,7 @@ import (
 func (x *tx) GetJob(ctx context.Context, workspace, name string) (*api.Job, error) {
 	var doc string
 	var etag int64
-	err := x.tx.QueryRowContext(ctx, `SELECT etag, doc FROM jobs WHERE workspace = ? AND name = ?`,
+	err := x.queryRow(ctx, `SELECT etag, doc FROM jobs WHERE workspace = ? AND name = ?`,
 		workspace, name).Scan(&etag, &doc)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, store.NotFound("job", name)
@@ -65,13 +65,36 @@ func (x *tx) JobVersions(ctx context.Context, f store.JobFilter) ([]store.JobVer
 	return out, nil
 }
 
+// queuePositionQuery counts, from the index jobs_queue_order, the queued
+// jobs of the job's compute ahead of it: two range scans as long as the
+// part of the queue ahead, not the whole queue.
+const queuePositionQuery = `SELECT 1
+	+ (SELECT count(*) FROM jobs a WHERE a.status = 'Queued' AND a.workspace = j.workspace AND a.compute = j.compute
+		AND a.priority > j.priority)
+	+ (SELECT count(*) FROM jobs a WHERE a.status = 'Queued' AND a.workspace = j.workspace AND a.compute = j.compute
+		AND a.priority = j.priority AND a.created < j.created)
+	FROM jobs j WHERE j.workspace = ? AND j.name = ? AND j.status = 'Queued'`
+
+// QueuePosition implements store.Tx.
+func (x *tx) QueuePosition(ctx context.Context, workspace, name string) (int, error) {
+	var pos int
+	err := x.queryRow(ctx, queuePositionQuery, workspace, name).Scan(&pos)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("job %s: queue position: %w", name, err)
+	}
+	return pos, nil
+}
+
 // JobCursor implements store.Tx: the last revision this transaction sees.
 // SQLite has one writer at a time, which takes its revision inside its
 // transaction, so every write this transaction does not see has a later
 // revision.
 func (x *tx) JobCursor(ctx context.Context) (string, error) {
 	var v int64
-	if err := x.tx.QueryRowContext(ctx, `SELECT value FROM revision WHERE id = 1`).Scan(&v); err != nil {
+	if err := x.queryRow(ctx, `SELECT value FROM revision WHERE id = 1`).Scan(&v); err != nil {
 		return "", fmt.Errorf("reading the job cursor: %w", err)
 	}
 	return strconv.FormatInt(v, 10), nil
@@ -87,7 +110,7 @@ func (x *tx) ChangedJobs(ctx context.Context, cursor string) ([]api.Job, string,
 	if err != nil {
 		return nil, "", err
 	}
-	rows, err := x.tx.QueryContext(ctx, `SELECT etag, doc FROM jobs WHERE etag > ? ORDER BY created`, after)
+	rows, err := x.query(ctx, `SELECT etag, doc FROM jobs WHERE etag > ? ORDER BY created`, after)
 	if err != nil {
 		return nil, "", fmt.Errorf("listing changed jobs: %w", err)
 	}
@@ -95,46 +118,47 @@ func (x *tx) ChangedJobs(ctx context.Context, cursor string) ([]api.Job, string,
 	return js, next, err
 }
 
-// CountJobs implements store.Tx.
-func (x *tx) CountJobs(ctx context.Context, f store.JobFilter) (int, error) {
-	// Unordered: the order does not change a count, and without it the
-	// count reads only an index (jobs_by_status_workspace).
-	q, args, err := jobsQuery("1", f, false)
-	if err != nil {
-		return 0, err
-	}
+// QueuedJobs implements store.Tx.
+func (x *tx) QueuedJobs(ctx context.Context, workspace string) (int, error) {
 	var n int
-	if err := x.tx.QueryRowContext(ctx, `SELECT count(*) FROM (`+q+`)`, args...).Scan(&n); err != nil {
-		return 0, fmt.Errorf("counting jobs: %w", err)
+	err := x.queryRow(ctx, `SELECT n FROM queued_jobs WHERE workspace = ?`, workspace).Scan(&n)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("counting the queued jobs of workspace %s: %w", workspace, err)
 	}
 	return n, nil
 }
 
 // queryJobs selects cols of the jobs f selects, in creation order.
 func (x *tx) queryJobs(ctx context.Context, cols string, f store.JobFilter) (*sql.Rows, error) {
-	q, args, err := jobsQuery(cols, f, true)
+	q, args, err := jobsQuery(cols, f)
 	if err != nil {
 		return nil, err
 	}
-	rows, err := x.tx.QueryContext(ctx, q, args...)
+	rows, err := x.query(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("listing jobs: %w", err)
 	}
 	return rows, nil
 }
 
-// jobsQuery is the statement selecting cols of the jobs f selects (in
-// creation order when ordered), and its arguments.
-func jobsQuery(cols string, f store.JobFilter, ordered bool) (string, []any, error) {
+// jobsQuery is the statement selecting cols of the jobs f selects, in
+// creation order, and its arguments.
+func jobsQuery(cols string, f store.JobFilter) (string, []any, error) {
 	var where []string
 	var args []any
 	if f.Workspace != "" {
 		where = append(where, "workspace = ?")
 		args = append(args, f.Workspace)
 	}
-	if f.Compute != "" {
+	if f.Compute != "" && strings.ContainsAny(f.Compute, `%_\`) {
 		where = append(where, "compute = ?")
 		args = append(args, f.Compute)
+	} else if f.Compute != "" {
+		where = append(where, "(compute = ? OR compute LIKE ?)")
+		args = append(args, f.Compute, api.JobComputePrefix(f.Compute)+"%")
 	}
 	if f.Serverless {
 		where = append(where, "compute LIKE ?")
@@ -164,11 +188,9 @@ func jobsQuery(cols string, f store.JobFilter, ordered bool) (string, []any, err
 	if len(where) > 0 {
 		q += " WHERE " + strings.Join(where, " AND ")
 	}
-	if ordered {
-		q += " ORDER BY created"
-		if f.Newest {
-			q += " DESC"
-		}
+	q += " ORDER BY created"
+	if f.Newest {
+		q += " DESC"
 	}
 	if f.Limit > 0 {
 		q += " LIMIT ?"
@@ -183,7 +205,7 @@ func (x *tx) PutJob(ctx context.Context, j *api.Job, ifMatch string) error {
 		return fmt.Errorf("job %q in workspace %q: name and workspace must be set", j.Name, j.Workspace)
 	}
 	var stored, created int64
-	err := x.tx.QueryRowContext(ctx, `SELECT etag, created FROM jobs WHERE workspace = ? AND name = ?`,
+	err := x.queryRow(ctx, `SELECT etag, created FROM jobs WHERE workspace = ? AND name = ?`,
 		j.Workspace, j.Name).Scan(&stored, &created)
 	found := err == nil
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
@@ -208,7 +230,7 @@ func (x *tx) PutJob(ctx context.Context, j *api.Job, ifMatch string) error {
 	if !found {
 		created = rev
 	}
-	_, err = x.tx.ExecContext(ctx, `INSERT INTO jobs (workspace, name, compute, status, created, etag, doc, priority)
+	_, err = x.exec(ctx, `INSERT INTO jobs (workspace, name, compute, status, created, etag, doc, priority)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (workspace, name) DO UPDATE SET
 			compute = excluded.compute, status = excluded.status, etag = excluded.etag, doc = excluded.doc,

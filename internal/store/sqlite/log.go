@@ -16,7 +16,7 @@ type lineKey struct {
 // nextSeqs reserves n seqs in a counter and returns the first.
 func (x *tx) nextSeqs(ctx context.Context, workspace, scope string, n int) (int64, error) {
 	var last int64
-	err := x.tx.QueryRowContext(ctx, `INSERT INTO counters (workspace, scope, last) VALUES (?, ?, ?)
+	err := x.queryRow(ctx, `INSERT INTO counters (workspace, scope, last) VALUES (?, ?, ?)
 		ON CONFLICT (workspace, scope) DO UPDATE SET last = counters.last + excluded.last
 		RETURNING last`, workspace, scope, n).Scan(&last)
 	if err != nil {
@@ -45,7 +45,7 @@ func (x *tx) AppendLog(ctx context.Context, workspace, job string, lines []api.L
 	}
 	stored := map[lineKey]int64{}
 	for k, g := range groups {
-		rows, err := x.tx.QueryContext(ctx, `SELECT node_seq, seq FROM logs
+		rows, err := x.query(ctx, `SELECT node_seq, seq FROM logs
 			WHERE workspace = ? AND job = ? AND attempt = ? AND node = ? AND node_seq BETWEEN ? AND ?`,
 			workspace, job, k[0], k[1], g.lo, g.hi)
 		if err != nil {
@@ -111,7 +111,7 @@ func (x *tx) ReadLog(ctx context.Context, workspace, job string, after int64, li
 	if limit <= 0 {
 		limit = -1 // SQLite: no limit
 	}
-	rows, err := x.tx.QueryContext(ctx, `SELECT seq, attempt, node, node_seq, time, stream, text FROM logs
+	rows, err := x.query(ctx, `SELECT seq, attempt, node, node_seq, time, stream, text FROM logs
 		WHERE workspace = ? AND job = ? AND seq > ? ORDER BY seq LIMIT ?`, workspace, job, after, limit)
 	if err != nil {
 		return nil, fmt.Errorf("reading log of job %s: %w", job, err)
@@ -141,7 +141,7 @@ func (x *tx) AddEvent(ctx context.Context, workspace, resource string, e *api.Ev
 	if err != nil {
 		return err
 	}
-	_, err = x.tx.ExecContext(ctx, `INSERT INTO events (workspace, resource, seq, time, kind, message)
+	_, err = x.exec(ctx, `INSERT INTO events (workspace, resource, seq, time, kind, message)
 		VALUES (?, ?, ?, ?, ?, ?)`, workspace, resource, seq, formatTime(e.Time), e.Kind, e.Message)
 	if err != nil {
 		return fmt.Errorf("adding event to %s: %w", resource, err)
@@ -155,7 +155,7 @@ func (x *tx) ListEvents(ctx context.Context, workspace, resource string, after i
 	if limit <= 0 {
 		limit = -1
 	}
-	rows, err := x.tx.QueryContext(ctx, `SELECT seq, time, kind, message FROM events
+	rows, err := x.query(ctx, `SELECT seq, time, kind, message FROM events
 		WHERE workspace = ? AND resource = ? AND seq > ? ORDER BY seq LIMIT ?`, workspace, resource, after, limit)
 	if err != nil {
 		return nil, fmt.Errorf("listing events of %s: %w", resource, err)

@@ -11,7 +11,7 @@ import (
 // AddMetrics implements store.Tx.
 func (x *tx) AddMetrics(ctx context.Context, workspace, job string, ms []api.Metric) error {
 	for _, m := range ms {
-		_, err := x.tx.ExecContext(ctx, `INSERT INTO metrics (workspace, job, seq, name, step, value, time) VALUES (?, ?, ?, ?, ?, ?, ?)
+		_, err := x.exec(ctx, `INSERT INTO metrics (workspace, job, seq, name, step, value, time) VALUES (?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT (workspace, job, seq, name) DO NOTHING`, workspace, job, m.Seq, m.Name, m.Step, m.Value, formatTime(m.Time))
 		if err != nil {
 			return fmt.Errorf("adding metrics of job %s: %w", job, err)
@@ -25,9 +25,9 @@ func (x *tx) ListMetrics(ctx context.Context, workspace, job, name string) ([]ap
 	var rows *sql.Rows
 	var err error
 	if name == "" {
-		rows, err = x.tx.QueryContext(ctx, `SELECT seq, name, step, value, time FROM metrics WHERE workspace = ? AND job = ? ORDER BY seq, name`, workspace, job)
+		rows, err = x.query(ctx, `SELECT seq, name, step, value, time FROM metrics WHERE workspace = ? AND job = ? ORDER BY seq, name`, workspace, job)
 	} else {
-		rows, err = x.tx.QueryContext(ctx, `SELECT seq, name, step, value, time FROM metrics WHERE workspace = ? AND job = ? AND name = ? ORDER BY seq`, workspace, job, name)
+		rows, err = x.query(ctx, `SELECT seq, name, step, value, time FROM metrics WHERE workspace = ? AND job = ? AND name = ? ORDER BY seq`, workspace, job, name)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("listing metrics of job %s: %w", job, err)

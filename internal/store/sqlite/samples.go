@@ -15,7 +15,7 @@ func (x *tx) AddComputeSample(ctx context.Context, workspace, compute string, s 
 	if err != nil {
 		return err
 	}
-	_, err = x.tx.ExecContext(ctx, `INSERT INTO compute_samples (workspace, compute, at, doc) VALUES (?, ?, ?, ?)
+	_, err = x.exec(ctx, `INSERT INTO compute_samples (workspace, compute, at, doc) VALUES (?, ?, ?, ?)
 		ON CONFLICT (workspace, compute, at) DO UPDATE SET doc = excluded.doc`, workspace, compute, formatTime(s.Time), string(doc))
 	if err != nil {
 		return fmt.Errorf("recording a sample of compute %s: %w", compute, err)
@@ -25,7 +25,7 @@ func (x *tx) AddComputeSample(ctx context.Context, workspace, compute string, s 
 
 // ListComputeSamples implements store.Tx.
 func (x *tx) ListComputeSamples(ctx context.Context, workspace, compute string, since time.Time) ([]api.ComputeSample, error) {
-	rows, err := x.tx.QueryContext(ctx, `SELECT doc FROM compute_samples WHERE workspace = ? AND compute = ? AND at >= ? ORDER BY at`,
+	rows, err := x.query(ctx, `SELECT doc FROM compute_samples WHERE workspace = ? AND compute = ? AND at >= ? ORDER BY at`,
 		workspace, compute, formatTime(since))
 	if err != nil {
 		return nil, fmt.Errorf("listing samples of compute %s: %w", compute, err)
@@ -48,6 +48,6 @@ func (x *tx) ListComputeSamples(ctx context.Context, workspace, compute string, 
 
 // PruneComputeSamples implements store.Tx.
 func (x *tx) PruneComputeSamples(ctx context.Context, before time.Time) error {
-	_, err := x.tx.ExecContext(ctx, `DELETE FROM compute_samples WHERE at < ?`, formatTime(before))
+	_, err := x.exec(ctx, `DELETE FROM compute_samples WHERE at < ?`, formatTime(before))
 	return err
 }

@@ -44,6 +44,8 @@ type Store struct {
 	writer *sql.DB
 	// readers are query_only connections for View.
 	readers *sql.DB
+	// writerStmts and readerStmts are the statements each has prepared.
+	writerStmts, readerStmts *stmts
 
 	closeOnce sync.Once
 	closeErr  error
@@ -108,7 +110,7 @@ func Open(ctx context.Context, path string, log *slog.Logger) (*Store, error) {
 	readers.SetMaxOpenConns(n)
 	readers.SetMaxIdleConns(n)
 
-	s := &Store{log: log, writer: writer, readers: readers}
+	s := &Store{log: log, writer: writer, readers: readers, writerStmts: newStmts(writer), readerStmts: newStmts(readers)}
 	if err := s.migrate(ctx); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("migrating sqlite database %s: %w", path, err)
@@ -149,16 +151,18 @@ func (s *Store) Update(ctx context.Context, fn func(store.Tx) error) error {
 			panic(p)
 		}
 	}()
-	x := &tx{tx: t}
+	x := &tx{tx: t, stmts: s.writerStmts}
 	if err := fn(x); err != nil {
 		if rerr := t.Rollback(); rerr != nil && !errors.Is(rerr, sql.ErrTxDone) {
 			s.log.ErrorContext(ctx, "rolling back write transaction", slog.Any("err", rerr))
 		}
+		s.writerStmts.prepare(ctx, x.missed)
 		return err
 	}
 	if err := t.Commit(); err != nil {
 		return fmt.Errorf("committing write transaction: %w", err)
 	}
+	s.writerStmts.prepare(ctx, x.missed)
 	for _, f := range x.after {
 		f()
 	}
@@ -171,14 +175,21 @@ func (s *Store) View(ctx context.Context, fn func(store.Tx) error) error {
 	if err != nil {
 		return fmt.Errorf("beginning read transaction: %w", err)
 	}
-	// A read transaction has nothing to commit; rolling back ends it.
+	// A read transaction has nothing to commit; rolling back ends it
+	// (the deferred call when fn panics).
 	defer t.Rollback()
-	return fn(&tx{tx: t})
+	x := &tx{tx: t, stmts: s.readerStmts}
+	err = fn(x)
+	t.Rollback()
+	s.readerStmts.prepare(ctx, x.missed)
+	return err
 }
 
 // Close closes the database. Calling it again does nothing.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
+		s.readerStmts.close()
+		s.writerStmts.close()
 		s.closeErr = errors.Join(s.readers.Close(), s.writer.Close())
 	})
 	return s.closeErr

@@ -17,6 +17,10 @@ import (
 type tx struct {
 	tx    *sql.Tx
 	after []func()
+	// stmts are the database's prepared statements; missed the texts
+	// this transaction ran unprepared, to prepare once it has ended.
+	stmts  *stmts
+	missed []string
 }
 
 // OnCommit queues fn to run after Update commits.
@@ -40,7 +44,7 @@ func parseTime(s string) (time.Time, error) {
 // and as a job's creation order.
 func (x *tx) nextRevision(ctx context.Context) (int64, error) {
 	var v int64
-	err := x.tx.QueryRowContext(ctx, `UPDATE revision SET value = value + 1 WHERE id = 1 RETURNING value`).Scan(&v)
+	err := x.queryRow(ctx, `UPDATE revision SET value = value + 1 WHERE id = 1 RETURNING value`).Scan(&v)
 	if err != nil {
 		return 0, fmt.Errorf("taking a revision: %w", err)
 	}
@@ -64,7 +68,7 @@ func checkEtag(kind, name string, found bool, stored int64, ifMatch string) erro
 
 func (x *tx) requireWorkspace(ctx context.Context, name string) error {
 	var one int
-	err := x.tx.QueryRowContext(ctx, `SELECT 1 FROM workspaces WHERE name = ?`, name).Scan(&one)
+	err := x.queryRow(ctx, `SELECT 1 FROM workspaces WHERE name = ?`, name).Scan(&one)
 	if errors.Is(err, sql.ErrNoRows) {
 		return store.NotFound("workspace", name)
 	}
@@ -77,7 +81,7 @@ func (x *tx) requireWorkspace(ctx context.Context, name string) error {
 // GetWorkspace implements store.Tx.
 func (x *tx) GetWorkspace(ctx context.Context, name string) (*api.Workspace, error) {
 	var doc string
-	err := x.tx.QueryRowContext(ctx, `SELECT doc FROM workspaces WHERE name = ?`, name).Scan(&doc)
+	err := x.queryRow(ctx, `SELECT doc FROM workspaces WHERE name = ?`, name).Scan(&doc)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, store.NotFound("workspace", name)
 	}
@@ -93,7 +97,7 @@ func (x *tx) GetWorkspace(ctx context.Context, name string) (*api.Workspace, err
 
 // ListWorkspaces implements store.Tx.
 func (x *tx) ListWorkspaces(ctx context.Context) ([]api.Workspace, error) {
-	rows, err := x.tx.QueryContext(ctx, `SELECT doc FROM workspaces ORDER BY name`)
+	rows, err := x.query(ctx, `SELECT doc FROM workspaces ORDER BY name`)
 	if err != nil {
 		return nil, fmt.Errorf("listing workspaces: %w", err)
 	}
@@ -111,7 +115,7 @@ func (x *tx) PutWorkspace(ctx context.Context, w *api.Workspace) error {
 	if err != nil {
 		return fmt.Errorf("encoding workspace %s: %w", w.Name, err)
 	}
-	_, err = x.tx.ExecContext(ctx, `INSERT INTO workspaces (name, doc) VALUES (?, ?)
+	_, err = x.exec(ctx, `INSERT INTO workspaces (name, doc) VALUES (?, ?)
 		ON CONFLICT (name) DO UPDATE SET doc = excluded.doc`, w.Name, string(doc))
 	if err != nil {
 		return fmt.Errorf("putting workspace %s: %w", w.Name, err)
@@ -123,7 +127,7 @@ func (x *tx) PutWorkspace(ctx context.Context, w *api.Workspace) error {
 func (x *tx) GetCompute(ctx context.Context, workspace, name string) (*api.Compute, error) {
 	var doc string
 	var etag int64
-	err := x.tx.QueryRowContext(ctx, `SELECT etag, doc FROM computes WHERE workspace = ? AND name = ?`,
+	err := x.queryRow(ctx, `SELECT etag, doc FROM computes WHERE workspace = ? AND name = ?`,
 		workspace, name).Scan(&etag, &doc)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, store.NotFound("compute", name)
@@ -144,9 +148,9 @@ func (x *tx) ListComputes(ctx context.Context, workspace string) ([]api.Compute,
 	var rows *sql.Rows
 	var err error
 	if workspace == "" {
-		rows, err = x.tx.QueryContext(ctx, `SELECT etag, doc FROM computes ORDER BY name, workspace`)
+		rows, err = x.query(ctx, `SELECT etag, doc FROM computes ORDER BY name, workspace`)
 	} else {
-		rows, err = x.tx.QueryContext(ctx, `SELECT etag, doc FROM computes WHERE workspace = ? ORDER BY name`, workspace)
+		rows, err = x.query(ctx, `SELECT etag, doc FROM computes WHERE workspace = ? ORDER BY name`, workspace)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("listing computes: %w", err)
@@ -160,7 +164,7 @@ func (x *tx) PutCompute(ctx context.Context, c *api.Compute, ifMatch string) err
 		return fmt.Errorf("compute %q in workspace %q: name and workspace must be set", c.Name, c.Workspace)
 	}
 	var stored int64
-	err := x.tx.QueryRowContext(ctx, `SELECT etag FROM computes WHERE workspace = ? AND name = ?`,
+	err := x.queryRow(ctx, `SELECT etag FROM computes WHERE workspace = ? AND name = ?`,
 		c.Workspace, c.Name).Scan(&stored)
 	found := err == nil
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
@@ -182,7 +186,7 @@ func (x *tx) PutCompute(ctx context.Context, c *api.Compute, ifMatch string) err
 	if err != nil {
 		return err
 	}
-	_, err = x.tx.ExecContext(ctx, `INSERT INTO computes (workspace, name, etag, doc) VALUES (?, ?, ?, ?)
+	_, err = x.exec(ctx, `INSERT INTO computes (workspace, name, etag, doc) VALUES (?, ?, ?, ?)
 		ON CONFLICT (workspace, name) DO UPDATE SET etag = excluded.etag, doc = excluded.doc`,
 		c.Workspace, c.Name, rev, string(doc))
 	if err != nil {
@@ -198,7 +202,7 @@ func (x *tx) DeleteCompute(ctx context.Context, workspace, name string) error {
 }
 
 func (x *tx) deleteOne(ctx context.Context, kind, name, query string, args ...any) error {
-	res, err := x.tx.ExecContext(ctx, query, args...)
+	res, err := x.exec(ctx, query, args...)
 	if err != nil {
 		return fmt.Errorf("deleting %s %s: %w", kind, name, err)
 	}
@@ -215,7 +219,7 @@ func (x *tx) deleteOne(ctx context.Context, kind, name, query string, args ...an
 // GetNode implements store.Tx.
 func (x *tx) GetNode(ctx context.Context, id string) (*api.Node, error) {
 	var doc string
-	err := x.tx.QueryRowContext(ctx, `SELECT doc FROM nodes WHERE id = ?`, id).Scan(&doc)
+	err := x.queryRow(ctx, `SELECT doc FROM nodes WHERE id = ?`, id).Scan(&doc)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, store.NotFound("node", id)
 	}
@@ -232,7 +236,7 @@ func (x *tx) GetNode(ctx context.Context, id string) (*api.Node, error) {
 // ListNodes implements store.Tx. An empty workspace or compute matches all.
 func (x *tx) ListNodes(ctx context.Context, workspace, compute string) ([]api.Node, error) {
 	q := `SELECT doc FROM nodes WHERE (? = '' OR workspace = ?) AND (? = '' OR compute = ?) ORDER BY id`
-	rows, err := x.tx.QueryContext(ctx, q, workspace, workspace, compute, compute)
+	rows, err := x.query(ctx, q, workspace, workspace, compute, compute)
 	if err != nil {
 		return nil, fmt.Errorf("listing nodes: %w", err)
 	}
@@ -250,7 +254,7 @@ func (x *tx) PutNode(ctx context.Context, n *api.Node) error {
 	if err != nil {
 		return fmt.Errorf("encoding node %s: %w", n.ID, err)
 	}
-	_, err = x.tx.ExecContext(ctx, `INSERT INTO nodes (id, workspace, compute, doc) VALUES (?, ?, ?, ?)
+	_, err = x.exec(ctx, `INSERT INTO nodes (id, workspace, compute, doc) VALUES (?, ?, ?, ?)
 		ON CONFLICT (id) DO UPDATE SET workspace = excluded.workspace, compute = excluded.compute, doc = excluded.doc`,
 		n.ID, n.Workspace, n.Compute, string(doc))
 	if err != nil {
@@ -267,7 +271,7 @@ func (x *tx) DeleteNode(ctx context.Context, id string) error {
 // GetToken implements store.Tx.
 func (x *tx) GetToken(ctx context.Context, hash string) (*store.Token, error) {
 	var doc string
-	err := x.tx.QueryRowContext(ctx, `SELECT doc FROM tokens WHERE hash = ?`, hash).Scan(&doc)
+	err := x.queryRow(ctx, `SELECT doc FROM tokens WHERE hash = ?`, hash).Scan(&doc)
 	if errors.Is(err, sql.ErrNoRows) {
 		// The hash is not secret, but it is not a name either: keep it out.
 		return nil, fmt.Errorf("token: %w", store.ErrNotFound)
@@ -291,7 +295,7 @@ func (x *tx) PutToken(ctx context.Context, t *store.Token) error {
 	if err != nil {
 		return fmt.Errorf("encoding token %s: %w", t.Name, err)
 	}
-	_, err = x.tx.ExecContext(ctx, `INSERT INTO tokens (hash, doc) VALUES (?, ?)
+	_, err = x.exec(ctx, `INSERT INTO tokens (hash, doc) VALUES (?, ?)
 		ON CONFLICT (hash) DO UPDATE SET doc = excluded.doc`, t.Hash, string(doc))
 	if err != nil {
 		return fmt.Errorf("putting token %s: %w", t.Name, err)
@@ -301,7 +305,7 @@ func (x *tx) PutToken(ctx context.Context, t *store.Token) error {
 
 // DeleteToken implements store.Tx.
 func (x *tx) DeleteToken(ctx context.Context, hash string) error {
-	res, err := x.tx.ExecContext(ctx, `DELETE FROM tokens WHERE hash = ?`, hash)
+	res, err := x.exec(ctx, `DELETE FROM tokens WHERE hash = ?`, hash)
 	if err != nil {
 		return fmt.Errorf("deleting token: %w", err)
 	}
@@ -316,7 +320,7 @@ func (x *tx) DeleteToken(ctx context.Context, hash string) error {
 // GetSetting implements store.Tx.
 func (x *tx) GetSetting(ctx context.Context, key string) (string, error) {
 	var v string
-	err := x.tx.QueryRowContext(ctx, `SELECT value FROM settings WHERE key = ?`, key).Scan(&v)
+	err := x.queryRow(ctx, `SELECT value FROM settings WHERE key = ?`, key).Scan(&v)
 	if errors.Is(err, sql.ErrNoRows) {
 		return "", store.NotFound("setting", key)
 	}
@@ -328,7 +332,7 @@ func (x *tx) GetSetting(ctx context.Context, key string) (string, error) {
 
 // PutSetting implements store.Tx.
 func (x *tx) PutSetting(ctx context.Context, key, value string) error {
-	_, err := x.tx.ExecContext(ctx, `INSERT INTO settings (key, value) VALUES (?, ?)
+	_, err := x.exec(ctx, `INSERT INTO settings (key, value) VALUES (?, ?)
 		ON CONFLICT (key) DO UPDATE SET value = excluded.value`, key, value)
 	if err != nil {
 		return fmt.Errorf("putting setting %s: %w", key, err)

@@ -10,7 +10,7 @@ import (
 
 // AddNodeUsage implements store.Tx.
 func (x *tx) AddNodeUsage(ctx context.Context, u store.NodeUsage) error {
-	_, err := x.tx.ExecContext(ctx, `INSERT INTO node_usage (workspace, compute, node, started, ended, price_per_hour) VALUES (?, ?, ?, ?, ?, ?)`,
+	_, err := x.exec(ctx, `INSERT INTO node_usage (workspace, compute, node, started, ended, price_per_hour) VALUES (?, ?, ?, ?, ?, ?)`,
 		u.Workspace, u.Compute, u.Node, formatTime(u.Started), formatTime(u.Ended), u.PricePerHour)
 	if err != nil {
 		return fmt.Errorf("recording the usage of node %s: %w", u.Node, err)
@@ -20,7 +20,7 @@ func (x *tx) AddNodeUsage(ctx context.Context, u store.NodeUsage) error {
 
 // ListNodeUsage implements store.Tx.
 func (x *tx) ListNodeUsage(ctx context.Context, workspace, compute string, since time.Time) ([]store.NodeUsage, error) {
-	rows, err := x.tx.QueryContext(ctx, `SELECT workspace, compute, node, started, ended, price_per_hour FROM node_usage
+	rows, err := x.query(ctx, `SELECT workspace, compute, node, started, ended, price_per_hour FROM node_usage
 		WHERE workspace = ? AND (? = '' OR compute = ?) AND ended > ? ORDER BY id`, workspace, compute, compute, formatTime(since))
 	if err != nil {
 		return nil, fmt.Errorf("listing node usage: %w", err)

@@ -27,7 +27,7 @@ func (v versioned[T]) get(ctx context.Context, x *tx, workspace, name, version s
 	var doc string
 	var etag int64
 	id := name + ":" + version
-	err := x.tx.QueryRowContext(ctx, `SELECT etag, doc FROM `+v.table+` WHERE workspace = ? AND name = ? AND version = ?`,
+	err := x.queryRow(ctx, `SELECT etag, doc FROM `+v.table+` WHERE workspace = ? AND name = ? AND version = ?`,
 		workspace, name, version).Scan(&etag, &doc)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, store.NotFound(v.kind, id)
@@ -50,9 +50,9 @@ func (v versioned[T]) list(ctx context.Context, x *tx, workspace, name string) (
 	var rows *sql.Rows
 	var err error
 	if name == "" {
-		rows, err = x.tx.QueryContext(ctx, `SELECT etag, doc FROM `+v.table+` WHERE workspace = ? ORDER BY name, created`, workspace)
+		rows, err = x.query(ctx, `SELECT etag, doc FROM `+v.table+` WHERE workspace = ? ORDER BY name, created`, workspace)
 	} else {
-		rows, err = x.tx.QueryContext(ctx, `SELECT etag, doc FROM `+v.table+` WHERE workspace = ? AND name = ? ORDER BY created`, workspace, name)
+		rows, err = x.query(ctx, `SELECT etag, doc FROM `+v.table+` WHERE workspace = ? AND name = ? ORDER BY created`, workspace, name)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("listing %s: %w", v.table, err)
@@ -71,7 +71,7 @@ func (v versioned[T]) put(ctx context.Context, x *tx, e *T, ifMatch string) erro
 		return fmt.Errorf("%s %q in workspace %q: name, version and workspace must be set", v.kind, id, ws)
 	}
 	var stored, created int64
-	err := x.tx.QueryRowContext(ctx, `SELECT etag, created FROM `+v.table+` WHERE workspace = ? AND name = ? AND version = ?`,
+	err := x.queryRow(ctx, `SELECT etag, created FROM `+v.table+` WHERE workspace = ? AND name = ? AND version = ?`,
 		ws, name, version).Scan(&stored, &created)
 	found := err == nil
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
@@ -99,7 +99,7 @@ func (v versioned[T]) put(ctx context.Context, x *tx, e *T, ifMatch string) erro
 	if !found {
 		created = rev
 	}
-	_, err = x.tx.ExecContext(ctx, `INSERT INTO `+v.table+` (workspace, name, version, created, etag, doc) VALUES (?, ?, ?, ?, ?, ?)
+	_, err = x.exec(ctx, `INSERT INTO `+v.table+` (workspace, name, version, created, etag, doc) VALUES (?, ?, ?, ?, ?, ?)
 		ON CONFLICT (workspace, name, version) DO UPDATE SET etag = excluded.etag, doc = excluded.doc`,
 		ws, name, version, created, rev, string(doc))
 	if err != nil {

@@ -118,3 +118,39 @@ func index(xs []string, x string) int {
 	}
 	return -1
 }
+
+// testQueuePosition checks a queued job's place in its compute's queue:
+// higher priority first, then creation order; other computes, other
+// workspaces and jobs not queued do not count.
+func testQueuePosition(t *testing.T, open Opener) {
+	s := openStore(t, open)
+	ctx := t.Context()
+	putWorkspaces(t, s, "default", "other")
+	jobs := []*api.Job{
+		newJob("default", "first", "cpu", api.JobQueued),
+		newJob("default", "running", "cpu", api.JobRunning),
+		newJob("default", "second", "cpu", api.JobQueued),
+		newJob("default", "gpu", "gpu", api.JobQueued),
+		newJob("other", "elsewhere", "cpu", api.JobQueued),
+		newJob("default", "urgent", "cpu", api.JobQueued),
+		newJob("default", "low", "cpu", api.JobQueued),
+	}
+	jobs[5].QueueSettings = &api.QueueSettings{Priority: "high"}
+	jobs[6].QueueSettings = &api.QueueSettings{Priority: "low"}
+	for _, j := range jobs {
+		update(t, s, func(tx store.Tx) error { return tx.PutJob(ctx, j, "") })
+	}
+	want := map[string]int{"urgent": 1, "first": 2, "second": 3, "low": 4, "gpu": 1, "running": 0, "missing": 0}
+	view(t, s, func(tx store.Tx) error {
+		for name, pos := range want {
+			got, err := tx.QueuePosition(ctx, "default", name)
+			if err != nil || got != pos {
+				t.Errorf("QueuePosition(%s) = %d, %v; want %d", name, got, err, pos)
+			}
+		}
+		if got, err := tx.QueuePosition(ctx, "other", "elsewhere"); err != nil || got != 1 {
+			t.Errorf("QueuePosition(other/elsewhere) = %d, %v; want 1", got, err)
+		}
+		return nil
+	})
+}

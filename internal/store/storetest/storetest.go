@@ -38,6 +38,8 @@ func Run(t *testing.T, newDB func(t *testing.T) Opener) {
 		{"JobEtags", testJobEtags},
 		{"ListJobs", testListJobs},
 		{"ChangedJobs", testChangedJobs},
+		{"QueuePosition", testQueuePosition},
+		{"QueuedJobs", testQueuedJobs},
 		{"Datastores", testDatastores},
 		{"Environments", testEnvironments},
 		{"EnvironmentEtags", testEnvironmentEtags},

@@ -134,6 +134,19 @@ function detailPairs(c) {
       ['Description', c.description], ['Created', fmtTime(c.created_on)],
       ['Errors', (c.errors || []).map(e => e.code + ': ' + e.message).join('; ')]];
   }
+  if (c.type === 'kubernetes') {
+    // An attached cluster: each job gets Pods of one of its instance types.
+    const types = (c.properties || {}).instanceTypes || {};
+    const res = m => Object.entries(m || {}).map(([k, v]) => k + ' ' + v).join(', ');
+    return [['Type', c.type], ['API server', c.server], ['Namespace', c.namespace],
+      ['Default instance type', (c.properties || {}).defaultInstanceType],
+      ...Object.keys(types).sort().map(n => ['Instance type ' + n, ['requests ' + res(types[n].resources.requests), 'limits ' + res(types[n].resources.limits),
+        types[n].nodeSelector ? 'node selector ' + res(types[n].nodeSelector) : '', (types[n].tolerations || []).length ? types[n].tolerations.length + ' toleration(s)' : ''].filter(Boolean).join('; ')]),
+      ['Provisioning', c.provisioning_state],
+      ['Credentials', c.kubeconfig_secret ? 'workspace secret ' + c.kubeconfig_secret : ''],
+      ['Description', c.description], ['Created', fmtTime(c.created_on)],
+      ['Errors', (c.errors || []).map(e => e.code + ': ' + e.message).join('; ')]];
+  }
   return [['Type', c.type], ['Size', c.size], ['Location', c.location], ['Tier', c.tier],
     ['Provisioning', c.provisioning_state], ['Allocation', c.allocation_state],
     ['Nodes', c.current_node_count + ' current, ' + c.target_node_count + ' target'],
@@ -182,6 +195,9 @@ function computeDetails(c, note) {
   const info = h('div', {class: 'details'}, kv(detailPairs(c)));
   const edit = can('computes/write') ? yamlEditor(c) : '';
   if (isInstance(c)) return h('div', {}, info, edit);
+  // An attached cluster cannot be changed (detach and attach it again) and
+  // has no scale of its own.
+  if (c.type === 'kubernetes') return h('div', {}, info);
   const num = (name, label, v) => [h('label', {for: 'f-' + name}, label), h('input', {type: 'number', min: 0, id: 'f-' + name, name, value: v, required: true})];
   const form = h('form', {class: 'card', id: 'scale-form', onsubmit: async ev => {
     ev.preventDefault();

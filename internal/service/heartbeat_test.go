@@ -1,0 +1,124 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/tideml/tide/api"
+	"github.com/tideml/tide/internal/store"
+	"github.com/tideml/tide/internal/store/sqlite"
+)
+
+// gatedStore holds its first write transaction until release is closed,
+// and counts write transactions.
+type gatedStore struct {
+	store.Store
+	release chan struct{}
+	updates atomic.Int64
+}
+
+func (g *gatedStore) Update(ctx context.Context, fn func(store.Tx) error) error {
+	if g.updates.Add(1) == 1 {
+		<-g.release
+	}
+	return g.Store.Update(ctx, fn)
+}
+
+// TestHeartbeatsShareTransactions: heartbeats that arrive while one is
+// being written are written together in the next transaction, each
+// answered once that committed, and a node whose record is gone gets its
+// own not-found answer without failing the others.
+func TestHeartbeatsShareTransactions(t *testing.T) {
+	ctx := t.Context()
+	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "tide.db"), slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	const nodes = 50
+	if err := st.Update(ctx, func(tx store.Tx) error {
+		for i := range nodes {
+			if err := tx.PutNode(ctx, &api.Node{ID: fmt.Sprintf("n%d", i), Workspace: "default", Compute: "c", State: api.NodeIdle}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	g := &gatedStore{Store: st, release: make(chan struct{})}
+	s := &Service{Store: g}
+	ids := []string{"first"} // written alone, held by the gate
+	for i := range nodes {
+		ids = append(ids, fmt.Sprintf("n%d", i))
+	}
+	ids = append(ids, "gone")
+	errs := make([]error, len(ids))
+	var wg sync.WaitGroup
+	beat := func(i int) {
+		defer wg.Done()
+		errs[i] = s.Heartbeat(ctx, ids[i], api.AgentHeartbeat{NodeID: ids[i], Utilization: &api.NodeUtilization{CPUPercent: float64(i)}})
+	}
+	wg.Add(1)
+	go beat(0)
+	for g.updates.Load() == 0 { // the first batch's transaction has begun
+		runtime.Gosched()
+	}
+	for i := 1; i < len(ids); i++ {
+		wg.Add(1)
+		go beat(i)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		s.beats.mu.Lock()
+		waiting := 0
+		if s.beats.next != nil {
+			waiting = len(s.beats.next.beats)
+		}
+		s.beats.mu.Unlock()
+		if waiting == len(ids)-1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d heartbeats wait for the writer, want %d", waiting, len(ids)-1)
+		}
+		runtime.Gosched()
+	}
+	close(g.release)
+	wg.Wait()
+	if n := g.updates.Load(); n != 2 {
+		t.Errorf("%d write transactions for %d heartbeats, want 2 (one alone, then the rest together)", n, len(ids))
+	}
+	var nf *Error
+	if !errors.As(errs[0], &nf) || nf.Status != 404 {
+		t.Errorf("heartbeat of a node without a record: %v, want a 404", errs[0])
+	}
+	if !errors.As(errs[len(ids)-1], &nf) || nf.Status != 404 {
+		t.Errorf("heartbeat of node gone: %v, want a 404", errs[len(ids)-1])
+	}
+	if err := st.View(ctx, func(tx store.Tx) error {
+		for i := 1; i <= nodes; i++ {
+			if errs[i] != nil {
+				t.Errorf("heartbeat of %s: %v", ids[i], errs[i])
+			}
+			n, err := tx.GetNode(ctx, ids[i])
+			if err != nil {
+				return err
+			}
+			if n.LastHeartbeat.IsZero() || n.Utilization == nil || n.Utilization.CPUPercent != float64(i) {
+				t.Errorf("node %s after its heartbeat: last %v, utilization %+v", ids[i], n.LastHeartbeat, n.Utilization)
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
