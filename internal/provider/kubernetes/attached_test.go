@@ -11,12 +11,15 @@ package kubernetes_test
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"maps"
+	"net"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -299,4 +302,103 @@ func sameResources(a, b corev1.ResourceList) bool {
 		}
 	}
 	return true
+}
+
+// TestAttachedClusterUnreachable detaches a cluster that stopped
+// answering (its API server behind a proxy the test closes): the job is
+// canceled, and after attached.detach_timeout its node is forgotten and
+// the compute goes, leaving its Pod there (removed here by hand).
+func TestAttachedClusterUnreachable(t *testing.T) {
+	c := requireCluster(t)
+	ctx := t.Context()
+	deleteAll(t, c.settings())
+	defer deleteAll(t, c.settings())
+	exe, _ := os.Executable()
+	srv := servertest.Start(t, servertest.Options{DataDir: t.TempDir(),
+		Location: config.Location{Name: "local", Provider: "local"},
+		Configure: func(cfg *config.Server) {
+			cfg.Attached.Kubernetes = map[string]any{
+				"image": "tide.test/tide:test", "agent_command": []any{exe, "agent"},
+				"env": map[string]any{"TIDE_TEST_AGENT": "1"}, "grace_period": "2s", "stop_timeout": "5s",
+			}
+			cfg.Attached.Timeout, cfg.Attached.DetachTimeout = 5*time.Second, 5*time.Second
+		}})
+	defer srv.Shutdown()
+
+	// The API server through a proxy the test can cut.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var conns []net.Conn
+	cut := func() {
+		ln.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, cn := range conns {
+			cn.Close()
+		}
+	}
+	defer cut()
+	target := strings.TrimPrefix(c.url, "https://")
+	go func() {
+		for {
+			in, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			out, err := net.Dial("tcp", target)
+			if err != nil {
+				in.Close()
+				continue
+			}
+			mu.Lock()
+			conns = append(conns, in, out)
+			mu.Unlock()
+			go func() { _, _ = io.Copy(out, in); out.Close() }()
+			go func() { _, _ = io.Copy(in, out); in.Close() }()
+		}
+	}()
+	kc, err := clientcmd.LoadFromFile(c.kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, cl := range kc.Clusters {
+		cl.Server = "https://" + ln.Addr().String()
+	}
+	proxied, err := clientcmd.Write(*kc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp, err := spec.ParseCompute("k8s.yml", fmt.Appendf(nil, k8sFile, "k8s-gone", providerNS, fmt.Sprintf("kubeconfig: %q", proxied)), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := srv.Client.PutCompute(ctx, "default", cp); err != nil {
+		t.Fatal(err)
+	}
+	j := srv.Submit("command: sleep 300\ncompute: k8s-gone\n")
+	j = srv.WaitJob(j.Name, 60*time.Second, servertest.Running)
+
+	cut()
+	if err := srv.Client.DetachCompute(ctx, "default", "k8s-gone", true); err != nil {
+		t.Fatal(err)
+	}
+	if !servertest.Poll(ctx, 60*time.Second, func() bool {
+		_, err := srv.Client.Compute(ctx, "default", "k8s-gone")
+		return api.IsNotFound(err)
+	}) {
+		t.Fatal("the unreachable cluster's compute did not go")
+	}
+	if j, _ := srv.Client.Job(ctx, "default", j.Name); j == nil || j.Status != api.JobCanceled {
+		t.Errorf("the job after detach --force: %+v", j)
+	}
+	if secs, _ := srv.Client.Secrets(ctx, "default"); len(secs) != 0 {
+		t.Errorf("secrets after detach: %+v", secs)
+	}
+	// The Pod is still there: the detach took the unreachable path.
+	if left := c.leftovers(t, providerNS); !slices.ContainsFunc(left, func(s string) bool { return strings.HasPrefix(s, "pod/tide-k8s-gone-") }) {
+		t.Errorf("left in namespace %s: %v; want the job's Pod, which tide could not delete", providerNS, left)
+	}
 }
