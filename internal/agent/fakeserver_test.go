@@ -28,6 +28,7 @@ type fakeServer struct {
 
 	mu          sync.Mutex
 	down        bool
+	silent      chan struct{} // non-nil: requests get no answer until closed
 	hellos      []api.AgentHello
 	heartbeats  int
 	refused     int // requests answered 503 while down
@@ -75,17 +76,43 @@ func (f *fakeServer) gate(next http.Handler) http.Handler {
 			return
 		}
 		f.mu.Lock()
-		down := f.down
+		down, silent := f.down, f.silent
 		if down {
 			f.refused++
 		}
 		f.mu.Unlock()
+		if silent != nil {
+			// A network partition: no answer at all (until the heal).
+			select {
+			case <-silent:
+			case <-r.Context().Done():
+			}
+			http.Error(w, "partitioned", http.StatusServiceUnavailable)
+			return
+		}
 		if down {
 			http.Error(w, "restarting", http.StatusServiceUnavailable)
 			return
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// setSilent makes the server answer nothing (a partition) or heals it.
+func (f *fakeServer) setSilent(silent bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	switch {
+	case silent && f.silent == nil:
+		f.silent = make(chan struct{})
+		select {
+		case f.drop <- struct{}{}:
+		default:
+		}
+	case !silent && f.silent != nil:
+		close(f.silent)
+		f.silent = nil
+	}
 }
 
 // setDown makes the server unavailable (dropping the stream) or available.
