@@ -113,9 +113,18 @@ func (a Adaptive) Decide(c *Compute, now time.Time) Decision {
 			idle++
 		}
 	}
+	// Pre-warm for the demand that comes every day in the next boot time,
+	// less what of it has come.
+	var pre int
+	var wake time.Time
+	if c.Gaps.setting.prewarm {
+		pre, wake = c.Gaps.daily.ahead(now, c.Gaps.BootTime)
+		pre -= c.Gaps.DemandSince(now.Truncate(time.Minute).Add(-time.Nanosecond))
+	}
 	return Decision{
 		IdleTimeout: min(max(timeout, a.Min), cmp.Or(a.Max, gapRange)),
-		Warm:        min(warm, idle),
+		Warm:        max(min(warm, idle), pre),
+		Wake:        wake,
 		Setting:     "adaptive idle timeout (learned from idle gaps)",
 	}
 }

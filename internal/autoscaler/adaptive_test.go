@@ -134,22 +134,22 @@ func TestReplayMatchesFixedByHand(t *testing.T) {
 	for k := range c.keep {
 		c.keep[k] = 120 * time.Second
 	}
-	o, _ := replay(log, &c, 180*time.Second, nil)
+	o, _ := replay(log, &c, 180*time.Second, nil, outcome{})
 	if o.cost != 50+120+2*180 || o.miss != 1 {
 		t.Errorf("cost %v node-s, %v waits; want 530, 1", o.cost, o.miss)
 	}
 	c.warm = 1 // a is beyond the warm count when it times out: the same
-	if o, _ = replay(log, &c, 180*time.Second, nil); o.cost != 530 || o.miss != 1 {
+	if o, _ = replay(log, &c, 180*time.Second, nil, outcome{}); o.cost != 530 || o.miss != 1 {
 		t.Errorf("warm 1: cost %v node-s, %v waits; want 530, 1", o.cost, o.miss)
 	}
 	// b is the only idle node: warm, it waits 300 s for the next job
 	// instead of leaving at 120 s and making it wait for a boot.
 	log = []logEvent{{At: 0}, {At: 50 * s, Nodes: 1}, {At: 100 * s}, {At: 400 * s, Nodes: 1}}
-	if o, _ = replay(log, &c, 180*time.Second, nil); o.cost != 50+300 || o.miss != 0 {
+	if o, _ = replay(log, &c, 180*time.Second, nil, outcome{}); o.cost != 50+300 || o.miss != 0 {
 		t.Errorf("warm 1: cost %v node-s, %v waits; want 350, 0", o.cost, o.miss)
 	}
 	c.warm = 0
-	if o, _ = replay(log, &c, 180*time.Second, nil); o.cost != 50+120+180 || o.miss != 1 {
+	if o, _ = replay(log, &c, 180*time.Second, nil, outcome{}); o.cost != 50+120+180 || o.miss != 1 {
 		t.Errorf("warm 0: cost %v node-s, %v waits; want 350, 1", o.cost, o.miss)
 	}
 }

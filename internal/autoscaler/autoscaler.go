@@ -204,8 +204,9 @@ type Result struct {
 	// (target_node_count in the compute's status).
 	Targets map[string]int
 	// NextWake is the earliest time an idle node's timer expires while the
-	// compute still has nodes to shed; Plan should be called again then.
-	// Zero when no timer is pending.
+	// compute still has nodes to shed, or a policy asked to be asked again
+	// (Decision.Wake: the adaptive policy before a predicted burst); Plan
+	// should be called again then. Zero when no timer is pending.
 	NextWake time.Time
 	// Unschedulable are the queued jobs that need more nodes than their
 	// compute may ever have.
@@ -241,6 +242,9 @@ func planCompute(c *Compute, now time.Time, policies Registry, res *Result) {
 	d.Warm = max(d.Warm, 0)
 	d.IdleTimeout = max(d.IdleTimeout, 0)
 	d.Setting = cmp.Or(d.Setting, "idle timeout")
+	if d.Wake.After(now) && (res.NextWake.IsZero() || d.Wake.Before(res.NextWake)) {
+		res.NextWake = d.Wake
+	}
 	limit := c.Cap()
 
 	var existing, busy, preparing int

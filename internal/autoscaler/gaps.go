@@ -23,7 +23,7 @@ const (
 	// fades and the policy follows the workload.
 	gapWindow = 8192
 	// gapEvery is how many gaps close between two choices of the setting
-	// (each replays the logged events under 42 candidates); the first
+	// (each replays the logged events under up to 84 candidates); the first
 	// choices come after gapFirst and 4 × gapFirst gaps.
 	gapEvery = 256
 	gapFirst = 16
@@ -79,6 +79,7 @@ type GapHistory struct {
 	setting candidate
 	learned bool
 	log     []logEvent // recent events, for replaying candidate settings
+	daily   profile    // demand by minute of the day, for pre-warming
 }
 
 // NewGapHistory returns an empty history with a 180 s boot time, until
@@ -131,6 +132,7 @@ func (h *GapHistory) NodeIdle(at time.Time) {
 // closes the gaps of the nodes that went idle most recently.
 func (h *GapHistory) Demand(at time.Time, nodes int) {
 	h.record(logEvent{At: at.UnixNano(), Nodes: max(nodes, 1)})
+	h.daily.add(at.UnixNano(), max(nodes, 1))
 	a := arrival{at: at.UnixNano(), cum: nodes, jobs: 1}
 	if len(h.demand) > 0 {
 		a.cum += h.demand[len(h.demand)-1].cum
@@ -210,7 +212,9 @@ type gapState struct {
 	Seen      int                     `json:"seen"`
 	Keep      []time.Duration         `json:"hourly_keep,omitempty"`
 	Warm      int                     `json:"warm,omitempty"`
+	Prewarm   bool                    `json:"prewarm,omitempty"`
 	Log       []logEvent              `json:"log,omitempty"`
+	Daily     *profile                `json:"daily,omitempty"`
 	Learned   bool                    `json:"learned,omitempty"`
 }
 
@@ -221,10 +225,11 @@ type arrivalState struct {
 }
 
 // MarshalJSON saves the history: its histograms, the idle gaps still
-// open, the recent demand and events, and the chosen setting.
+// open, the recent demand and events, the daily profile and the chosen
+// setting.
 func (h *GapHistory) MarshalJSON() ([]byte, error) {
 	st := gapState{BootTime: h.BootTime, Reference: h.Reference, Weight: h.weight, Seen: h.seen,
-		Keep: h.setting.keep[:], Warm: h.setting.warm, Log: h.recent(), Learned: h.learned, Pending: h.pending[h.head:]}
+		Keep: h.setting.keep[:], Warm: h.setting.warm, Prewarm: h.setting.prewarm, Log: h.recent(), Daily: &h.daily, Learned: h.learned, Pending: h.pending[h.head:]}
 	for k := range hours {
 		for i, v := range h.bins[k] {
 			if v != 0 {
@@ -262,7 +267,11 @@ func (h *GapHistory) UnmarshalJSON(b []byte) error {
 	}
 	*h = GapHistory{BootTime: st.BootTime, Reference: st.Reference, weight: st.Weight, seen: st.Seen,
 		learned: st.Learned, pending: st.Pending, log: st.Log}
-	h.setting.warm = st.Warm
+	h.setting.warm, h.setting.prewarm = st.Warm, st.Prewarm
+	if st.Daily != nil {
+		h.daily = *st.Daily
+		h.daily.predict(slices.Max(h.daily.Day[:]))
+	}
 	if len(st.Keep) != 0 && len(st.Keep) != hours {
 		return fmt.Errorf("gap history: %d hourly keep-alives, want %d", len(st.Keep), hours)
 	}

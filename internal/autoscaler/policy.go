@@ -35,6 +35,10 @@ type Decision struct {
 	// Setting names what chose IdleTimeout in user-facing reasons, for
 	// example "idle_time_before_scale_down".
 	Setting string
+	// Wake, when not zero, is when the policy wants to be asked again
+	// even if nothing happens (to boot nodes ahead of predicted demand);
+	// Plan folds it into Result.NextWake.
+	Wake time.Time
 }
 
 // Registry maps policy names to policies, like Nomad's BuiltinSchedulers.

@@ -32,6 +32,7 @@ var shapes = []shape{
 	{"heavy-tail", genHeavyTail, true, true},
 	{"multi-gpu", genMultiGPU, false, true},
 	{"sparse", genSparse, false, false},
+	{"daily-batch", genDailyBatch, true, true},
 }
 
 // genTrace returns shape sh's trace for seed, days long.
@@ -144,4 +145,21 @@ func genSparse(r *rand.Rand, days int) []Job {
 	return poissonJobs(r, days, 1/mean, func(float64) float64 { return 1 / mean }, func(at time.Duration) Job {
 		return Job{Submit: at, Duration: expRun(r, 600), Instances: 1}
 	})
+}
+
+// genDailyBatch: a pipeline submits 10-40 jobs within 30 s at the same
+// minute every day, over a background of a job every 10-30 minutes.
+func genDailyBatch(r *rand.Rand, days int) []Job {
+	mean := 600 + r.Float64()*1200
+	out := poissonJobs(r, days, 1/mean, func(float64) float64 { return 1 / mean }, func(at time.Duration) Job {
+		return Job{Submit: at, Duration: expRun(r, 1800), Instances: 1}
+	})
+	at := float64(r.IntN(24*60)) * 60
+	n := 10 + r.IntN(31)
+	for d := range days {
+		for range n {
+			out = append(out, Job{Submit: secs(float64(d)*86400 + at + r.Float64()*30), Duration: expRun(r, 1200), Instances: 1})
+		}
+	}
+	return out
 }

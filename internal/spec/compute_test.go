@@ -352,6 +352,7 @@ func FuzzParseCompute(f *testing.F) {
 	f.Add([]byte("name: abc\ntype: amlcompute\nidentity: &a {type: none}\nnetwork_settings: *a\n"), "tags.a.b=1")
 	f.Add([]byte(`{"name":"abc","type":"amlcompute","max_instances":"4"}`), "=")
 	f.Add([]byte(vmFile), "address=[::1]:22")
+	f.Add([]byte(k8sFile), "properties.instanceTypes.cpu.resources.limits.cpu=2")
 	f.Fuzz(func(t *testing.T, data []byte, set string) {
 		c, err := ParseCompute("f.yml", data, []string{set})
 		if err == nil {
