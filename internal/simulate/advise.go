@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tideml/tide/api"
 	"github.com/tideml/tide/internal/autoscaler"
 )
 
@@ -27,6 +28,10 @@ const adviseStep = 30
 // adviseMins are the min_instances values Advise tries, as far as
 // max_instances allows.
 var adviseMins = []int{1, 2, 4, 8}
+
+// adviseStarting are the tide.max_starting_nodes caps Advise tries on the
+// cheapest setting that meets the goal, as far as max_instances allows.
+var adviseStarting = []int{1, 2, 4, 8, 16, 32}
 
 // holdoutShare is the part of a trace, by time, that Advise keeps out of
 // the search to check the recommendation on; holdoutMinJobs is the fewest
@@ -89,10 +94,12 @@ func ParseGoal(s string) (Goal, error) {
 type Candidate struct {
 	// Setting describes it, e.g. "fixed idle 300s, min 0".
 	Setting string `json:"setting"`
-	// Policy, IdleTime and MinInstances are the compute settings.
-	Policy       string `json:"policy"`
-	IdleTime     int    `json:"idle_time_before_scale_down"`
-	MinInstances int    `json:"min_instances"`
+	// Policy, IdleTime, MinInstances and MaxStartingNodes are the compute
+	// settings (for the adaptive policy, IdleTime is its reference).
+	Policy           string `json:"policy"`
+	IdleTime         int    `json:"idle_time_before_scale_down"`
+	MinInstances     int    `json:"min_instances"`
+	MaxStartingNodes int    `json:"max_starting_nodes"`
 	// Result is what the simulation measured.
 	Result Result `json:"result"`
 	// Frontier is set when no other candidate is at least as cheap and at
@@ -143,7 +150,9 @@ const holdoutWindows = 3
 // the idle time, from a coarse grid refined by bisection to 30 s (cost
 // grows and waits fall with the idle time, so the cheapest setting that
 // meets a wait goal sits where the goal starts to hold), min_instances at
-// the idle times around it, and the adaptive policy. It searches on the
+// the idle times around it, the adaptive policy with those idle times and
+// the file's as its reference, and tide.max_starting_nodes caps on the
+// cheapest setting that meets the goal. It searches on the
 // first two thirds of the trace and replays the recommendation on the last
 // third, which it never saw, to say how far to trust it.
 func Advise(trace *Trace, base Config, goal Goal) (Advice, error) {
@@ -162,7 +171,13 @@ func Advise(trace *Trace, base Config, goal Goal) (Advice, error) {
 	for _, idle := range coarse {
 		a.want(autoscaler.DefaultPolicy, idle, c.MinInstances)
 	}
-	a.want(autoscaler.AdaptivePolicy, file, c.MinInstances)
+	start := c.MaxStartingNodes()
+	// The adaptive policy, unless the caller's registry leaves it out.
+	_, adaptive := base.Policies[autoscaler.AdaptivePolicy]
+	adaptive = adaptive || base.Policies == nil
+	if adaptive {
+		a.want(autoscaler.AdaptivePolicy, file, c.MinInstances)
+	}
 	if err := a.run(); err != nil {
 		return Advice{}, err
 	}
@@ -202,8 +217,29 @@ func Advise(trace *Trace, base Config, goal Goal) (Advice, error) {
 			a.want(autoscaler.DefaultPolicy, idle, m)
 		}
 	}
+	// The adaptive policy's knob is its reference, the idle time it must
+	// do at least as well as: the idle times on both sides of the goal.
+	for _, idle := range []int{max(lo, 0), max(hi, 0)} {
+		if adaptive {
+			a.want(autoscaler.AdaptivePolicy, idle, c.MinInstances)
+		}
+	}
 	if err := a.run(); err != nil {
 		return Advice{}, err
+	}
+	// A cap on nodes starting at once boots fewer spare nodes in a burst
+	// and makes its jobs wait longer: try caps on the cheapest setting
+	// that meets the goal (the fastest when none does).
+	if best := a.advice(); len(best.Candidates) > 0 {
+		rec := best.Candidates[best.Recommended]
+		for _, n := range adviseStarting {
+			if n != start && n < c.MaxInstances {
+				a.wantStarting(rec.Policy, rec.IdleTime, rec.MinInstances, n)
+			}
+		}
+		if err := a.run(); err != nil {
+			return Advice{}, err
+		}
 	}
 	adv := a.advice()
 	adv.Fit = fmt.Sprintf("all %d jobs", len(trace.Jobs))
@@ -268,24 +304,34 @@ type adviser struct {
 
 // setting identifies a candidate.
 type setting struct {
-	policy     string
-	idle, minN int
+	policy            string
+	idle, minN, start int
 }
 
 func (a *adviser) key(policy string, idle, minN int) setting {
-	return setting{policy, idle, minN}
+	return setting{policy, idle, minN, a.base.Compute.MaxStartingNodes()}
 }
 
-// want queues a setting unless it was tried.
+// want queues a setting, with the compute's own max_starting_nodes,
+// unless it was tried.
 func (a *adviser) want(policy string, idle, minN int) {
-	k := a.key(policy, idle, minN)
+	a.wantStarting(policy, idle, minN, a.base.Compute.MaxStartingNodes())
+}
+
+// wantStarting queues a setting with max_starting_nodes start (0: no
+// cap) unless it was tried.
+func (a *adviser) wantStarting(policy string, idle, minN, start int) {
+	k := setting{policy, idle, minN, start}
 	if _, ok := a.tried[k]; ok {
 		return
 	}
-	c := Candidate{Policy: policy, IdleTime: idle, MinInstances: minN}
+	c := Candidate{Policy: policy, IdleTime: idle, MinInstances: minN, MaxStartingNodes: start}
 	c.Setting = fmt.Sprintf("fixed idle %ds, min %d", idle, minN)
 	if policy == autoscaler.AdaptivePolicy {
-		c.Setting = fmt.Sprintf("adaptive, min %d", minN)
+		c.Setting = fmt.Sprintf("adaptive (ref %ds), min %d", idle, minN)
+	}
+	if start != a.base.Compute.MaxStartingNodes() {
+		c.Setting += fmt.Sprintf(", start %d", start)
 	}
 	a.tried[k] = len(a.cands)
 	a.pending = append(a.pending, len(a.cands))
@@ -302,6 +348,14 @@ func (a *adviser) config(c Candidate) Config {
 	cfg.Policy = c.Policy
 	cfg.Compute.IdleTimeBeforeScaleDown = c.IdleTime
 	cfg.Compute.MinInstances = c.MinInstances
+	if c.MaxStartingNodes != cfg.Compute.MaxStartingNodes() {
+		ext := api.ComputeExtensions{}
+		if cfg.Compute.Tide != nil {
+			ext = *cfg.Compute.Tide
+		}
+		ext.MaxStartingNodes = c.MaxStartingNodes
+		cfg.Compute.Tide = &ext
+	}
 	cfg.SeriesPoints = 0
 	return cfg
 }

@@ -1,6 +1,7 @@
 package simulate
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -123,7 +124,9 @@ func TestAdviseMatchesTheFineGrid(t *testing.T) {
 // search, on the first two thirds, finds 600 s; on the held-out third the
 // mean wait (about 30 s) meets "mean wait under 60s" with margin, but only
 // because the first two windows dilute the last, where every job waits
-// for a boot: confidence medium, not high.
+// for a boot: confidence medium, not high. Fixed idle times only: the
+// adaptive policy keeps a node warm through the change and meets the
+// goal in every window.
 func TestAdviseConfidenceJudgesHoldoutWindows(t *testing.T) {
 	tr := &Trace{File: "shift"}
 	at := time.Duration(0)
@@ -140,7 +143,7 @@ func TestAdviseConfidenceJudgesHoldoutWindows(t *testing.T) {
 	if err := tr.Fit(c, catalog.Default().Lookup); err != nil {
 		t.Fatal(err)
 	}
-	cfg := Config{Compute: *c, BootTime: 180 * time.Second}
+	cfg := Config{Compute: *c, BootTime: 180 * time.Second, Policies: autoscaler.Registry{autoscaler.DefaultPolicy: autoscaler.Fixed{}}}
 	cfg.Size, _ = catalog.Default().Lookup(c.Size)
 	adv, err := Advise(tr, cfg, Goal{Stat: "mean", Under: time.Minute})
 	if err != nil {
@@ -153,5 +156,52 @@ func TestAdviseConfidenceJudgesHoldoutWindows(t *testing.T) {
 	}
 	if adv.Confidence != "medium" {
 		t.Errorf("confidence %s, want medium: the goal fails in the last window", adv.Confidence)
+	}
+}
+
+// TestAdviseSearchesAdaptiveAndStartingCaps: the search tries the adaptive
+// policy with the idle times on both sides of the goal as its reference
+// (its knob), and max_starting_nodes caps on the cheapest setting meeting
+// the goal; a capped candidate's result is what a replay of the compute
+// with that cap gives.
+func TestAdviseSearchesAdaptiveAndStartingCaps(t *testing.T) {
+	tr := genTrace(shapes[2], 7, 2) // bursty batches: caps matter
+	c := compute(t, "max_instances: 100\n")
+	if err := tr.Fit(c, catalog.Default().Lookup); err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{Compute: *c, BootTime: 180 * time.Second}
+	cfg.Size, _ = catalog.Default().Lookup(c.Size)
+	adv, err := Advise(tr, cfg, Goal{Stat: "mean", Under: 150 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	refs := map[int]bool{}
+	var capped []Candidate
+	for _, cd := range adv.Candidates {
+		if cd.Policy == autoscaler.AdaptivePolicy && cd.MaxStartingNodes == 0 {
+			refs[cd.IdleTime] = true
+		}
+		if cd.MaxStartingNodes != 0 {
+			capped = append(capped, cd)
+		}
+	}
+	if len(refs) < 2 {
+		t.Errorf("adaptive tried with references %v, want the file's and those around the goal", refs)
+	}
+	if len(capped) != len(adviseStarting) {
+		t.Fatalf("%d candidates with a max_starting_nodes cap, want %d", len(capped), len(adviseStarting))
+	}
+	one := capped[0]
+	for _, cd := range capped {
+		if cd.MaxStartingNodes == 1 {
+			one = cd
+		}
+	}
+	fit, _ := tr.Split(1 - holdoutShare)
+	want := runTrace(t, fit, fmt.Sprintf("max_instances: 100\nidle_time_before_scale_down: %d\nmin_instances: %d\ntide:\n  max_starting_nodes: 1\n", one.IdleTime, one.MinInstances),
+		Config{BootTime: 180 * time.Second, Policy: one.Policy})
+	if one.MaxStartingNodes != 1 || one.Result.NodeHours != want.NodeHours || one.Result.Wait != want.Wait {
+		t.Errorf("%s: %+v %+v; a replay with max_starting_nodes 1 gives %+v %+v", one.Setting, one.Result.NodeHours, one.Result.Wait, want.NodeHours, want.Wait)
 	}
 }
