@@ -60,9 +60,10 @@ type Controller struct {
 	// jobs since finished), and cursor the store's change-feed position
 	// they are up to date with ("": read them all); only Step (one
 	// goroutine) uses them.
-	jobs   map[string]api.Job
-	order  []string
-	cursor string
+	jobs    map[string]api.Job
+	order   []string
+	ordered map[string]bool // the keys in order
+	cursor  string
 	// startTimes is, per compute key, how long its nodes take to start
 	// (learnStartTimes); only Step uses it.
 	startTimes map[string]time.Duration
@@ -255,7 +256,7 @@ func (c *Controller) load(ctx context.Context) (*snapshot, error) {
 		return nil, err
 	}
 	if full {
-		c.jobs, c.order = map[string]api.Job{}, nil
+		c.jobs, c.order, c.ordered = map[string]api.Job{}, nil, map[string]bool{}
 	}
 	for _, j := range changed {
 		k := key(j.Workspace, j.Name)
@@ -263,8 +264,11 @@ func (c *Controller) load(ctx context.Context) (*snapshot, error) {
 			delete(c.jobs, k)
 			continue
 		}
-		if _, ok := c.jobs[k]; !ok {
+		if !c.ordered[k] {
+			// A job that comes back unfinished before its key left
+			// order keeps its place.
 			c.order = append(c.order, k)
+			c.ordered[k] = true
 		}
 		c.jobs[k] = j
 	}
@@ -291,7 +295,10 @@ func (c *Controller) load(ctx context.Context) (*snapshot, error) {
 		s.jobs = append(s.jobs, j)
 	}
 	if live != nil {
-		c.order = live
+		c.order, c.ordered = live, make(map[string]bool, len(live))
+		for _, k := range live {
+			c.ordered[k] = true
+		}
 	}
 	return &s, nil
 }

@@ -75,6 +75,15 @@ func TestLoadFollowsChanges(t *testing.T) {
 	}
 	check("nothing written", "a:Queued", "c:Queued")
 
+	// A finished job that comes back (requeued) is listed once, in its
+	// place.
+	b.Status = api.JobQueued
+	put(b)
+	check("b requeued", "a:Queued", "b:Queued", "c:Queued")
+	b.Status = api.JobCompleted
+	put(b)
+	check("b finished again", "a:Queued", "c:Queued")
+
 	// Enough jobs come and go that the order is compacted.
 	var many []*api.Job
 	for i := range 100 {
