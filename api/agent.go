@@ -49,6 +49,12 @@ type Capacity struct {
 // AgentWelcome answers a registration.
 type AgentWelcome struct {
 	HeartbeatSeconds int `json:"heartbeat_seconds"`
+	// UnusableAfterMS is the server's unusable_after in milliseconds: a
+	// node whose heartbeats stop that long is given up and its jobs are
+	// retried elsewhere. The agent stops its jobs after half of it without
+	// reaching the server, so that a retry never runs beside them. 0: the
+	// agent does not stop them (an older server).
+	UnusableAfterMS int64 `json:"unusable_after_ms,omitempty"`
 	// MaxDataBytes bounds what the node fetches for one data input (the
 	// server's max_data_size); 0 means no limit.
 	MaxDataBytes int64 `json:"max_data_bytes,omitempty"`

@@ -132,6 +132,8 @@ type agent struct {
 	client *client
 	// heartbeat is the current heartbeat interval in nanoseconds.
 	heartbeat atomic.Int64
+	// fence and contact: see fenceLoop (nanoseconds; Unix nanoseconds).
+	fence, contact atomic.Int64
 	// maxData bounds a data input or snapshot in bytes (the server's
 	// max_data_size; 0: no limit).
 	maxData atomic.Int64
@@ -206,6 +208,7 @@ func Run(ctx context.Context, cfg Config) error {
 
 	var loops sync.WaitGroup
 	loops.Go(func() { a.heartbeatLoop(ctx) })
+	loops.Go(func() { a.fenceLoop(ctx) })
 	a.connectLoop(ctx)
 	loops.Wait()
 
@@ -288,6 +291,8 @@ func (a *agent) register(ctx context.Context) error {
 		a.heartbeat.Store(int64(time.Duration(welcome.HeartbeatSeconds) * time.Second))
 	}
 	a.maxData.Store(welcome.MaxDataBytes)
+	a.fence.Store(int64(time.Duration(welcome.UnusableAfterMS) * time.Millisecond / 2))
+	a.contact.Store(time.Now().UnixNano())
 	a.log.InfoContext(ctx, "registered", slog.String("server", a.client.base()), slog.Int("running", len(hello.Running)))
 	for _, id := range welcome.Cancel {
 		a.cancel(api.Cancel{ID: id, Reason: "the server no longer wants this assignment"})
@@ -434,8 +439,12 @@ func (a *agent) heartbeatLoop(ctx context.Context) {
 			hb.Activity = ia.activity(ctx, hb.Utilization)
 		}
 		hctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		if err := a.client.postJSON(hctx, "/v1/agent/heartbeat", hb, nil); err != nil && ctx.Err() == nil {
+		err := a.client.postJSON(hctx, "/v1/agent/heartbeat", hb, nil)
+		if err != nil && ctx.Err() == nil {
 			a.log.WarnContext(ctx, "heartbeat failed", slog.Any("error", err))
+		}
+		if answered(err) {
+			a.contact.Store(time.Now().UnixNano())
 		}
 		cancel()
 	}

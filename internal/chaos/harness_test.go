@@ -38,6 +38,7 @@ type options struct {
 	unusableAfter time.Duration
 	maxDataSize   string // max_data_size ("" for the default)
 	settings      string // more settings of the local location, YAML lines
+	locations     string // more locations, YAML list items
 	// A replica of several servers on one store: its name, its address
 	// (the replicas' addresses are known before any starts, for
 	// agentAddrs) and the client config the first replica wrote.
@@ -77,6 +78,9 @@ func newServer(t *testing.T, o options) *server {
 	if o.addr == "" {
 		o.addr = freeAddr(t)
 	}
+	if !strings.HasPrefix(o.addr, "127.") {
+		extra += "tls: off\n" // the suite speaks plain HTTP, also on a lab network
+	}
 	if o.clientConfig == "" {
 		o.clientConfig = filepath.Join(dir, "client.json")
 	}
@@ -105,7 +109,7 @@ resync: 1s
     settings:
       agent_command: [%q, agent]
       grace_period: 5s
-%s`, s.data, s.addr, o.store, o.clientConfig, o.unusableAfter, extra, tideBin, o.settings)
+%s%s`, s.data, s.addr, o.store, o.clientConfig, o.unusableAfter, extra, tideBin, o.settings, o.locations)
 	if err := os.WriteFile(s.config, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -281,7 +285,6 @@ func (s *server) ended(name string, deadline time.Time) *api.Job {
 func (s *server) exactlyOnce(names []string, effectsFile string, deadline time.Time) (lost, dup int) {
 	t := s.t
 	t.Helper()
-	ctx := context.Background()
 	for _, n := range names {
 		j := s.ended(n, deadline)
 		switch {
@@ -293,16 +296,7 @@ func (s *server) exactlyOnce(names []string, effectsFile string, deadline time.T
 			t.Errorf("job %s ended %s: %s", n, j.Status, j.Error)
 			lost++
 		}
-		var es []api.Event
-		retrying(t, "events of "+n, func() (err error) { es, err = s.client.JobEvents(ctx, "default", n); return err })
-		terminal := 0
-		for _, e := range es {
-			if api.JobTerminal(e.Kind) {
-				terminal++
-			}
-		}
-		if terminal != 1 {
-			t.Errorf("job %s ended %d times (events %+v)", n, terminal, es)
+		if !s.endedOnce(n) {
 			dup++
 		}
 	}
@@ -321,6 +315,26 @@ func (s *server) exactlyOnce(names []string, effectsFile string, deadline time.T
 		t.Errorf("%d distinct side effects for %d jobs", len(count), len(names))
 	}
 	return lost, dup
+}
+
+// endedOnce checks that job name has exactly one terminal event.
+func (s *server) endedOnce(name string) bool {
+	s.t.Helper()
+	var es []api.Event
+	retrying(s.t, "events of "+name, func() (err error) {
+		es, err = s.client.JobEvents(context.Background(), "default", name)
+		return err
+	})
+	terminal := 0
+	for _, e := range es {
+		if api.JobTerminal(e.Kind) {
+			terminal++
+		}
+	}
+	if terminal != 1 {
+		s.t.Errorf("job %s ended %d times (events %+v)", name, terminal, es)
+	}
+	return terminal == 1
 }
 
 // effects counts the lines of a side-effect file by content.

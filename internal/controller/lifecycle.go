@@ -157,7 +157,7 @@ func (c *Controller) liveness(ctx context.Context, s *snapshot, now time.Time) e
 	return nil
 }
 
-// markUnusable makes a node unusable and fails the job it ran. tide fails
+// markUnusable makes a node unusable and fails the job ranks it ran. tide fails
 // rather than requeues here: a job may have side effects that must not run
 // twice, and Azure ML also fails a job whose node is lost; retries are an
 // explicit job setting.
@@ -179,7 +179,7 @@ func (c *Controller) markUnusable(ctx context.Context, n api.Node, reason string
 	if n.Job != "" {
 		ws, name, attempt, perr := service.ParseAssignmentID(n.Job)
 		if perr == nil {
-			if _, err := service.NodeLost(ctx, c.store, ws, name, attempt, fmt.Sprintf("node %s became unusable: %s", n.ID, reason), now); err != nil {
+			if err := service.RankLost(ctx, c.store, ws, name, attempt, n.ID, fmt.Sprintf("node %s became unusable: %s", n.ID, reason), now); err != nil {
 				return err
 			}
 		}

@@ -17,7 +17,8 @@ import (
 // with what the store says it should run. It returns the assignments the
 // agent must stop.
 func (s *Service) Register(ctx context.Context, nodeID string, h api.AgentHello) (*api.AgentWelcome, error) {
-	w := &api.AgentWelcome{HeartbeatSeconds: int(s.Config.HeartbeatInterval.Seconds()), MaxDataBytes: int64(s.Config.MaxDataSize)}
+	w := &api.AgentWelcome{HeartbeatSeconds: int(s.Config.HeartbeatInterval.Seconds()), MaxDataBytes: int64(s.Config.MaxDataSize),
+		UnusableAfterMS: s.Config.UnusableAfter.Milliseconds()}
 	if w.HeartbeatSeconds < 1 {
 		w.HeartbeatSeconds = 1
 	}
@@ -238,7 +239,7 @@ func (s *Service) ReportStatus(ctx context.Context, nodeID string, st api.Assign
 				return err
 			}
 		case api.JobTerminal(st.Status):
-			if err := s.finishRank(ctx, tx, j, st.NodeRank, now); err != nil {
+			if err := finishRank(ctx, tx, j, st.NodeRank, now); err != nil {
 				return err
 			}
 		}
@@ -252,7 +253,7 @@ func (s *Service) ReportStatus(ctx context.Context, nodeID string, st api.Assign
 }
 
 // finishRank frees the rank's node and, when every rank has ended, ends the job.
-func (s *Service) finishRank(ctx context.Context, tx store.Tx, j *api.Job, rank int, now time.Time) error {
+func finishRank(ctx context.Context, tx store.Tx, j *api.Job, rank int, now time.Time) error {
 	r := j.Ranks[rank]
 	if n, err := tx.GetNode(ctx, r.Node); err == nil && n.Job == AssignmentID(j.Workspace, j.Name, j.Attempt) {
 		n.Job = ""
@@ -291,7 +292,7 @@ func (s *Service) finishRank(ctx context.Context, tx store.Tx, j *api.Job, rank 
 			return nil
 		}
 	}
-	return s.endJob(ctx, tx, j, now)
+	return endJob(ctx, tx, j, now)
 }
 
 // mpiLaunched reports whether node 0 launches every process of the job
@@ -322,7 +323,7 @@ func rankError(r api.JobRank) string {
 }
 
 // endJob sets a job's final status from its ranks and keeps its log tail.
-func (s *Service) endJob(ctx context.Context, tx store.Tx, j *api.Job, now time.Time) error {
+func endJob(ctx context.Context, tx store.Tx, j *api.Job, now time.Time) error {
 	status := api.JobCompleted
 	for i, r := range j.Ranks {
 		switch {
@@ -417,6 +418,37 @@ func forceEnd(ctx context.Context, st store.Store, ws, name string, attempt int,
 // attempt.
 func NodeLost(ctx context.Context, st store.Store, ws, name string, attempt int, reason string, now time.Time) (bool, error) {
 	return endAttempt(ctx, st, ws, name, attempt, api.JobFailed, reason, true, now)
+}
+
+// RankLost ends the ranks that attempt `attempt` of a job ran on a lost
+// node (Failed, a node failure) and leaves the job's other ranks to the
+// way a failing rank ends a gang: the job is Finalizing, the controller
+// stops the other ranks, and the attempt ends (retried under
+// on_node_failure) once each has ended. NodeLost instead ends the attempt
+// at once and frees the other ranks' nodes while their processes still
+// run, so a retry could start beside them.
+func RankLost(ctx context.Context, st store.Store, ws, name string, attempt int, node, reason string, now time.Time) error {
+	return st.Update(ctx, func(tx store.Tx) error {
+		j, err := tx.GetJob(ctx, ws, name)
+		if store.IsNotFound(err) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if api.JobTerminal(j.Status) || j.Attempt != attempt {
+			return nil
+		}
+		for i := range j.Ranks {
+			if r := &j.Ranks[i]; r.Node == node && !api.JobTerminal(r.Status) {
+				r.Status, r.Error, r.NodeFailure = api.JobFailed, reason, true
+				if err := finishRank(ctx, tx, j, i, now); err != nil {
+					return err
+				}
+			}
+		}
+		return tx.PutJob(ctx, j, "")
+	})
 }
 
 func endAttempt(ctx context.Context, st store.Store, ws, name string, attempt int, status, reason string, nodeFailure bool, now time.Time) (bool, error) {
