@@ -37,7 +37,7 @@ test-short: ## Run the fast unit tests only.
 
 bench: ## Compare tide with Slurm and fork/exec (installs slurm-wlm, munge), measure 10,000 simulated nodes, then run the Go benchmarks.
 	bench/setup.sh
-	TIDE_BENCH=full $(GO) test -count=1 -v -timeout 60m -run '^(TestBench|TestScale)$$' ./bench
+	TIDE_BENCH=full $(GO) test -count=1 -v -timeout 120m -run '^(TestBench|TestScale)$$' ./bench
 	GOMAXPROCS=1 $(GO) test -run '^$$' -bench . -benchmem ./internal/autoscaler ./internal/scheduler
 	$(GO) test -run '^$$' -bench . -benchmem ./internal/store/...
 	$(GO) test -run '^$$' -bench . -benchtime 200x ./internal/server

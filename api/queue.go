@@ -9,7 +9,8 @@ import (
 // priority from it.
 type QueueSettings struct {
 	// JobTier is Azure's job tier (null, spot, basic, standard, premium).
-	// tide records it; the compute's tier decides where a job runs.
+	// It sets a serverless job's tier; elsewhere the compute decides, and the
+	// job's log and events say the field is ignored.
 	JobTier string `json:"job_tier,omitempty"`
 	// Priority is low, medium (the default) or high, as in Azure's SDK, or,
 	// as a tide extension, a whole number from 1 to 1000 (low is 100,

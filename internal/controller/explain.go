@@ -27,10 +27,17 @@ func (c *Controller) explain(ctx context.Context, waiting []scheduler.Waiting, p
 	startingSince := map[string]time.Time{}
 	startingLast := map[string]time.Time{} // the newest starting node
 	existing := map[string]int{}           // nodes that count against max_instances
+	// What the provider says a starting node waits for (a Pod that cannot
+	// be scheduled, a Slurm job's pending reason): the first such node's,
+	// by ID, so the reason does not flip between nodes.
+	startingWhy := map[string]*api.Node{}
 	for _, n := range s.nodes {
 		k := key(n.Workspace, n.Compute)
 		switch n.State {
 		case api.NodePreparing:
+			if w := startingWhy[k]; n.Error != "" && (w == nil || n.ID < w.ID) {
+				startingWhy[k] = &n
+			}
 			starting[k]++
 			if since := startingSince[k]; since.IsZero() || n.CreatedOn.Before(since) {
 				startingSince[k] = n.CreatedOn
@@ -91,6 +98,9 @@ func (c *Controller) explain(ctx context.Context, waiting []scheduler.Waiting, p
 				// compute that registered took typical to start.
 				reason += fmt.Sprintf("; expected by about %s (its nodes take %s to start)",
 					startingLast[k].Add(typical).UTC().Format(time.TimeOnly), typical.Round(time.Second))
+			}
+			if n := startingWhy[k]; n != nil {
+				reason += fmt.Sprintf("; node %s: %s", n.ID, n.Error)
 			}
 		case existing[k] >= maxNodes[k]:
 			// Place gave the free nodes to the jobs ahead: all are busy.

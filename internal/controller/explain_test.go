@@ -100,4 +100,13 @@ func TestPendingReasonEstimatesStart(t *testing.T) {
 	if r := reason(); !strings.Contains(r, "(its nodes take 12s to start)") {
 		t.Errorf("after scale-down: reason %q, want the estimate kept", r)
 	}
+	// What the provider says a starting node waits for is the job's too.
+	put(func(tx store.Tx) error {
+		n := node("s2", api.NodePreparing, now.Add(-2*time.Second), 0)
+		n.Error = "0/3 nodes are available: 3 Insufficient nvidia.com/gpu"
+		return tx.PutNode(ctx, n)
+	})
+	if r := reason(); !strings.HasSuffix(r, "(its nodes take 12s to start); node s2: 0/3 nodes are available: 3 Insufficient nvidia.com/gpu") {
+		t.Errorf("with a starting node's provider reason: %q", r)
+	}
 }

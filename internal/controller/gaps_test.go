@@ -16,15 +16,19 @@ import (
 // get a history and that each idle node and submit is fed once.
 func TestGapTrackerFeedsAdaptiveComputes(t *testing.T) {
 	t0 := time.Date(2025, 1, 1, 12, 0, 0, 0, time.UTC)
-	adaptive := &api.Compute{Workspace: "ws", Name: "gpu", Tide: &api.ComputeExtensions{ScaleDownPolicy: api.ScaleDownAdaptive}}
+	adaptive := &api.Compute{Workspace: "ws", Name: "gpu", IdleTimeBeforeScaleDown: 300, Tide: &api.ComputeExtensions{ScaleDownPolicy: api.ScaleDownAdaptive}}
 	fixed := &api.Compute{Workspace: "ws", Name: "cpu"}
 	computes := map[string]*api.Compute{"ws/gpu": adaptive, "ws/cpu": fixed}
 	s := &snapshot{
 		nodes: []api.Node{
 			{ID: "a", Workspace: "ws", Compute: "gpu", State: api.NodeIdle, StateSince: t0},
 			{ID: "b", Workspace: "ws", Compute: "cpu", State: api.NodeIdle, StateSince: t0},
+			// Idle since it registered: it goes to the job it was
+			// booted for and starts no gap.
+			{ID: "c", Workspace: "ws", Compute: "gpu", State: api.NodeIdle, StateSince: t0, RegisteredOn: t0},
 		},
-		jobs: []api.Job{{Workspace: "ws", Name: "j1", Compute: "gpu", CreatedOn: t0.Add(30 * time.Second)}},
+		jobs: []api.Job{{Workspace: "ws", Name: "j1", Compute: "gpu", CreatedOn: t0.Add(30 * time.Second)},
+			{Workspace: "ws", Name: "j2", Compute: "gpu", CreatedOn: t0.Add(60 * time.Second)}},
 	}
 	g := newGapTracker(0)
 	for range 2 { // the second turn sees the same state: nothing new
@@ -33,10 +37,13 @@ func TestGapTrackerFeedsAdaptiveComputes(t *testing.T) {
 			t.Fatalf("histories for %v, want ws/gpu only", h)
 		}
 		if got := h["ws/gpu"].Closed(); got != 1 {
-			t.Errorf("closed gaps %d, want 1 (node a reused 30s later)", got)
+			t.Errorf("closed gaps %d, want 1 (node a reused 30s later; node c just registered, so j2 closes none)", got)
 		}
-		if got := h["ws/gpu"].DemandSince(t0); got != 1 {
-			t.Errorf("demand since t0 %d, want 1", got)
+		if got := h["ws/gpu"].Reference; got != 300*time.Second {
+			t.Errorf("reference %v, want the compute's idle time 300s", got)
+		}
+		if got := h["ws/gpu"].DemandSince(t0); got != 2 {
+			t.Errorf("demand since t0 %d, want 2", got)
 		}
 	}
 	adaptive.Tide = nil

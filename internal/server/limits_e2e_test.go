@@ -193,7 +193,9 @@ func TestSubmissionBurst(t *testing.T) {
 	if _, err := in.client.PatchCompute(ctx, "default", "cpu", api.ComputePatch{MaxInstances: &one}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the accepted jobs to complete", 120*time.Second, func() bool {
+	// One node runs them one after another: the more the bucket let in
+	// (a slow, loaded machine lets in more), the longer they take.
+	waitFor(t, "the accepted jobs to complete", 60*time.Second+time.Duration(len(accepted["default"]))*500*time.Millisecond, func() bool {
 		js, err := in.client.Jobs(context.Background(), "default", api.JobFilter{})
 		if err != nil {
 			return false

@@ -216,10 +216,10 @@ func TestServerlessBadInput(t *testing.T) {
 			t.Errorf("compute named %s: %v, want reserved", name, err)
 		}
 	}
-	// On a cluster, instance_type is ignored as in Azure, and the job's log
-	// says so.
+	// On a cluster, instance_type and job_tier are ignored as in Azure, and
+	// the job's log says so.
 	createCompute(t, in, cluster)
-	j := submit(t, in, "command: echo on the cluster\ncompute: azureml:cpu-cluster\nresources:\n  instance_type: Standard_NC6s_v3\n")
+	j := submit(t, in, "command: echo on the cluster\ncompute: azureml:cpu-cluster\nresources:\n  instance_type: Standard_NC6s_v3\nqueue_settings:\n  job_tier: spot\n")
 	if j.Serverless != nil || j.Compute != "cpu-cluster" {
 		t.Fatalf("a job naming a cluster ran serverless: %+v", j.Serverless)
 	}
@@ -227,6 +227,9 @@ func TestServerlessBadInput(t *testing.T) {
 	text := logText(t, in, j.Name)
 	if got.Status != api.JobCompleted || !strings.Contains(text, "resources.instance_type Standard_NC6s_v3 is ignored: the job runs on compute cpu-cluster, whose nodes are Standard_DS3_v2") {
 		t.Errorf("%s; log:\n%s", got.Status, text)
+	}
+	if !strings.Contains(text, "queue_settings.job_tier spot is ignored: the job runs on compute cpu-cluster") {
+		t.Errorf("no word on the ignored job_tier; log:\n%s", text)
 	}
 }
 

@@ -61,6 +61,10 @@ func TestStudioShowsAttachedMachine(t *testing.T) {
 	b.waitJS("the machine in the list", `document.body.innerText.includes('vm-studio') && document.body.innerText.includes('vCPUs, ')`, 30*time.Second)
 	b.run("the machine's page", chromedp.Navigate(base+"/#/computes/vm-studio"))
 	b.waitJS("the machine's details", `document.body.innerText.includes('trust on first use')`, 30*time.Second)
+	// An attached machine has no scale of its own: no form offers one.
+	if eval[bool](b, `!!document.querySelector("#scale-form")`) {
+		t.Errorf("the attached machine's page offers scale settings, which the API refuses")
+	}
 	page := b.text()
 	for _, want := range []string{"root@" + l.Hosts[0].IP + " port 22", "SHA256:", "workspace secret vm-studio-ssh-private-key", api.ComputeTypeVirtualMachine} {
 		if !strings.Contains(page, want) {

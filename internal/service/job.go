@@ -93,7 +93,7 @@ func (s *Service) admit(ctx context.Context, tx store.Tx, ws string, j *api.Job,
 	if err := tx.PutJob(ctx, j, ""); err != nil {
 		return err
 	}
-	if err := ignoredInstanceType(ctx, tx, j); err != nil {
+	if err := ignoredSettings(ctx, tx, j); err != nil {
 		return err
 	}
 	msg := fmt.Sprintf("submitted to compute %s (%d node(s))", j.Compute, j.InstanceCount())

@@ -96,23 +96,38 @@ func putHidden(ctx context.Context, tx store.Tx, ws, prefix string, c *api.Compu
 	return tx.PutCompute(ctx, c, "")
 }
 
-// ignoredInstanceType tells, in the log and events of job j, that its
-// resources.instance_type has no effect when it runs on a compute: as in
-// Azure, the compute's own size decides its nodes.
-func ignoredInstanceType(ctx context.Context, tx store.Tx, j *api.Job) error {
-	if j.Resources == nil || j.Resources.InstanceType == "" || j.Serverless != nil {
-		return nil
+// ignoredSettings tells, in the log and events of job j, which of its
+// settings have no effect where it runs, as Azure ignores them:
+// resources.instance_type on a compute (its own size decides its nodes),
+// and queue_settings.job_tier anywhere but on serverless nodes (a
+// cluster's tier decides; a Kubernetes cluster's Pods have none).
+func ignoredSettings(ctx context.Context, tx store.Tx, j *api.Job) error {
+	var msgs []string
+	if j.Resources != nil && j.Resources.InstanceType != "" && j.Serverless == nil {
+		c, err := tx.GetCompute(ctx, j.Workspace, j.Compute)
+		if err != nil {
+			return err
+		}
+		msgs = append(msgs, fmt.Sprintf("resources.instance_type %s is ignored: the job runs on compute %s, whose nodes are %s; remove compute: to run serverless on %s nodes", j.Resources.InstanceType, c.Name, c.Size, j.Resources.InstanceType))
 	}
-	c, err := tx.GetCompute(ctx, j.Workspace, j.Compute)
-	if err != nil {
-		return err
+	if q := j.QueueSettings; q != nil && q.JobTier != "" {
+		switch {
+		case j.Serverless == nil:
+			msgs = append(msgs, fmt.Sprintf("queue_settings.job_tier %s is ignored: the job runs on compute %s, whose tier decides whether its nodes are low priority; remove compute: to run serverless in that tier", q.JobTier, j.Compute))
+		case j.Serverless.Kubernetes != "":
+			msgs = append(msgs, fmt.Sprintf("queue_settings.job_tier %s is ignored: Pods on Kubernetes cluster %s have no tier", q.JobTier, j.Serverless.Kubernetes))
+		}
 	}
-	msg := fmt.Sprintf("resources.instance_type %s is ignored: the job runs on compute %s, whose nodes are %s; remove compute: to run serverless on %s nodes", j.Resources.InstanceType, c.Name, c.Size, j.Resources.InstanceType)
 	now := j.CreatedOn
-	if err := tx.AppendLog(ctx, j.Workspace, j.Name, []api.LogLine{{Attempt: 0, Node: 0, NodeSeq: 1, Time: now, Stream: "tide", Text: msg}}); err != nil {
-		return err
+	for i, msg := range msgs {
+		if err := tx.AppendLog(ctx, j.Workspace, j.Name, []api.LogLine{{Attempt: 0, Node: 0, NodeSeq: int64(i + 1), Time: now, Stream: "tide", Text: msg}}); err != nil {
+			return err
+		}
+		if err := tx.AddEvent(ctx, j.Workspace, "job/"+j.Name, &api.Event{Time: now, Kind: "Warning", Message: msg}); err != nil {
+			return err
+		}
 	}
-	return tx.AddEvent(ctx, j.Workspace, "job/"+j.Name, &api.Event{Time: now, Kind: "Warning", Message: msg})
+	return nil
 }
 
 // serverlessOwned refuses changes to a serverless job's hidden compute:

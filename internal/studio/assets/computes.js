@@ -195,9 +195,9 @@ function computeDetails(c, note) {
   const info = h('div', {class: 'details'}, kv(detailPairs(c)));
   const edit = can('computes/write') ? yamlEditor(c) : '';
   if (isInstance(c)) return h('div', {}, info, edit);
-  // An attached cluster cannot be changed (detach and attach it again) and
-  // has no scale of its own.
-  if (c.type === 'kubernetes') return h('div', {}, info);
+  // An attached machine or cluster cannot be changed (detach and attach it
+  // again) and has no scale of its own.
+  if (c.type === 'kubernetes' || isAttached(c)) return h('div', {}, info);
   const num = (name, label, v) => [h('label', {for: 'f-' + name}, label), h('input', {type: 'number', min: 0, id: 'f-' + name, name, value: v, required: true})];
   const form = h('form', {class: 'card', id: 'scale-form', onsubmit: async ev => {
     ev.preventDefault();
