@@ -35,6 +35,9 @@ func TestServerKill(t *testing.T) {
 func serverKill(t *testing.T, name, store string) {
 	jobs := jobCount(12, 1000)
 	every := time.Duration(scale(4, 4)) * time.Second
+	// The short form's few jobs run long enough for the killer to strike
+	// (at 0.2 s each, 12 jobs ended before the first kill).
+	work := []string{"3", "0.2"}[scale(0, 1)]
 	s := newServer(t, options{store: store})
 	effectsFile := tidetest.JobWritable(t, filepath.Join(s.dir, "effects"))
 	s.createCompute("name: chaos\ntype: amlcompute\nsize: Standard_DS1_v2\nmin_instances: 8\nmax_instances: 8\nidle_time_before_scale_down: 600\n")
@@ -65,7 +68,7 @@ func serverKill(t *testing.T, name, store string) {
 	names := make([]string, jobs)
 	for i := range jobs {
 		names[i] = fmt.Sprintf("kill-%04d", i)
-		s.submit(fmt.Sprintf("name: %s\ncompute: chaos\ncommand: echo $TIDE_JOB_NAME >> %s; sleep 0.2\n", names[i], effectsFile))
+		s.submit(fmt.Sprintf("name: %s\ncompute: chaos\ncommand: echo $TIDE_JOB_NAME >> %s; sleep %s\n", names[i], effectsFile, work))
 	}
 	ctx := context.Background()
 	// Every job ends; a job still unfinished at the deadline is stuck.
