@@ -2,8 +2,11 @@
 // on purpose while jobs run, and check that nothing is lost and nothing
 // runs twice. Its tests start real `tide server` processes (SQLite and
 // PostgreSQL), real agents and real jobs, then kill the server with
-// SIGKILL every few seconds, preempt half of a low-priority compute at
-// once, and fill the disk under the data dir. Each prints a row of the
+// SIGKILL every few seconds, kill the leading replica and restart
+// PostgreSQL under two replicas, preempt half of a low-priority compute at
+// once, cut a gang's node off the network (sshd hosts in network
+// namespaces), make a location's capacity unavailable for a while, and
+// fill the disk under the data dir. Each prints a row of the
 // table `make chaos` shows (jobs, kills, preemptions, lost, duplicated);
 // docs/reliability.md quotes a full run.
 //
