@@ -208,6 +208,24 @@ func (l *Lab) Close() {
 
 var labs atomic.Int32
 
+// subnetInUse says whether an interface here has an address in
+// 198.18.n.0/24: a lab of a process killed before its Close leaves its
+// veth behind, and a second route to the subnet would take the new lab's
+// packets there.
+func subnetInUse(n int) bool {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return false
+	}
+	_, subnet, _ := net.ParseCIDR(fmt.Sprintf("198.18.%d.0/24", n))
+	for _, a := range addrs {
+		if ipn, ok := a.(*net.IPNet); ok && subnet.Contains(ipn.IP) {
+			return true
+		}
+	}
+	return false
+}
+
 // claimSubnet locks one of the 256 subnets 198.18.N.0/24 for this process
 // (a lock file per subnet; the lock goes with the process, however it ends).
 func claimSubnet() (int, *os.File, error) {
@@ -223,7 +241,9 @@ func claimSubnet() (int, *os.File, error) {
 			return 0, nil, err
 		}
 		if syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) == nil {
-			return n, f, nil
+			if !subnetInUse(n) {
+				return n, f, nil
+			}
 		}
 		f.Close()
 	}
