@@ -78,18 +78,7 @@ func TestReplicasShareBlobStorage(t *testing.T) {
 		t.Errorf("replica c with its own secret key: %v\n%s", err, tail(string(out), 5))
 	}
 
-	cc, err := api.LoadClientConfig(filepath.Join(dir, "client.json"))
-	if err != nil || cc.Token == "" {
-		t.Fatalf("client config written by the first replica: %v", err)
-	}
-	clientOf := func(addr string) *api.Client {
-		c, err := api.NewClient("http://"+addr, cc.Token, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return c
-	}
-	ca, cb := clientOf(addrs[0]), clientOf(addrs[1])
+	ca, cb := replicaClients(t, dir, addrs)
 	ctx := context.Background()
 	comp, err := spec.ParseCompute("c.yml", []byte(strings.Replace(lowPriority, "idle_time_before_scale_down: 1", "idle_time_before_scale_down: 600", 1)), nil)
 	if err != nil {

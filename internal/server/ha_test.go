@@ -44,6 +44,24 @@ func freeAddr(t *testing.T) string {
 	return l.Addr().String()
 }
 
+// replicaClients returns clients of the two replicas at addrs, with the
+// token the first replica wrote to dir/client.json.
+func replicaClients(t *testing.T, dir string, addrs []string) (*api.Client, *api.Client) {
+	t.Helper()
+	cc, err := api.LoadClientConfig(filepath.Join(dir, "client.json"))
+	if err != nil || cc.Token == "" {
+		t.Fatalf("client config written by the first replica: %v", err)
+	}
+	clientOf := func(addr string) *api.Client {
+		c, err := api.NewClient("http://"+addr, cc.Token, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	return clientOf(addrs[0]), clientOf(addrs[1])
+}
+
 // writeReplicaConfig writes a server config for one replica: every replica
 // shares the data dir (the local provider's node folders and artifacts)
 // and the store, and agents get every replica's URL.
@@ -188,18 +206,7 @@ func TestReplicasFailover(t *testing.T) {
 	b := startReplica(t, dir, "b", addrs[1], cfgB)
 	waitFor(t, "replica b to serve", 30*time.Second, func() bool { r, ok := ready(addrs[1]); return ok && r.Leader == "a" && !r.Leading })
 
-	cc, err := api.LoadClientConfig(filepath.Join(dir, "client.json"))
-	if err != nil || cc.Token == "" {
-		t.Fatalf("client config written by the first replica: %v", err)
-	}
-	clientOf := func(addr string) *api.Client {
-		c, err := api.NewClient("http://"+addr, cc.Token, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return c
-	}
-	ca, cb := clientOf(addrs[0]), clientOf(addrs[1])
+	ca, cb := replicaClients(t, dir, addrs)
 	ctx := context.Background()
 
 	// The compute is created through the standby: the leader's controller
