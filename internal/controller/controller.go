@@ -78,16 +78,9 @@ type Controller struct {
 
 	mu       sync.Mutex
 	attached map[string]provider.Provider
-	inflight map[string]bool      // node ids with a provider call under way
-	canceled map[string]time.Time // assignment ids a cancel was pushed for, and when
-	backoff  map[string]backoff   // compute key -> provisioning back-off
-}
-
-type backoff struct {
-	failures int
-	until    time.Time
-	last     string    // the last failure, for pending reasons
-	at       time.Time // when it happened
+	inflight map[string]bool               // node ids with a provider call under way
+	canceled map[string]time.Time          // assignment ids a cancel was pushed for, and when
+	backoff  map[string]autoscaler.Backoff // compute key -> provisioning back-off
 }
 
 // Options are what a Controller needs.
@@ -139,7 +132,7 @@ func New(o Options) *Controller {
 		inflight:   map[string]bool{},
 		attached:   map[string]provider.Provider{},
 		canceled:   map[string]time.Time{},
-		backoff:    map[string]backoff{},
+		backoff:    map[string]autoscaler.Backoff{},
 		runtimes:   map[string]string{},
 		jobs:       map[string]api.Job{},
 		startTimes: map[string]time.Duration{},
