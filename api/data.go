@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -174,4 +176,26 @@ func (c *Client) PutDatastore(ctx context.Context, ws string, d *Datastore) (out
 func (c *Client) DeleteDatastore(ctx context.Context, ws, name string) error {
 	_, err := c.do(ctx, http.MethodDelete, v1("workspaces", ws, "datastores", name), nil, nil, nil)
 	return err
+}
+
+// AttributeCacheTTLVar is Azure ML's mount setting for how long, in
+// milliseconds, a blob folder's listing may be reused instead of asking
+// the storage service again. Unset, tide lists the folder for every job
+// (a job's own view never changes while it runs, as Azure's mount with
+// the variable unset); set, a node reuses a listing of the same folder
+// made at most that long ago by an earlier job.
+const AttributeCacheTTLVar = "DATASET_MOUNT_ATTRIBUTE_CACHE_TTL"
+
+// AttributeCacheTTL reads AttributeCacheTTLVar from a job's environment
+// variables: 0 when unset.
+func AttributeCacheTTL(env map[string]string) (time.Duration, error) {
+	v, ok := env[AttributeCacheTTLVar]
+	if !ok {
+		return 0, nil
+	}
+	ms, err := strconv.ParseUint(strings.TrimSpace(v), 10, 63)
+	if err != nil || ms > uint64(math.MaxInt64/int64(time.Millisecond)) {
+		return 0, fmt.Errorf("environment_variables.%s: %q is not a number of milliseconds (e.g. 60000 reuses a folder's listing for a minute)", AttributeCacheTTLVar, v)
+	}
+	return time.Duration(ms) * time.Millisecond, nil
 }

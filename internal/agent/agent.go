@@ -159,6 +159,8 @@ type agent struct {
 	ssh sshCount
 	// cache holds downloaded inputs for the node's jobs.
 	cache *nodecache.Cache
+	// listings are the blob folders' latest listings (listings.go).
+	listings listings
 }
 
 // maxEnded bounds the memory of finished assignments.

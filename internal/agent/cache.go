@@ -9,6 +9,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"time"
 
 	"github.com/tideml/tide/api"
 	"github.com/tideml/tide/internal/agent/runtime"
@@ -130,9 +131,16 @@ func (j *job) fetchBlobs(ctx context.Context, st *azureblob.Store, rel string, i
 		o.Name = file
 		objs = []azureblob.Object{o}
 	} else {
-		var err error
-		if objs, err = st.List(ctx, rel); err != nil {
+		ttl, err := api.AttributeCacheTTL(j.as.Env)
+		if err != nil {
 			return placed{}, err
+		}
+		var age time.Duration
+		if objs, age, err = j.a.listings.list(ctx, st, rel, ttl); err != nil {
+			return placed{}, err
+		}
+		if age > 0 {
+			j.logs.add("tide", fmt.Sprintf("%s: listed %s ago (%s=%d)", st.URL(rel), age.Round(time.Millisecond), api.AttributeCacheTTLVar, ttl.Milliseconds()))
 		}
 		if len(objs) == 0 {
 			if _, err := st.Stat(ctx, rel); err == nil {

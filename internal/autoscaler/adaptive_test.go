@@ -92,6 +92,10 @@ func TestAdaptiveDecide(t *testing.T) {
 		// Warm nodes are only kept, never booted.
 		{name: "no idle node, none warm", c: Compute{Gaps: learned}, warm: 0, timeout: 12 * time.Minute},
 		{name: "counted idle nodes count", c: Compute{Gaps: learned, Counted: NodeCounts{Idle: 1}}, warm: 1, timeout: 12 * time.Minute},
+		// Nor are the idle nodes a queued gang holds warm: counting them
+		// booted a node more than the gang needed.
+		{name: "idle nodes the queue holds are not warm", c: Compute{Gaps: learned, Nodes: idle, Max: 20, QuotaMaxNodes: 20, Queued: []Demand{{Job: "g", Instances: 8}}}, warm: 0, timeout: 12 * time.Minute},
+		{name: "idle nodes beyond the queue's are", c: Compute{Gaps: learned, Nodes: idle, Max: 20, QuotaMaxNodes: 20, Queued: []Demand{{Job: "j", Instances: 1}}}, warm: 2, timeout: 12 * time.Minute},
 		{name: "a boot time of 0 keeps nothing", c: Compute{Gaps: instant, Nodes: idle}, warm: 0, timeout: 0},
 	}
 	for _, tc := range tests {
@@ -116,6 +120,20 @@ func TestAdaptiveKeepsWarmNodes(t *testing.T) {
 	res := Plan(Snapshot{Computes: []Compute{c}}, t0, BuiltinPolicies())
 	if got := actions(res); len(got) != 2 || res.Targets["a"] != 4 {
 		t.Errorf("actions %v target %d, want 2 deletes and target 4", got, res.Targets["a"])
+	}
+}
+
+// TestAdaptiveBootsOnlyWhatTheGangNeeds: an eight-node gang arrives to
+// one warm idle node; Plan boots the seven it lacks, not one more for the
+// warm count.
+func TestAdaptiveBootsOnlyWhatTheGangNeeds(t *testing.T) {
+	h := NewGapHistory()
+	h.setting.warm, h.learned = 1, true
+	c := cluster(0, 20, nodes("i", api.NodeIdle, 1, time.Minute), []Demand{{Job: "g", Instances: 8}})
+	c.Policy, c.Gaps = AdaptivePolicy, h
+	res := Plan(Snapshot{Computes: []Compute{c}}, t0, BuiltinPolicies())
+	if got := actions(res); len(got) != 1 || got[0] != "create 7" || res.Targets["a"] != 8 {
+		t.Errorf("actions %v target %d, want create 7 and target 8", got, res.Targets["a"])
 	}
 }
 

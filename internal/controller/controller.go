@@ -76,22 +76,15 @@ type Controller struct {
 
 	mu       sync.Mutex
 	attached map[string]provider.Provider
-	inflight map[string]bool      // node ids with a provider call under way
-	canceled map[string]time.Time // assignment ids a cancel was pushed for, and when
-	backoff  map[string]backoff   // compute key -> provisioning back-off
+	inflight map[string]bool               // node ids with a provider call under way
+	canceled map[string]time.Time          // assignment ids a cancel was pushed for, and when
+	backoff  map[string]autoscaler.Backoff // compute key -> provisioning back-off
 	// checks are the provider checks reported since the last turn,
 	// checking the locations whose check round runs, effects the
 	// background calls effect started (effects.go).
 	checks   []nodeCheck
 	checking map[string]bool
 	effects  map[string]*effectRun
-}
-
-type backoff struct {
-	failures int
-	until    time.Time
-	last     string    // the last failure, for pending reasons
-	at       time.Time // when it happened
 }
 
 // Options are what a Controller needs.
@@ -143,7 +136,7 @@ func New(o Options) *Controller {
 		inflight:   map[string]bool{},
 		attached:   map[string]provider.Provider{},
 		canceled:   map[string]time.Time{},
-		backoff:    map[string]backoff{},
+		backoff:    map[string]autoscaler.Backoff{},
 		checking:   map[string]bool{},
 		effects:    map[string]*effectRun{},
 		runtimes:   map[string]string{},

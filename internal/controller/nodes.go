@@ -26,7 +26,7 @@ func (c *Controller) createNodes(ctx context.Context, cp *api.Compute, count int
 	c.mu.Lock()
 	b := c.backoff[k]
 	c.mu.Unlock()
-	if now.Before(b.until) {
+	if b.Blocks(now) {
 		return
 	}
 	p, ok := c.provider(ctx, cp.Location)
@@ -191,24 +191,13 @@ func firstN(s []string, n int) []string {
 }
 
 // recordFailure notes a provisioning failure on the compute and backs off
-// exponentially, so a failing backend is not hammered in a create/delete loop.
-// A failure while a back-off runs belongs to the round that started it:
-// createNodes launches nothing during a back-off, so that creation was
-// launched with the ones that already failed (the nodes of one scale-up
-// fail together when capacity is unavailable), and counting each would
-// grow one round's delay to minutes.
+// exponentially (autoscaler.Backoff), so a failing backend is not hammered
+// in a create/delete loop.
 func (c *Controller) recordFailure(ctx context.Context, ws, compute, code, msg string, now time.Time) {
 	k := key(ws, compute)
 	c.mu.Lock()
 	b := c.backoff[k]
-	if now.Before(b.until) {
-		b.last, b.at = msg, now
-	} else {
-		b.failures++
-		b.until = now.Add(min(time.Duration(1<<min(b.failures-1, 8))*time.Second, 5*time.Minute))
-		b.last, b.at = msg, now
-	}
-	delay := b.until.Sub(now)
+	delay := b.Fail(now, msg)
 	c.backoff[k] = b
 	c.mu.Unlock()
 	_ = c.updateCompute(ctx, ws, compute, func(cp *api.Compute) bool {
@@ -288,7 +277,7 @@ func (c *Controller) recovered(s *snapshot) {
 	defer c.mu.Unlock()
 	for _, n := range s.nodes {
 		k := key(n.Workspace, n.Compute)
-		if b, ok := c.backoff[k]; ok && (n.State == api.NodeIdle || n.State == api.NodeRunning) && n.CreatedOn.After(b.at) {
+		if b, ok := c.backoff[k]; ok && (n.State == api.NodeIdle || n.State == api.NodeRunning) && b.RecoveredBy(n.CreatedOn) {
 			delete(c.backoff, k)
 		}
 	}

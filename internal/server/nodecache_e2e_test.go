@@ -169,3 +169,63 @@ func TestHTTPInputsCachedForReal(t *testing.T) {
 		}
 	}
 }
+
+// TestListingReusedWithAttributeCacheTTL: a blob folder is listed for
+// every job, so a blob added between two jobs is seen by the second;
+// a job setting Azure's DATASET_MOUNT_ATTRIBUTE_CACHE_TTL accepts the
+// node's listing of that age instead (the added blob is not in it, and
+// the log says how old the listing is); a listing older than the TTL is
+// made again.
+func TestListingReusedWithAttributeCacheTTL(t *testing.T) {
+	az := azuritetest.Start(t)
+	st := az.Container(t, "data", map[string]string{"a/part.csv": "one\n"})
+	in, _ := newServer(t)
+	ctx := context.Background()
+	if _, _, err := in.client.PutDatastore(ctx, "default", az.Datastore("blobs", "data")); err != nil {
+		t.Fatal(err)
+	}
+	createCompute(t, in, "name: one-node\ntype: amlcompute\nsize: Standard_DS3_v2\nmin_instances: 0\nmax_instances: 1\nidle_time_before_scale_down: 600\n")
+	run := func(ttl string) string {
+		t.Helper()
+		env := ""
+		if ttl != "" {
+			env = "environment_variables:\n  DATASET_MOUNT_ATTRIBUTE_CACHE_TTL: \"" + ttl + "\"\n"
+		}
+		j := submit(t, in, "command: ls ${{inputs.a}}\ncompute: one-node\n"+env+"inputs:\n  a:\n    type: uri_folder\n    path: azureml://datastores/blobs/paths/a\n")
+		j = waitJob(t, in, j.Name, 60*time.Second)
+		text := logText(t, in, j.Name)
+		if j.Status != api.JobCompleted {
+			t.Fatalf("%s: %s (%s)\n%s", j.Name, j.Status, j.Error, text)
+		}
+		return text
+	}
+	run("")
+	if err := st.UploadBytes(ctx, "a/new.csv", []byte("two\n")); err != nil {
+		t.Fatal(err)
+	}
+	steps := []struct {
+		ttl          string
+		sleep        time.Duration
+		seesNew, old bool
+	}{
+		{ttl: "600000", old: true},                // the listing of the first job, 600 s allowed
+		{ttl: "", seesNew: true},                  // no TTL: listed again
+		{ttl: "600000", seesNew: true, old: true}, // the latest listing is the second one
+	}
+	for i, s := range steps {
+		text := run(s.ttl)
+		if got := strings.Contains(text, "new.csv"); got != s.seesNew {
+			t.Errorf("step %d (TTL %q): new.csv listed %v, want %v:\n%s", i+1, s.ttl, got, s.seesNew, text)
+		}
+		if got := strings.Contains(text, "ago (DATASET_MOUNT_ATTRIBUTE_CACHE_TTL="); got != s.old {
+			t.Errorf("step %d (TTL %q): listing reused %v, want %v:\n%s", i+1, s.ttl, got, s.old, text)
+		}
+	}
+	if err := st.UploadBytes(ctx, "a/third.csv", []byte("three\n")); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(20 * time.Millisecond)
+	if text := run("10"); !strings.Contains(text, "third.csv") || strings.Contains(text, "ago (DATASET") {
+		t.Errorf("a listing older than the TTL was reused:\n%s", text)
+	}
+}

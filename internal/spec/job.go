@@ -340,6 +340,9 @@ func checkJobBody(j *api.Job, bad func(field, format string, args ...any)) {
 			bad("environment_variables."+k, "%q is not a valid variable name: use letters, digits and '_', not starting with a digit (a shell could not read it, e.g. MY_VAR)", k)
 		}
 	}
+	if _, err := api.AttributeCacheTTL(j.EnvironmentVariables); err != nil {
+		bad("environment_variables."+api.AttributeCacheTTLVar, "%s", strings.TrimPrefix(err.Error(), "environment_variables."+api.AttributeCacheTTLVar+": "))
+	}
 	for _, name := range sortedNames(j.Inputs) {
 		in, fp := j.Inputs[name], "inputs."+name
 		switch in.Type {

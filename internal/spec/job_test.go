@@ -147,6 +147,8 @@ func TestJobErrors(t *testing.T) {
 		{"variable names a shell cannot read", "command: ls\nenvironment_variables:\n  OK_1: a\n  1BAD: b\n  A-B: c\n", nil,
 			"j.yml:4: environment_variables.1BAD: \"1BAD\" is not a valid variable name: use letters, digits and '_', not starting with a digit (a shell could not read it, e.g. MY_VAR)\n" +
 				"j.yml:5: environment_variables.A-B: \"A-B\" is not a valid variable name: use letters, digits and '_', not starting with a digit (a shell could not read it, e.g. MY_VAR)"},
+		{"listing age not a number", "command: ls\nenvironment_variables:\n  DATASET_MOUNT_ATTRIBUTE_CACHE_TTL: 1m\n", nil,
+			"j.yml:3: environment_variables.DATASET_MOUNT_ATTRIBUTE_CACHE_TTL: \"1m\" is not a number of milliseconds (e.g. 60000 reuses a folder's listing for a minute)"},
 		{"build and image", "command: ls\nenvironment:\n  image: busybox\n  build:\n    path: docker\n", nil,
 			"j.yml:3: environment.image: give either image or build, not both"},
 		{"build without path", "command: ls\nenvironment:\n  build:\n    dockerfile_path: Dockerfile\n", nil,
