@@ -4,7 +4,8 @@
 // creates and deletes nodes, with the policy the compute names. A simulated
 // provider boots nodes after a boot time and may fail boots or preempt
 // low-priority nodes at a rate, from a seeded random source, so a run is
-// reproducible.
+// reproducible; during a capacity outage it refuses creations, and the
+// compute backs off as the controller does (autoscaler.Backoff).
 //
 // The simulation is discrete-event: it jumps from one event (a submit, a
 // job's end, a boot, an idle timer) to the next and calls Place and Plan
