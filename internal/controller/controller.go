@@ -81,6 +81,12 @@ type Controller struct {
 	inflight map[string]bool               // node ids with a provider call under way
 	canceled map[string]time.Time          // assignment ids a cancel was pushed for, and when
 	backoff  map[string]autoscaler.Backoff // compute key -> provisioning back-off
+	// checks are the provider checks reported since the last turn,
+	// checking the locations whose check round runs, effects the
+	// background calls effect started (effects.go).
+	checks   []nodeCheck
+	checking map[string]bool
+	effects  map[string]*effectRun
 }
 
 // Options are what a Controller needs.
@@ -133,6 +139,8 @@ func New(o Options) *Controller {
 		attached:   map[string]provider.Provider{},
 		canceled:   map[string]time.Time{},
 		backoff:    map[string]autoscaler.Backoff{},
+		checking:   map[string]bool{},
+		effects:    map[string]*effectRun{},
 		runtimes:   map[string]string{},
 		jobs:       map[string]api.Job{},
 		startTimes: map[string]time.Duration{},
@@ -200,7 +208,7 @@ func (c *Controller) Run(ctx context.Context) error {
 		case <-timerC:
 		case <-liveness.C:
 		case <-resync.C:
-			if err := c.checkProviders(ctx); err != nil {
+			if err := c.startChecks(ctx); err != nil {
 				c.log.Warn("checking providers", "err", err)
 			}
 		}
@@ -310,6 +318,7 @@ func (c *Controller) Step(ctx context.Context) (time.Time, error) {
 	writes := c.store.(*writeCounter).n.Load()
 	var errs []error
 	errs = append(errs, c.provisioning(ctx, s, now))
+	errs = append(errs, c.applyChecks(ctx, s, now))
 	waits, err := c.serverless(ctx, s, now)
 	errs = append(errs, err)
 	errs = append(errs, c.liveness(ctx, s, now))

@@ -96,16 +96,32 @@ func (c *Controller) deleting(ctx context.Context, s *snapshot, comp api.Compute
 	if remaining > 0 || len(ofCluster) > 0 {
 		return nil
 	}
+	// The provider calls below run in the background (effect): the
+	// compute goes in the turn after they are done.
+	k := key(comp.Workspace, comp.Name)
 	if comp.IsInstance() {
 		// A stopped instance's kept disk goes with it.
 		if p, ok := c.provider(ctx, comp.Location); ok {
-			if err := p.Delete(ctx, comp.Instance.Node); err != nil && !provider.IsNotFound(err) {
+			done, err := c.effect(ctx, "disk:"+k, func(ctx context.Context) error {
+				if err := p.Delete(ctx, comp.Instance.Node); err != nil && !provider.IsNotFound(err) {
+					return err
+				}
+				return nil
+			})
+			if !done {
+				return nil
+			}
+			if err != nil {
 				return fmt.Errorf("deleting the disk of instance %s: %w", comp.Name, err)
 			}
 		}
 	}
 	if comp.IsAttached() {
-		if err := c.detached(ctx, comp); err != nil {
+		done, err := c.effect(ctx, "detach:"+k, func(ctx context.Context) error { return c.detached(ctx, comp) })
+		if !done {
+			return nil
+		}
+		if err != nil {
 			// The machine keeps tide's binary; the compute goes anyway
 			// (its node is gone), and its events say what was left.
 			c.log.Warn("cleaning up an attached machine", "compute", comp.Name, "err", err)
