@@ -11,6 +11,7 @@
 // TestScale (scale_test.go) measures the control plane alone at 10,000 nodes
 // whose agents are goroutines of the benchmark speaking the agent protocol
 // (internal/tidetest/simagent) for the nodes of a fake provider that hands over their
-// tokens. TIDE_SCALE_NODES, TIDE_SCALE_COMPUTES, TIDE_SCALE_JOBS and
-// TIDE_SCALE_WINDOW change its size for a quick look.
+// tokens. TIDE_SCALE_NODES, TIDE_SCALE_COMPUTES, TIDE_SCALE_JOBS,
+// TIDE_SCALE_ROUNDS and TIDE_SCALE_WINDOW change its size for a quick look;
+// TIDE_BENCH_BIN runs another commit's binary, as in TestDispatch.
 package bench

@@ -27,7 +27,7 @@ type scaleSizes struct {
 	Computes int           // computes the nodes and jobs are spread over (TIDE_SCALE_COMPUTES)
 	Queued   int           // jobs left queued behind the busy nodes (TIDE_SCALE_JOBS)
 	Clients  int           // submitting clients
-	Rounds   int           // rounds of Batch completions + Batch arrivals
+	Rounds   int           // rounds of Batch completions + Batch arrivals (TIDE_SCALE_ROUNDS)
 	Batch    int           //
 	Window   time.Duration // heartbeat measurement (TIDE_SCALE_WINDOW)
 	// Heartbeat is the server's heartbeat_interval (TIDE_SCALE_HEARTBEAT):
@@ -43,7 +43,7 @@ func scaleSizesFromEnv() scaleSizes {
 	if os.Getenv("TIDE_BENCH") == "full" {
 		s = scaleSizes{Nodes: 10000, Computes: 200, Queued: 100000, Clients: 16, Rounds: 20, Batch: 100, Window: 30 * time.Second, Queries: 200, Heartbeat: 10 * time.Second}
 	}
-	for k, p := range map[string]*int{"TIDE_SCALE_NODES": &s.Nodes, "TIDE_SCALE_COMPUTES": &s.Computes, "TIDE_SCALE_JOBS": &s.Queued} {
+	for k, p := range map[string]*int{"TIDE_SCALE_NODES": &s.Nodes, "TIDE_SCALE_COMPUTES": &s.Computes, "TIDE_SCALE_JOBS": &s.Queued, "TIDE_SCALE_ROUNDS": &s.Rounds} {
 		if v, err := strconv.Atoi(os.Getenv(k)); err == nil && v > 0 {
 			*p = v
 		}
@@ -282,11 +282,15 @@ type scaleResult struct {
 // TestScale measures the control plane at 10,000 sim nodes (TIDE_BENCH=full,
 // a `make bench` section; a small size in `make test`): heartbeats, a burst
 // of submissions from 16 clients, controller turns over a long queue, job
-// list and show, and the server's peak memory.
+// list and show, and the server's peak memory. TIDE_BENCH_BIN runs
+// another tide binary (an older commit's), to compare two back to back.
 func TestScale(t *testing.T) {
 	sz := scaleSizesFromEnv()
 	if testing.Short() && os.Getenv("TIDE_BENCH") != "full" {
 		t.Skip("the scale benchmark starts a server and simulated agents; run without -short or with make bench")
+	}
+	if b := os.Getenv("TIDE_BENCH_BIN"); b != "" {
+		tideBin = b // another commit's binary, as in TestDispatch
 	}
 	r := scaleResult{sz: sz}
 	r.loadBefore = loadAvg()

@@ -64,6 +64,9 @@ type Controller struct {
 	order   []string
 	ordered map[string]bool // the keys in order
 	cursor  string
+	// snapJobs and snapParents are the last snapshot's jobs, which the
+	// next one shares when no job was written meanwhile.
+	snapJobs, snapParents []api.Job
 	// nodes are every node, kept as jobs are (only Step uses them).
 	nodes nodeFeed
 	// startTimes is, per compute key, how long its nodes take to start
@@ -261,6 +264,7 @@ func (c *Controller) load(ctx context.Context) (*snapshot, error) {
 	}
 	if full {
 		c.jobs, c.order, c.ordered = map[string]api.Job{}, nil, map[string]bool{}
+		c.snapJobs, c.snapParents = nil, nil
 	}
 	for _, j := range changed {
 		k := key(j.Workspace, j.Name)
@@ -277,6 +281,13 @@ func (c *Controller) load(ctx context.Context) (*snapshot, error) {
 		c.jobs[k] = j
 	}
 	c.cursor = cursor
+	if len(changed) == 0 && c.snapJobs != nil {
+		// Nothing written since the last load: its slices hold these
+		// jobs already (no phase changes a snapshot's jobs), and copying
+		// a long queue again was a good part of a turn.
+		s.jobs, s.parents = c.snapJobs, c.snapParents
+		return &s, nil
+	}
 	// order keeps the creation order the feed lists new jobs in; finished
 	// jobs leave it once they are as many as the unfinished ones.
 	var live []string
@@ -304,6 +315,7 @@ func (c *Controller) load(ctx context.Context) (*snapshot, error) {
 			c.ordered[k] = true
 		}
 	}
+	c.snapJobs, c.snapParents = s.jobs, s.parents
 	return &s, nil
 }
 
@@ -382,8 +394,8 @@ func (c *Controller) decide(ctx context.Context, s *snapshot, serverlessWaits ma
 	usable := func(cp *api.Compute) bool {
 		return !cp.IsInstance() || cp.Instance.State == api.InstanceRunning || cp.Instance.State == api.InstanceJobRunning
 	}
-	var queue []scheduler.Job
-	queued := map[string]*api.Job{}
+	queue := make([]scheduler.Job, 0, len(s.jobs))
+	queued := make(map[string]*api.Job, len(s.jobs))
 	for i := range s.jobs {
 		j := &s.jobs[i]
 		k := key(j.Workspace, j.Compute)
@@ -461,7 +473,7 @@ func (c *Controller) decide(ctx context.Context, s *snapshot, serverlessWaits ma
 			}
 		}
 	}
-	if err := c.explain(ctx, placed.Waiting, plan, s, serverlessWaits, now); err != nil {
+	if err := c.explain(ctx, placed.Waiting, plan, s, queued, serverlessWaits, now); err != nil {
 		return time.Time{}, err
 	}
 	if err := c.status(ctx, s, plan, now); err != nil {

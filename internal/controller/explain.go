@@ -14,8 +14,10 @@ import (
 )
 
 // explain stores why each queued job waits, when that changed: what it
-// waits for, with the numbers a user needs to judge how long.
-func (c *Controller) explain(ctx context.Context, waiting []scheduler.Waiting, plan autoscaler.Result, s *snapshot, serverlessWaits map[string]string, now time.Time) error {
+// waits for, with the numbers a user needs to judge how long. queued are
+// the snapshot's queued jobs by key (decide's), whose stored reasons it
+// compares with.
+func (c *Controller) explain(ctx context.Context, waiting []scheduler.Waiting, plan autoscaler.Result, s *snapshot, queued map[string]*api.Job, serverlessWaits map[string]string, now time.Time) error {
 	unsched := map[string]string{}
 	for _, u := range plan.Unschedulable {
 		unsched[u.Job] = u.Reason
@@ -66,12 +68,6 @@ func (c *Controller) explain(ctx context.Context, waiting []scheduler.Waiting, p
 		failing[k] = b
 	}
 	c.mu.Unlock()
-	stored := map[string]string{} // the reasons the snapshot holds
-	for _, j := range s.jobs {
-		if j.Status == api.JobQueued {
-			stored[key(j.Workspace, j.Name)] = j.PendingReason
-		}
-	}
 	changed := map[string]string{}
 	for _, w := range waiting {
 		k := w.Compute
@@ -108,7 +104,7 @@ func (c *Controller) explain(ctx context.Context, waiting []scheduler.Waiting, p
 		default:
 			reason = fmt.Sprintf("waiting for %d node(s)", w.Need)
 		}
-		if stored[w.Job] != reason {
+		if j := queued[w.Job]; j == nil || j.PendingReason != reason {
 			changed[w.Job] = reason
 		}
 	}

@@ -2,7 +2,6 @@ package controller
 
 import (
 	"context"
-	"io"
 	"log/slog"
 	"path/filepath"
 	"slices"
@@ -19,12 +18,8 @@ import (
 // are the stored version, and many jobs finishing does not reorder the rest.
 func TestLoadFollowsChanges(t *testing.T) {
 	ctx := context.Background()
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "tide.db"), slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	c := New(Options{Store: st, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	st := openSQLite(t)
+	c := New(Options{Store: st, Log: slog.New(slog.DiscardHandler)})
 	put := func(js ...*api.Job) {
 		t.Helper()
 		if err := st.Update(ctx, func(tx store.Tx) error {
@@ -99,4 +94,15 @@ func TestLoadFollowsChanges(t *testing.T) {
 	if len(c.order) > 2*len(c.jobs)+64 {
 		t.Errorf("order holds %d keys for %d jobs: finished jobs were not dropped", len(c.order), len(c.jobs))
 	}
+}
+
+// openSQLite opens a store in a temporary folder, closed when the test ends.
+func openSQLite(t *testing.T) store.Store {
+	t.Helper()
+	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "tide.db"), slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
 }

@@ -18,9 +18,19 @@ import (
 // (catalog.Admit decides; here its result is written). It returns, by
 // compute key, why each compute not admitted waits.
 func (c *Controller) serverless(ctx context.Context, s *snapshot, now time.Time) (map[string]string, error) {
+	// The jobs of serverless computes, by key: looked up by workspace and
+	// name, so that the queue costs no key strings.
 	jobs := map[string]*api.Job{}
-	for i := range s.jobs {
-		jobs[key(s.jobs[i].Workspace, s.jobs[i].Name)] = &s.jobs[i]
+	want := map[[2]string]bool{}
+	for _, cp := range s.computes {
+		if cp.ServerlessJob != "" {
+			want[[2]string{cp.Workspace, cp.ServerlessJob}] = true
+		}
+	}
+	for i := 0; i < len(s.jobs) && len(want) > 0; i++ {
+		if j := &s.jobs[i]; want[[2]string{j.Workspace, j.Name}] {
+			jobs[key(j.Workspace, j.Name)] = j
+		}
 	}
 	var live []api.Compute // what holds quota: every compute not being deleted
 	var requests []catalog.Request

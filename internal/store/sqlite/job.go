@@ -157,8 +157,13 @@ func jobsQuery(cols string, f store.JobFilter) (string, []any, error) {
 		where = append(where, "compute = ?")
 		args = append(args, f.Compute)
 	} else if f.Compute != "" {
-		where = append(where, "(compute = ? OR compute LIKE ?)")
-		args = append(args, f.Compute, api.JobComputePrefix(f.Compute)+"%")
+		// The range holds the compute and its hidden ones (name, then
+		// "name." and more: '.' sorts before '/' in SQLite's binary
+		// order), so that the compute's jobs are read from
+		// jobs_by_compute: with the OR alone SQLite read every job of
+		// the workspace (job list of one compute p99 846 ms at 110,000).
+		where = append(where, "compute >= ? AND compute < ? AND (compute = ? OR compute LIKE ?)")
+		args = append(args, f.Compute, f.Compute+"/", f.Compute, api.JobComputePrefix(f.Compute)+"%")
 	}
 	if f.Serverless {
 		where = append(where, "compute LIKE ?")
