@@ -45,7 +45,7 @@ bench: ## Compare tide with Slurm and fork/exec (installs slurm-wlm, munge), mea
 	$(GO) test -run '^$$' -bench InputStart -benchtime 3x ./internal/agent/runtime
 	$(GO) test -run '^$$' -bench CachedInputStart -benchtime 3x ./internal/agent
 
-chaos: ## The full chaos suite (1,000 jobs through server kills and replica failovers, preemption storms, partitions, a capacity outage, a full disk); prints its table.
+chaos: ## The full chaos suite (1,000 jobs through server kills and replica failovers, preemption storms on 200 nodes and at a preemption_rate, partitions, a capacity outage, a full disk); prints its table.
 	TIDE_CHAOS=full $(GO) test -count=1 -v -timeout 90m ./internal/chaos
 
 fuzz: ## Run every fuzz target to a million executions (FUZZTIME=...); corpora kept in testdata/fuzz.

@@ -10,7 +10,7 @@
 //
 // TestScale (scale_test.go) measures the control plane alone at 10,000 nodes
 // whose agents are goroutines of the benchmark speaking the agent protocol
-// (simagent_test.go) for the nodes of a fake provider that hands over their
+// (internal/tidetest/simagent) for the nodes of a fake provider that hands over their
 // tokens. TIDE_SCALE_NODES, TIDE_SCALE_COMPUTES, TIDE_SCALE_JOBS and
 // TIDE_SCALE_WINDOW change its size for a quick look.
 package bench

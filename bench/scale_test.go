@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/tideml/tide/api"
+	"github.com/tideml/tide/internal/tidetest/simagent"
 )
 
 // scaleSizes is how big the control-plane benchmark is. `make bench` runs
@@ -66,11 +67,11 @@ func (sz scaleSizes) config() string {
 // heldPool is the sim agents holding an assignment, in the order they got it.
 type heldPool struct {
 	mu     sync.Mutex
-	agents []*simAgent
+	agents []*simagent.Agent
 	more   chan struct{} // closed and replaced on every arrival
 }
 
-func newHeldPool(in <-chan *simAgent) *heldPool {
+func newHeldPool(in <-chan *simagent.Agent) *heldPool {
 	p := &heldPool{more: make(chan struct{})}
 	go func() {
 		for a := range in {
@@ -104,10 +105,10 @@ func (p *heldPool) wait(t testing.TB, what string, n int, d time.Duration) {
 }
 
 // take removes the k agents that held their assignment longest.
-func (p *heldPool) take(k int) []*simAgent {
+func (p *heldPool) take(k int) []*simagent.Agent {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	out := append([]*simAgent(nil), p.agents[:k]...)
+	out := append([]*simagent.Agent(nil), p.agents[:k]...)
 	p.agents = p.agents[k:]
 	return out
 }
@@ -298,12 +299,14 @@ func TestScale(t *testing.T) {
 	for c := range sz.Computes {
 		s.putCompute(fmt.Sprintf("sim%d", c), "sim", per, per)
 	}
-	held := make(chan *simAgent, sz.Nodes)
+	held := make(chan *simagent.Agent, sz.Nodes)
 	pool := newHeldPool(held)
 	fleet := s.startSimAgents(sz.Nodes, held)
-	defer fleet.stop()
+	defer fleet.Stop()
 	poll(t, fmt.Sprintf("%d idle sim nodes", sz.Nodes), 10*time.Minute, 200*time.Millisecond, func() bool {
-		fleet.check(s)
+		if err := fleet.Err(); err != nil {
+			t.Fatal(err)
+		}
 		cs, err := s.client.Computes(context.Background(), ws)
 		idle := 0
 		for _, c := range cs {
@@ -324,7 +327,9 @@ func TestScale(t *testing.T) {
 	t0 := time.Now()
 	pool.wait(t, "every node to get a job", sz.Nodes, 20*time.Minute)
 	r.placeAll = time.Since(t0)
-	fleet.check(s)
+	if err := fleet.Err(); err != nil {
+		t.Fatal(err)
+	}
 
 	// 3. Controller turns: each round Batch nodes complete their job and
 	// Batch jobs arrive; the round ends when Batch queued jobs started.
@@ -338,7 +343,7 @@ func TestScale(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				if err := a.complete(context.Background()); err != nil {
+				if err := a.Complete(context.Background()); err != nil {
 					errs <- err
 				}
 			}()
@@ -376,7 +381,9 @@ func TestScale(t *testing.T) {
 		}
 		r.show = append(r.show, time.Since(q0))
 	}
-	fleet.check(s)
+	if err := fleet.Err(); err != nil {
+		t.Fatal(err)
+	}
 	r.hwmKB = s.usage().HWMKB
 	r.loadAfter = loadAvg()
 	r.table().write(os.Stdout)
@@ -420,7 +427,7 @@ func (r scaleResult) table() *table {
 	t.add("server peak RSS", mb(r.hwmKB)+" MB", "< 1,024 MB", met(r.hwmKB < 1<<20))
 	t.add("  every node busy, after the last submission", fmt.Sprintf("%.1f s", r.placeAll.Seconds()), "-", "")
 	t.notes = []string{
-		fmt.Sprintf("Agents are goroutines of the benchmark speaking the agent protocol over HTTP (register, assignment stream, heartbeat with what a real agent reports, running and completed reports) with the tokens the server issued to the fake provider's nodes; their requests share %d connections, their streams one each.", maxAgentConns),
+		fmt.Sprintf("Agents are goroutines of the benchmark speaking the agent protocol over HTTP (register, assignment stream, heartbeat with what a real agent reports, running and completed reports) with the tokens the server issued to the fake provider's nodes; their requests share %d connections, their streams one each.", simagent.MaxConns),
 		"Turn durations come from the server's tide_controller_turn_seconds histogram over the rounds (interpolated within buckets, as histogram_quantile does).",
 		fmt.Sprintf("The benchmark's agents and clients share the machine's %d CPUs with the server; load average %.2f before, %.2f after.", runtime.NumCPU(), r.loadBefore, r.loadAfter),
 	}

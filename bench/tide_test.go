@@ -34,7 +34,7 @@ const ws = "default"
 // startTide starts a server on store ("" for SQLite in its data folder).
 // Its locations are local (real agents) and sim, whose fake provider hands
 // each node's token to the benchmark (tokenDir), which speaks the agent
-// protocol for the node from a goroutine (simAgent). extra is appended to
+// protocol for the node from a goroutine (simagent.Agent). extra is appended to
 // the configuration: top-level keys such as limits.
 func startTide(t testing.TB, store, extra string) *tideServer {
 	t.Helper()

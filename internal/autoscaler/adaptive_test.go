@@ -92,6 +92,10 @@ func TestAdaptiveDecide(t *testing.T) {
 		// Warm nodes are only kept, never booted.
 		{name: "no idle node, none warm", c: Compute{Gaps: learned}, warm: 0, timeout: 12 * time.Minute},
 		{name: "counted idle nodes count", c: Compute{Gaps: learned, Counted: NodeCounts{Idle: 1}}, warm: 1, timeout: 12 * time.Minute},
+		// Nor are the idle nodes a queued gang holds warm: counting them
+		// booted a node more than the gang needed.
+		{name: "idle nodes the queue holds are not warm", c: Compute{Gaps: learned, Nodes: idle, Max: 20, QuotaMaxNodes: 20, Queued: []Demand{{Job: "g", Instances: 8}}}, warm: 0, timeout: 12 * time.Minute},
+		{name: "idle nodes beyond the queue's are", c: Compute{Gaps: learned, Nodes: idle, Max: 20, QuotaMaxNodes: 20, Queued: []Demand{{Job: "j", Instances: 1}}}, warm: 2, timeout: 12 * time.Minute},
 		{name: "a boot time of 0 keeps nothing", c: Compute{Gaps: instant, Nodes: idle}, warm: 0, timeout: 0},
 	}
 	for _, tc := range tests {
@@ -116,6 +120,20 @@ func TestAdaptiveKeepsWarmNodes(t *testing.T) {
 	res := Plan(Snapshot{Computes: []Compute{c}}, t0, BuiltinPolicies())
 	if got := actions(res); len(got) != 2 || res.Targets["a"] != 4 {
 		t.Errorf("actions %v target %d, want 2 deletes and target 4", got, res.Targets["a"])
+	}
+}
+
+// TestAdaptiveBootsOnlyWhatTheGangNeeds: an eight-node gang arrives to
+// one warm idle node; Plan boots the seven it lacks, not one more for the
+// warm count.
+func TestAdaptiveBootsOnlyWhatTheGangNeeds(t *testing.T) {
+	h := NewGapHistory()
+	h.setting.warm, h.learned = 1, true
+	c := cluster(0, 20, nodes("i", api.NodeIdle, 1, time.Minute), []Demand{{Job: "g", Instances: 8}})
+	c.Policy, c.Gaps = AdaptivePolicy, h
+	res := Plan(Snapshot{Computes: []Compute{c}}, t0, BuiltinPolicies())
+	if got := actions(res); len(got) != 1 || got[0] != "create 7" || res.Targets["a"] != 8 {
+		t.Errorf("actions %v target %d, want create 7 and target 8", got, res.Targets["a"])
 	}
 }
 
@@ -223,5 +241,33 @@ func TestGapHistorySurvivesJSON(t *testing.T) {
 		if err := json.Unmarshal([]byte(bad), &g); err == nil {
 			t.Errorf("%s was accepted", bad)
 		}
+	}
+}
+
+// TestChoicesAtMostHourly: a compute closing hundreds of gaps a minute
+// chooses its setting at most once an hour (each choice replays the whole
+// log under every candidate); the choice that came due is made at the
+// first submit an hour after the last.
+func TestChoicesAtMostHourly(t *testing.T) {
+	h := NewGapHistory()
+	at := t0
+	for range 600 { // 600 gaps in 10 minutes
+		h.NodeIdle(at)
+		h.Demand(at.Add(500*time.Millisecond), 1)
+		at = at.Add(time.Second)
+	}
+	first := h.chosen
+	if !h.learned || first == 0 || !h.due {
+		t.Fatalf("learned %v, chosen at %v, due %v: want a first choice and a later one due", h.learned, first, h.due)
+	}
+	h.NodeIdle(t0.Add(59 * time.Minute))
+	h.Demand(t0.Add(59*time.Minute+time.Second), 1)
+	if h.chosen != first {
+		t.Errorf("chose again %v after the first choice, want at most once an hour", time.Duration(h.chosen-first))
+	}
+	h.NodeIdle(t0.Add(61 * time.Minute))
+	h.Demand(t0.Add(61*time.Minute+time.Second), 1)
+	if h.chosen == first || h.due {
+		t.Errorf("no choice an hour later (due %v)", h.due)
 	}
 }

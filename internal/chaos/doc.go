@@ -3,8 +3,9 @@
 // runs twice. Its tests start real `tide server` processes (SQLite and
 // PostgreSQL), real agents and real jobs, then kill the server with
 // SIGKILL every few seconds, kill the leading replica and restart
-// PostgreSQL under two replicas, preempt half of a low-priority compute at
-// once, cut a gang's node off the network (sshd hosts in network
+// PostgreSQL under two replicas, preempt half of the busy low-priority
+// nodes at once, twice (8 nodes with real agents beside 192 simulated
+// ones, internal/tidetest/simagent) and at random (preemption_rate), cut a gang's node off the network (sshd hosts in network
 // namespaces), make a location's capacity unavailable for a while, and
 // fill the disk under the data dir. Each prints a row of the
 // table `make chaos` shows (jobs, kills, preemptions, lost, duplicated);

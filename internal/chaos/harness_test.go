@@ -38,6 +38,7 @@ type options struct {
 	unusableAfter time.Duration
 	maxDataSize   string // max_data_size ("" for the default)
 	settings      string // more settings of the local location, YAML lines
+	extra         string // more top-level config lines
 	locations     string // more locations, YAML list items
 	// A replica of several servers on one store: its name, its address
 	// (the replicas' addresses are known before any starts, for
@@ -71,7 +72,7 @@ func newServer(t *testing.T, o options) *server {
 	if o.unusableAfter == 0 {
 		o.unusableAfter = 10 * time.Second
 	}
-	extra := "" // top-level config lines
+	extra := o.extra // top-level config lines
 	if o.maxDataSize != "" {
 		extra = "max_data_size: " + o.maxDataSize + "\n"
 	}

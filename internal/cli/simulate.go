@@ -124,9 +124,10 @@ func (r *run) simulateCommand() *cobra.Command {
 		f      simFlags
 		policy string
 		plot   string
+		outage string
 	)
 	cmd := &cobra.Command{
-		Use:   "simulate --trace FILE -f COMPUTE.yml [--policy NAME] [--boot-time 180s] [--plot F.svg]",
+		Use:   "simulate --trace FILE -f COMPUTE.yml [--policy NAME] [--boot-time 180s] [--capacity-outage START+DURATION] [--plot F.svg]",
 		Short: "Replay a job trace against a compute's autoscaling, offline",
 		Long: `Replay a job trace on a virtual clock through tide's own scheduler and
 autoscaler, with a simulated provider that boots nodes in --boot-time, and
@@ -140,7 +141,11 @@ Alibaba's GPU trace (openb_pod_list_*.csv; pods never scheduled are skipped
 and counted; a pod gets the nodes that hold its GPUs, vCPUs and memory), and
 any CSV with a header through --columns (docs/simulate.md).
 Policies: fixed (Azure's idle_time_before_scale_down) and adaptive; a policy
-named with --policy replaces the compute's.`,
+named with --policy replaces the compute's.
+--capacity-outage 1h+30m makes every node creation fail with insufficient
+capacity for 30 minutes from 1 hour after the trace's first submit, as the
+local location's capacity_unavailable_for does on a server; the compute backs
+off as the server's controller does.`,
 		Example: "  tide simulate --trace philly.csv -f cluster.yml --set max_instances=100000 --policy adaptive",
 		Args:    r.exactArgs(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -149,6 +154,11 @@ named with --policy replaces the compute's.`,
 				return err
 			}
 			cfg.Policy = policy
+			if outage != "" {
+				if cfg.CapacityOutage, err = parseOutage(outage); err != nil {
+					return err
+				}
+			}
 			if plot != "" {
 				cfg.SeriesPoints = 2000
 			}
@@ -170,7 +180,21 @@ named with --policy replaces the compute's.`,
 	f.register(cmd)
 	cmd.Flags().StringVar(&policy, "policy", "", "autoscale policy: fixed or adaptive (default: the compute's)")
 	cmd.Flags().StringVar(&plot, "plot", "", "draw nodes and queued jobs over time into this SVG file")
+	cmd.Flags().StringVar(&outage, "capacity-outage", "", "START+DURATION: node creations fail with insufficient capacity from START (after the trace's first submit) for DURATION, e.g. 2h+30m")
 	return cmd
+}
+
+// parseOutage reads --capacity-outage START+DURATION.
+func parseOutage(v string) (simulate.Outage, error) {
+	start, dur, ok := strings.Cut(v, "+")
+	var o simulate.Outage
+	var err1, err2 error
+	o.Start, err1 = time.ParseDuration(strings.TrimSpace(start))
+	o.For, err2 = time.ParseDuration(strings.TrimSpace(dur))
+	if !ok || err1 != nil || err2 != nil || o.Start < 0 || o.For <= 0 {
+		return o, usagef("--capacity-outage %q: want START+DURATION, START from the trace's first submit (0s or more) and DURATION above 0, e.g. 2h+30m", v)
+	}
+	return o, nil
 }
 
 // runError classifies a simulation's error: impossible figures are the
@@ -210,6 +234,9 @@ func simTable(w io.Writer, cfg *simulate.Config, r simulate.Result) {
 	fmt.Fprintf(tw, "Cold starts:\t%.1f%% of jobs waited for a booting node\n", 100*r.ColdStartFraction)
 	fmt.Fprintf(tw, "Peak nodes:\t%d\n", r.PeakNodes)
 	fmt.Fprintf(tw, "Nodes:\t%d created, %d deleted, %d boot failures, %d preemptions\n", r.ScaleUps, r.ScaleDowns, r.BootFailures, r.Preemptions)
+	if o := cfg.CapacityOutage; o.For > 0 {
+		fmt.Fprintf(tw, "Capacity outage:\t%s to %s after the first submit: %d node creations refused\n", o.Start, o.Start+o.For, r.CapacityFailures)
+	}
 	tw.Flush()
 }
 

@@ -41,13 +41,13 @@ func TestBackoffCountsAScaleUpOnce(t *testing.T) {
 		c.recordFailure(ctx, "default", "c", "ProvisioningFailed", "insufficient capacity", now.Add(time.Duration(i)*time.Millisecond))
 	}
 	b := c.backoff[key("default", "c")]
-	if want := now.Add(time.Second); b.failures != 1 || !b.until.Equal(want) {
-		t.Fatalf("after one failed scale-up of 8 nodes: %d failure(s), back-off until %s; want 1, until %s", b.failures, b.until.Format(time.StampMilli), want.Format(time.StampMilli))
+	if want := now.Add(time.Second); b.Failures != 1 || !b.Until.Equal(want) {
+		t.Fatalf("after one failed scale-up of 8 nodes: %d failure(s), back-off until %s; want 1, until %s", b.Failures, b.Until.Format(time.StampMilli), want.Format(time.StampMilli))
 	}
 	later := now.Add(1500 * time.Millisecond) // the next round, after the back-off
 	c.recordFailure(ctx, "default", "c", "ProvisioningFailed", "insufficient capacity", later)
 	b = c.backoff[key("default", "c")]
-	if want := later.Add(2 * time.Second); b.failures != 2 || !b.until.Equal(want) {
-		t.Fatalf("after a second round: %d failure(s), back-off until %s; want 2, until %s", b.failures, b.until.Format(time.StampMilli), want.Format(time.StampMilli))
+	if want := later.Add(2 * time.Second); b.Failures != 2 || !b.Until.Equal(want) {
+		t.Fatalf("after a second round: %d failure(s), back-off until %s; want 2, until %s", b.Failures, b.Until.Format(time.StampMilli), want.Format(time.StampMilli))
 	}
 }

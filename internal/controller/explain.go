@@ -61,7 +61,7 @@ func (c *Controller) explain(ctx context.Context, waiting []scheduler.Waiting, p
 		nodeJobs[n.ID] = n.Job
 	}
 	c.mu.Lock()
-	failing := map[string]backoff{}
+	failing := map[string]autoscaler.Backoff{}
 	for k, b := range c.backoff {
 		failing[k] = b
 	}
@@ -85,9 +85,9 @@ func (c *Controller) explain(ctx context.Context, waiting []scheduler.Waiting, p
 			reason = pausedReason(byKey[k])
 		case unsched[w.Job] != "":
 			reason = unsched[w.Job]
-		case b.failures > 0 && now.Before(b.until):
+		case b.Failures > 0 && b.Blocks(now):
 			reason = fmt.Sprintf("waiting for %d node(s): provisioning is failing (%d failure(s), last: %s); retrying at %s",
-				w.Need, b.failures, b.last, b.until.UTC().Format(time.TimeOnly))
+				w.Need, b.Failures, b.Last, b.Until.UTC().Format(time.TimeOnly))
 		case w.Reason == scheduler.ReasonReserved:
 			reason = fmt.Sprintf("waiting behind %s (higher in the queue), which holds the free nodes of its compute", strings.SplitN(w.Head, "/", 2)[1])
 		case starting[k] > 0:

@@ -19,9 +19,7 @@ func (s *sim) plan() {
 	for _, a := range res.Actions {
 		switch a.Kind {
 		case autoscaler.ActionCreate:
-			for range a.Count {
-				s.create()
-			}
+			s.createNodes(a.Count)
 		case autoscaler.ActionDelete:
 			i := nodeIndex(a.Node)
 			s.setState(i, stGone)
@@ -125,6 +123,28 @@ func (s *sim) snapshot() {
 			}
 			c.Nodes = append(c.Nodes, an)
 		}
+	}
+}
+
+// createNodes creates count nodes as the controller's createNodes does:
+// nothing while the compute backs off; during a capacity outage each
+// creation fails and the back-off starts (the failures of one scale-up
+// count once), and a wake at its end asks Plan again.
+func (s *sim) createNodes(count int) {
+	at := s.base.Add(s.now)
+	if s.backoff.Blocks(at) {
+		return
+	}
+	for range count {
+		if !s.cfg.CapacityOutage.at(s.now) {
+			s.create()
+			continue
+		}
+		s.res.CapacityFailures++
+		s.backoff.Fail(at, "insufficient capacity")
+	}
+	if s.backoff.Blocks(at) {
+		s.ev.push(event{at: s.backoff.Until.Sub(s.base), kind: evWake})
 	}
 }
 

@@ -37,6 +37,9 @@ type Result struct {
 	// BootFailures and Preemptions count the simulated provider's faults.
 	BootFailures int `json:"-"`
 	Preemptions  int `json:"-"`
+	// CapacityFailures counts the node creations refused during
+	// Config.CapacityOutage.
+	CapacityFailures int `json:"-"`
 	// Failed counts the jobs preempted more often than Config.Retries
 	// allows: they ended without finishing.
 	Failed int `json:"failed_jobs"`

@@ -30,7 +30,7 @@ var shapes = []shape{
 	{"diurnal", genDiurnal, false, false},
 	{"bursty-batch", genBursty, false, false},
 	{"heavy-tail", genHeavyTail, true, true},
-	{"multi-gpu", genMultiGPU, false, true},
+	{"multi-gpu", genMultiGPU, true, true},
 	{"sparse", genSparse, false, false},
 	{"daily-batch", genDailyBatch, true, true},
 }

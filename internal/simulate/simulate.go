@@ -4,7 +4,8 @@
 // creates and deletes nodes, with the policy the compute names. A simulated
 // provider boots nodes after a boot time and may fail boots or preempt
 // low-priority nodes at a rate, from a seeded random source, so a run is
-// reproducible.
+// reproducible; during a capacity outage it refuses creations, and the
+// compute backs off as the controller does (autoscaler.Backoff).
 //
 // The simulation is discrete-event: it jumps from one event (a submit, a
 // job's end, a boot, an idle timer) to the next and calls Place and Plan
@@ -59,6 +60,12 @@ type Config struct {
 	Retries int
 	// Seed seeds the random source of boot failures and preemptions.
 	Seed uint64
+	// CapacityOutage, when its For is > 0, makes every node creation in
+	// its window fail with insufficient capacity, as the local location's
+	// capacity_unavailable_for does on a server: Plan's creations are
+	// refused and the compute backs off as the controller does
+	// (autoscaler.Backoff). Nodes that exist keep running.
+	CapacityOutage Outage
 	// full lists every node to Place and Plan instead of the nodes that
 	// matter (tests compare the two).
 	full bool
@@ -66,6 +73,15 @@ type Config struct {
 	// counts with at most this many points (for plots).
 	SeriesPoints int
 }
+
+// Outage is a capacity outage's window in the replay's time.
+type Outage struct {
+	Start time.Duration // from the trace's start (its first submit)
+	For   time.Duration // how long it lasts; 0: no outage
+}
+
+// at reports whether capacity is unavailable at t.
+func (o Outage) at(t time.Duration) bool { return o.For > 0 && t >= o.Start && t < o.Start+o.For }
 
 // DefaultRetries is the server's default tide.retries.on_node_failure.
 const DefaultRetries = 3
@@ -205,6 +221,9 @@ type sim struct {
 	// the policy is pure, so asking again would give the same.
 	memo *memoPolicy
 	gaps *autoscaler.GapHistory
+	// backoff is the compute's provisioning back-off, as the controller
+	// keeps it (a capacity outage's refused creations start it).
+	backoff autoscaler.Backoff
 
 	busyT, idleT, bootT nodeTime
 	retries             int
@@ -359,6 +378,9 @@ func (s *sim) handle(e event) {
 			return
 		}
 		s.setState(e.idx, stIdle)
+		if s.backoff.Failures > 0 && s.backoff.RecoveredBy(s.base.Add(n.created)) {
+			s.backoff = autoscaler.Backoff{} // the controller's recovered
+		}
 	case evPreempt:
 		n := &s.nodes[e.idx]
 		if n.state != stBusy || n.gen != e.gen {

@@ -2,8 +2,9 @@
 // Karpenter's fake cloud provider: it records calls, can be told to fail the
 // next Create, and runs no agent (tests register nodes with the server
 // themselves when they need to). With the token_dir setting it hands each
-// node's token to a program outside the server (the scale benchmark, whose
-// goroutines play 10,000 agents) as the file token_dir/<node id>.
+// node's token to a program outside the server (internal/tidetest/simagent,
+// whose goroutines play the agents of the scale benchmark's 10,000 nodes and
+// of the chaos suite's preemption storm) as the file token_dir/<node id>.
 package fake
 
 import (

@@ -1,0 +1,307 @@
+// Package simagent plays the agents of many nodes from goroutines of a
+// test: each speaks the real agent protocol (register, hold the assignment
+// stream, heartbeat, report assignments running and ended, send log lines,
+// upload and download checkpoints) with the token the server gave its node
+// through the fake provider's token_dir, but runs no process. The scale
+// benchmark (bench) and the chaos suite's preemption storm
+// (internal/chaos) run hundreds to 10,000 nodes with it.
+package simagent
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tideml/tide/api"
+)
+
+// Runner runs an assignment on a simulated node once the agent reported it
+// running. stop receives the server's cancel (a preemption has Preempt
+// set). It returns the attempt's final status (Completed, or Failed with
+// Preempted when the node was taken away), which the agent then reports.
+type Runner func(ctx context.Context, a *Agent, as *api.Assignment, stop <-chan api.Cancel) api.AssignmentStatus
+
+// Agent is the agent of one simulated node.
+type Agent struct {
+	ID    string
+	base  string
+	token string
+	hc    *http.Client // requests
+	strm  *http.Client // the assignment stream
+	beats *atomic.Int64
+	// held receives the agent each time it starts holding an assignment
+	// (Options.Hold); run runs it (Options.Run).
+	held chan<- *Agent
+	run  Runner
+
+	mu    sync.Mutex
+	cur   *api.Assignment // held, reported running
+	last  string          // the last assignment ended
+	stops map[string]chan api.Cancel
+}
+
+func (a *Agent) do(ctx context.Context, method, path string, body io.Reader, ctype string, out any) (int, error) {
+	req, err := http.NewRequestWithContext(ctx, method, a.base+path, body)
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Authorization", "Bearer "+a.token)
+	if ctype != "" {
+		req.Header.Set("Content-Type", ctype)
+	}
+	resp, err := a.hc.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode >= 300 {
+		msg, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, fmt.Errorf("node %s: %s %s: HTTP %d: %s", a.ID, method, path, resp.StatusCode, msg)
+	}
+	if w, ok := out.(io.Writer); ok {
+		_, err = io.Copy(w, resp.Body)
+		return resp.StatusCode, err
+	}
+	if out != nil {
+		return resp.StatusCode, json.NewDecoder(resp.Body).Decode(out)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	return resp.StatusCode, nil
+}
+
+func (a *Agent) post(ctx context.Context, path string, body, out any) error {
+	b, err := json.Marshal(body)
+	if err != nil {
+		return err
+	}
+	_, err = a.do(ctx, http.MethodPost, path, bytes.NewReader(b), "application/json", out)
+	return err
+}
+
+func assignmentPath(as *api.Assignment, what string) string {
+	return "/v1/agent/assignments/" + url.PathEscape(as.ID) + "/" + what
+}
+
+// Report sends the status of assignment as.
+func (a *Agent) Report(ctx context.Context, as *api.Assignment, st api.AssignmentStatus) error {
+	st.ID, st.NodeRank = as.ID, as.NodeRank
+	if st.Time.IsZero() {
+		st.Time = time.Now().UTC()
+	}
+	if st.Status == api.JobCompleted && st.ExitCode == nil {
+		st.ExitCode = new(int)
+	}
+	return a.post(ctx, assignmentPath(as, "status"), st, nil)
+}
+
+// Log sends lines of assignment as, numbered from first (the node's line
+// numbers start at 1 per assignment; the final status's LastNodeSeq says
+// how many there were).
+func (a *Agent) Log(ctx context.Context, as *api.Assignment, first int64, lines ...string) error {
+	b := api.LogBatch{}
+	for i, l := range lines {
+		b.Lines = append(b.Lines, api.LogLine{Node: as.NodeRank, NodeSeq: first + int64(i), Time: time.Now().UTC(), Stream: "stdout", Text: l})
+	}
+	return a.post(ctx, assignmentPath(as, "logs"), b, nil)
+}
+
+// Checkpoint downloads the job's latest checkpoint archive (the tar.gz the
+// agent uploads); nil when none was saved.
+func (a *Agent) Checkpoint(ctx context.Context, as *api.Assignment) ([]byte, error) {
+	var buf bytes.Buffer
+	code, err := a.do(ctx, http.MethodGet, assignmentPath(as, "checkpoint"), nil, "", &buf)
+	if code == http.StatusNotFound {
+		return nil, nil
+	}
+	return buf.Bytes(), err
+}
+
+// SaveCheckpoint uploads the job's checkpoint archive.
+func (a *Agent) SaveCheckpoint(ctx context.Context, as *api.Assignment, archive []byte) error {
+	_, err := a.do(ctx, http.MethodPut, assignmentPath(as, "checkpoint"), bytes.NewReader(archive), "application/gzip", nil)
+	return err
+}
+
+// Complete reports the held assignment completed (Options.Hold); the
+// node is idle then.
+func (a *Agent) Complete(ctx context.Context) error {
+	a.mu.Lock()
+	as := a.cur
+	a.cur = nil
+	if as != nil {
+		a.last = as.ID
+	}
+	a.mu.Unlock()
+	if as == nil {
+		return fmt.Errorf("node %s holds no assignment", a.ID)
+	}
+	return a.Report(ctx, as, api.AssignmentStatus{Status: api.JobCompleted})
+}
+
+// assigned handles an assign event: one already held or done is ignored
+// (the server re-sends what the store holds when a stream catches up).
+func (a *Agent) assigned(ctx context.Context, data string) error {
+	var as api.Assignment
+	if err := json.Unmarshal([]byte(data), &as); err != nil {
+		return fmt.Errorf("node %s: assignment: %w", a.ID, err)
+	}
+	a.mu.Lock()
+	dup := a.cur != nil && a.cur.ID == as.ID || a.last == as.ID
+	var stop chan api.Cancel
+	if !dup {
+		a.cur = &as
+		stop = make(chan api.Cancel, 1)
+		a.stops[as.ID] = stop
+	}
+	a.mu.Unlock()
+	if dup {
+		return nil
+	}
+	if err := a.Report(ctx, &as, api.AssignmentStatus{Status: api.JobRunning}); err != nil {
+		return err
+	}
+	switch {
+	case a.run != nil:
+		go func() {
+			st := a.run(ctx, a, &as, stop)
+			if ctx.Err() != nil {
+				return
+			}
+			a.mu.Lock()
+			a.cur, a.last = nil, as.ID
+			delete(a.stops, as.ID)
+			a.mu.Unlock()
+			if err := a.Report(ctx, &as, st); err != nil && ctx.Err() == nil {
+				// A real agent keeps the status and retries; one retry
+				// covers a keep-alive connection reset.
+				_ = a.Report(ctx, &as, st)
+			}
+		}()
+		return nil
+	case a.held != nil:
+		a.held <- a
+		return nil
+	}
+	return a.Complete(ctx)
+}
+
+// canceled hands a cancel event to the assignment's runner.
+func (a *Agent) canceled(data string) error {
+	var c api.Cancel
+	if err := json.Unmarshal([]byte(data), &c); err != nil {
+		return fmt.Errorf("node %s: cancel: %w", a.ID, err)
+	}
+	a.mu.Lock()
+	stop := a.stops[c.ID]
+	a.mu.Unlock()
+	if stop != nil {
+		select {
+		case stop <- c:
+		default: // a repeated notice: the first one is being handled
+		}
+	}
+	return nil
+}
+
+// listen reads the assignment stream until it ends.
+func (a *Agent) listen(ctx context.Context, body io.ReadCloser, errs chan<- error) {
+	defer body.Close()
+	sc := bufio.NewScanner(body)
+	sc.Buffer(make([]byte, 4096), 1<<20)
+	event := ""
+	for sc.Scan() {
+		line := sc.Text()
+		var err error
+		switch {
+		case strings.HasPrefix(line, "event: "):
+			event = strings.TrimPrefix(line, "event: ")
+		case strings.HasPrefix(line, "data: ") && event == "assign":
+			err = a.assigned(ctx, strings.TrimPrefix(line, "data: "))
+		case strings.HasPrefix(line, "data: ") && event == "cancel":
+			err = a.canceled(strings.TrimPrefix(line, "data: "))
+		case line == "":
+			event = ""
+		}
+		if err != nil && ctx.Err() == nil {
+			errs <- err
+			return
+		}
+	}
+	if ctx.Err() == nil {
+		errs <- fmt.Errorf("node %s: the server closed the assignment stream: %v", a.ID, sc.Err())
+	}
+}
+
+// heartbeat is what a real agent reports (see the agent's heartbeatLoop): what it
+// runs and used, the node's utilization and its input cache.
+func (a *Agent) heartbeat() api.AgentHeartbeat {
+	hb := api.AgentHeartbeat{NodeID: a.ID, Utilization: &api.NodeUtilization{CPUPercent: 1.5, MemoryBytes: 40 << 20},
+		Cache: &api.NodeCache{LimitBytes: 10 << 30}}
+	a.mu.Lock()
+	if a.cur != nil {
+		hb.Running = []string{a.cur.ID}
+		hb.Usage = map[string]api.JobUsage{a.cur.ID: {CPUSeconds: 0.1, MemoryBytes: 1 << 20, PeakMemoryBytes: 1 << 20}}
+	}
+	a.mu.Unlock()
+	return hb
+}
+
+// Run registers, holds the stream and heartbeats until ctx ends. It
+// returns the first error, or nil when ctx ended.
+func (a *Agent) Run(ctx context.Context) error {
+	var w api.AgentWelcome
+	if err := a.post(ctx, "/v1/agent/register", api.AgentHello{NodeID: a.ID, Capacity: api.Capacity{VCPUs: 4, MemoryGB: 14}}, &w); err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, a.base+"/v1/agent/stream", nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+a.token)
+	req.Header.Set("Accept", "text/event-stream")
+	resp, err := a.strm.Do(req)
+	if err != nil {
+		return fmt.Errorf("node %s: stream: %w", a.ID, err)
+	}
+	errs := make(chan error, 1)
+	go a.listen(ctx, resp.Body, errs)
+	every := time.Duration(w.HeartbeatSeconds) * time.Second
+	if every <= 0 {
+		every = 2 * time.Second
+	}
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	failed := 0
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case err := <-errs:
+			return err
+		case <-tick.C:
+			if err := a.post(ctx, "/v1/agent/heartbeat", a.heartbeat(), nil); err != nil {
+				if ctx.Err() != nil {
+					return nil
+				}
+				// A real agent retries; so does this one, at the next tick.
+				// A keep-alive connection the server closed just as a
+				// heartbeat was sent on it resets once in a while.
+				if failed++; failed == 3 {
+					return fmt.Errorf("node %s: 3 heartbeats in a row failed, the last: %w", a.ID, err)
+				}
+				continue
+			}
+			failed = 0
+			a.beats.Add(1)
+		}
+	}
+}
