@@ -19,6 +19,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tideml/tide/internal/provider"
+
 	"gopkg.in/yaml.v3"
 
 	"github.com/tideml/tide/api"
@@ -83,6 +85,10 @@ type Server struct {
 	// nil means time.Now. Tests set one to put the server at a chosen
 	// time; it is not read from the file.
 	Clock func() time.Time `yaml:"-" json:"-"`
+	// Providers builds the locations' providers by name; nil means the
+	// builtin ones (package provider/builtin). Tests add providers that
+	// wrap a builtin one; it is not read from the file.
+	Providers provider.Registry `yaml:"-" json:"-"`
 	// HeartbeatInterval is how often agents report; a node that misses
 	// UnusableAfter worth of heartbeats becomes unusable.
 	HeartbeatInterval time.Duration `yaml:"heartbeat_interval"`

@@ -64,6 +64,8 @@ type Controller struct {
 	order   []string
 	ordered map[string]bool // the keys in order
 	cursor  string
+	// nodes are every node, kept as jobs are (only Step uses them).
+	nodes nodeFeed
 	// startTimes is, per compute key, how long its nodes take to start
 	// (learnStartTimes); only Step uses it.
 	startTimes map[string]time.Duration
@@ -79,6 +81,12 @@ type Controller struct {
 	inflight map[string]bool               // node ids with a provider call under way
 	canceled map[string]time.Time          // assignment ids a cancel was pushed for, and when
 	backoff  map[string]autoscaler.Backoff // compute key -> provisioning back-off
+	// checks are the provider checks reported since the last turn,
+	// checking the locations whose check round runs, effects the
+	// background calls effect started (effects.go).
+	checks   []nodeCheck
+	checking map[string]bool
+	effects  map[string]*effectRun
 }
 
 // Options are what a Controller needs.
@@ -131,6 +139,8 @@ func New(o Options) *Controller {
 		attached:   map[string]provider.Provider{},
 		canceled:   map[string]time.Time{},
 		backoff:    map[string]autoscaler.Backoff{},
+		checking:   map[string]bool{},
+		effects:    map[string]*effectRun{},
 		runtimes:   map[string]string{},
 		jobs:       map[string]api.Job{},
 		startTimes: map[string]time.Duration{},
@@ -165,6 +175,7 @@ func (c *Controller) Runtime(location string) string {
 // Run loops until ctx ends.
 func (c *Controller) Run(ctx context.Context) error {
 	c.started = c.now()
+	c.nodes = nodeFeed{} // a new term (a replica that leads again) reads them all
 	if err := c.reconcile(ctx); err != nil {
 		c.log.Error("reconciling providers", "err", err)
 	}
@@ -197,7 +208,7 @@ func (c *Controller) Run(ctx context.Context) error {
 		case <-timerC:
 		case <-liveness.C:
 		case <-resync.C:
-			if err := c.checkProviders(ctx); err != nil {
+			if err := c.startChecks(ctx); err != nil {
 				c.log.Warn("checking providers", "err", err)
 			}
 		}
@@ -232,7 +243,7 @@ func (c *Controller) load(ctx context.Context) (*snapshot, error) {
 		if s.computes, err = tx.ListComputes(ctx, ""); err != nil {
 			return err
 		}
-		if s.nodes, err = tx.ListNodes(ctx, "", ""); err != nil {
+		if s.nodes, err = c.nodes.read(ctx, tx); err != nil {
 			return err
 		}
 		if full {
@@ -307,6 +318,7 @@ func (c *Controller) Step(ctx context.Context) (time.Time, error) {
 	writes := c.store.(*writeCounter).n.Load()
 	var errs []error
 	errs = append(errs, c.provisioning(ctx, s, now))
+	errs = append(errs, c.applyChecks(ctx, s, now))
 	waits, err := c.serverless(ctx, s, now)
 	errs = append(errs, err)
 	errs = append(errs, c.liveness(ctx, s, now))
@@ -475,7 +487,7 @@ func (c *Controller) quotaCap(cp *api.Compute) int {
 func (c *Controller) status(ctx context.Context, s *snapshot, plan autoscaler.Result, now time.Time) error {
 	var nodes []api.Node
 	if err := c.store.View(ctx, func(tx store.Tx) (err error) {
-		nodes, err = tx.ListNodes(ctx, "", "")
+		nodes, err = c.nodes.read(ctx, tx)
 		return err
 	}); err != nil {
 		return err

@@ -172,17 +172,19 @@ func (c *Controller) stopInstance(ctx context.Context, cp *api.Compute, n api.No
 	p, _ := c.provider(ctx, n.Location)
 	go func() {
 		defer c.release(n.ID)
+		pctx, cancel := context.WithTimeout(ctx, callTimeout)
+		defer cancel()
 		var err error
 		switch st, ok := p.(provider.Stopper); {
 		case p == nil:
 		case ok:
-			err = st.Stop(ctx, n.ID)
+			err = st.Stop(pctx, n.ID)
 		default:
 			_ = c.store.Update(ctx, func(tx store.Tx) error {
 				return tx.AddEvent(ctx, cp.Workspace, "compute/"+cp.Name, &api.Event{Time: now, Kind: "DiskLost",
 					Message: fmt.Sprintf("location %s's provider (%s) cannot keep a stopped node's disk: the instance starts again on a fresh one", n.Location, p.Name())})
 			})
-			err = p.Delete(ctx, n.ID)
+			err = p.Delete(pctx, n.ID)
 		}
 		if err != nil && !provider.IsNotFound(err) {
 			c.log.Warn("stopping instance", "node", n.ID, "err", err)

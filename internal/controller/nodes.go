@@ -89,11 +89,15 @@ func (c *Controller) createNodes(ctx context.Context, cp *api.Compute, count int
 func (c *Controller) launch(ctx context.Context, p provider.Provider, req provider.NodeRequest, code, what string) {
 	go func() {
 		defer c.release(req.ID)
-		pn, err := p.Create(ctx, req)
+		// A create that hangs would keep the node in flight, out of
+		// liveness's reach: it gets the time a node has to register.
+		cctx, cancel := context.WithTimeout(ctx, c.cfg.ProvisionTimeout)
+		pn, err := p.Create(cctx, req)
+		cancel()
 		if err != nil {
 			c.log.Warn(what+" failed", "node", req.ID, "err", err)
 			c.recordFailure(ctx, req.Workspace, req.Compute, code, fmt.Sprintf("%s %s: %v", what, req.ID, err), c.now().UTC())
-			c.forget(ctx, req.ID)
+			c.undoCreate(ctx, p, req, err)
 			return
 		}
 		_ = c.store.Update(ctx, func(tx store.Tx) error {
@@ -105,6 +109,58 @@ func (c *Controller) launch(ctx context.Context, p provider.Provider, req provid
 			return tx.PutNode(ctx, cur)
 		})
 	}()
+}
+
+// undoCreate deletes what a failed create may have left before the node's
+// record goes: a create that timed out may have started the node all the
+// same (an ssh host that answered late keeps the node's folder and agent,
+// which count against the host's capacity). The node is leaving
+// meanwhile, so an agent that registers takes no job; one that registered
+// already is kept (the node works). When the delete fails too, the record
+// stays, unusable, and the autoscaler deletes the node again until it is
+// gone. An instance's node is stopped instead, keeping its disk.
+func (c *Controller) undoCreate(ctx context.Context, p provider.Provider, req provider.NodeRequest, createErr error) {
+	id := req.ID
+	if provider.IsInsufficientCapacity(createErr) || provider.IsAlreadyExists(createErr) {
+		c.forget(ctx, id) // nothing was made (or it is another's)
+		return
+	}
+	undo := p.Delete
+	if req.Keep {
+		st, ok := p.(provider.Stopper)
+		if !ok {
+			c.forget(ctx, id) // a delete would lose the kept disk
+			return
+		}
+		undo = st.Stop
+	}
+	var n *api.Node
+	err := c.store.Update(ctx, func(tx store.Tx) (err error) {
+		if n, err = tx.GetNode(ctx, id); err != nil || n.State != api.NodePreparing {
+			return err
+		}
+		n.State, n.StateSince, n.Error = api.NodeLeaving, c.now().UTC(), fmt.Sprintf("creating it failed: %v", createErr)
+		return tx.PutNode(ctx, n)
+	})
+	if err != nil {
+		return // its record is gone (or cannot be read: liveness gives up on it)
+	}
+	if n.State != api.NodeLeaving {
+		c.log.Info("keeping a node whose create failed: its agent registered", "node", id, "state", n.State)
+		return
+	}
+	dctx, cancel := context.WithTimeout(ctx, callTimeout)
+	err = undo(dctx, id)
+	cancel()
+	if err == nil || provider.IsNotFound(err) {
+		c.forget(ctx, id)
+		return
+	}
+	c.log.Warn("deleting what a failed create left", "node", id, "err", err)
+	reason := fmt.Sprintf("creating it failed (%v) and deleting what it may have left failed too (%v); tide deletes it again", createErr, err)
+	if err := c.markUnusable(ctx, *n, reason, c.now().UTC()); err != nil {
+		c.log.Warn("marking node unusable", "node", id, "err", err)
+	}
 }
 
 // claim marks a node as having a provider call under way; it reports
@@ -183,7 +239,10 @@ func (c *Controller) removeNode(ctx context.Context, n api.Node, reason string) 
 	go func() {
 		defer c.release(n.ID)
 		if p, ok := c.provider(ctx, n.Location); ok {
-			if err := p.Delete(ctx, n.ID); err != nil && !provider.IsNotFound(err) {
+			dctx, cancel := context.WithTimeout(ctx, callTimeout)
+			err := p.Delete(dctx, n.ID)
+			cancel()
+			if err != nil && !provider.IsNotFound(err) {
 				c.log.Warn("deleting node", "node", n.ID, "err", err)
 				return
 			}

@@ -130,6 +130,10 @@ func New(ctx context.Context, cfg config.Server, log *slog.Logger) (*Server, err
 		st.Close()
 		return nil, err
 	}
+	if err := checkReplicaCA(ctx, st, cfg, s.caFingerprint); err != nil {
+		st.Close()
+		return nil, err
+	}
 	cfg.CAFingerprint = s.caFingerprint
 	s.cfg = cfg
 	if s.files, err = filestore.Open(ctx, cfg.StorageDatastore()); err != nil {
@@ -171,8 +175,12 @@ func New(ctx context.Context, cfg config.Server, log *slog.Logger) (*Server, err
 	}
 	s.studio = s.newStudio()
 	providers := map[string]provider.Provider{}
+	registry := cfg.Providers
+	if registry == nil {
+		registry = builtin.Providers()
+	}
 	for _, l := range cfg.Locations {
-		p, err := builtin.Providers().New(l.Provider, l.Settings, provider.Deps{Logger: log.With("location", l.Name), DataDir: filepath.Join(cfg.DataDir, "locations", l.Name)})
+		p, err := registry.New(l.Provider, l.Settings, provider.Deps{Logger: log.With("location", l.Name), DataDir: filepath.Join(cfg.DataDir, "locations", l.Name)})
 		if err != nil {
 			log.Error("location has no working provider", "location", l.Name, "err", err)
 			continue

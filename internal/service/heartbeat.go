@@ -101,27 +101,45 @@ func (s *Service) writeHeartbeats() {
 	}
 }
 
-// heartbeat records one node's heartbeat in tx.
+// heartbeat records one node's heartbeat in tx. A heartbeat writes the
+// node's heartbeat fields alone (store.Tx.PutNodeBeat): it neither decodes
+// nor rewrites the node's record, and is no change for the controller's
+// node feed. One that reports activity (a compute instance's node, whose
+// idle shutdown the controller decides from it) writes the whole record.
 func (s *Service) heartbeat(ctx context.Context, tx store.Tx, nodeID string, hb api.AgentHeartbeat) error {
-	n, err := tx.GetNode(ctx, nodeID)
+	now := s.now()
+	if hb.Activity != nil {
+		n, err := tx.GetNode(ctx, nodeID)
+		if err != nil {
+			return err
+		}
+		b := store.BeatOf(n)
+		applyBeat(&b, n.Job, hb, now)
+		b.Apply(n)
+		n.Activity = hb.Activity
+		if busy, _ := instance.Active(hb.Activity, n.Job); busy {
+			n.ActiveAt = now
+		}
+		return tx.PutNode(ctx, n)
+	}
+	job, b, err := tx.GetNodeBeat(ctx, nodeID)
 	if err != nil {
 		return err
 	}
-	n.LastHeartbeat = s.now()
-	n.Utilization = hb.Utilization
+	applyBeat(&b, job, hb, now)
+	return tx.PutNodeBeat(ctx, nodeID, b)
+}
+
+// applyBeat sets b to what heartbeat hb, of a node running job, says.
+func applyBeat(b *store.NodeBeat, job string, hb api.AgentHeartbeat, now time.Time) {
+	b.LastHeartbeat = now
+	b.Utilization = hb.Utilization
 	if hb.Cache != nil {
-		n.Cache = hb.Cache
+		b.Cache = hb.Cache
 	}
-	if u, ok := hb.Usage[n.Job]; ok {
-		n.JobUsage = &u
+	if u, ok := hb.Usage[job]; ok {
+		b.JobUsage = &u
 	} else {
-		n.JobUsage = nil
+		b.JobUsage = nil
 	}
-	if hb.Activity != nil {
-		n.Activity = hb.Activity
-		if busy, _ := instance.Active(hb.Activity, n.Job); busy {
-			n.ActiveAt = n.LastHeartbeat
-		}
-	}
-	return tx.PutNode(ctx, n)
 }

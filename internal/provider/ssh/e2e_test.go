@@ -70,15 +70,7 @@ func TestEndToEnd(t *testing.T) {
 	j = srv.WaitJob(j.Name, 30*time.Second, func(j *api.Job) bool { return j.Status == api.JobRunning && len(j.Ranks) == 1 })
 	node := j.Ranks[0].Node
 	host := hostOf[node]
-	if err := l.Cut(host, true); err != nil {
-		t.Fatal(err)
-	}
-	restored := false
-	defer func() {
-		if !restored {
-			_ = l.Cut(host, false)
-		}
-	}()
+	restore := l.cut(t, host)
 	var states []string
 	if !servertest.Poll(ctx, 30*time.Second, func() bool {
 		ns, _ := srv.Client.Nodes(ctx, "default", "cpu-cluster")
@@ -99,10 +91,7 @@ func TestEndToEnd(t *testing.T) {
 	}
 	_, _ = srv.Client.CancelJob(ctx, "default", j.Name)
 	srv.WaitJob(j.Name, 30*time.Second, servertest.Terminal)
-	if err := l.Cut(host, false); err != nil {
-		t.Fatal(err)
-	}
-	restored = true
+	restore()
 	nodeDir := filepath.Join(settings["hosts"].([]any)[host].(map[string]any)["dir"].(string), "nodes", node)
 	if !servertest.Poll(ctx, 60*time.Second, func() bool {
 		_, err := os.Stat(nodeDir)

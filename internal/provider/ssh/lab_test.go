@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 
 	"github.com/tideml/tide/internal/provider/ssh/sshlab"
@@ -36,6 +37,25 @@ func (l *lab) settings(base string, capacity int, knownHostsFile string) map[str
 		s["known_hosts"] = knownHostsFile
 	}
 	return s
+}
+
+// cut takes host i off the network until restore, or the test's end,
+// brings it back.
+func (l *lab) cut(t *testing.T, i int) (restore func()) {
+	t.Helper()
+	if err := l.Cut(i, true); err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	restore = func() {
+		once.Do(func() {
+			if err := l.Cut(i, false); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	t.Cleanup(restore)
+	return restore
 }
 
 // testLab is the package's lab, built by TestMain.

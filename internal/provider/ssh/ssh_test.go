@@ -149,15 +149,7 @@ func TestHostCutOff(t *testing.T) {
 	if _, err := p.Get(ctx, "nothing"); !provider.IsNotFound(err) {
 		t.Fatalf("Get on a reachable host: %v; want NotFound", err)
 	}
-	if err := l.Cut(1, true); err != nil {
-		t.Fatal(err)
-	}
-	restored := false
-	defer func() {
-		if !restored {
-			_ = l.Cut(1, false)
-		}
-	}()
+	restore := l.cut(t, 1)
 	var ue *ssh.UnreachableError
 	if _, err := p.Get(ctx, "nothing"); !errors.As(err, &ue) {
 		t.Fatalf("Get on a host cut off: %v; want *UnreachableError", err)
@@ -167,10 +159,7 @@ func TestHostCutOff(t *testing.T) {
 	if took := time.Since(start); !errors.As(err, &ue) || !strings.Contains(err.Error(), "unreachable since") || took > time.Second {
 		t.Errorf("second Get on a host cut off: %v after %s; want an immediate *UnreachableError", err, took)
 	}
-	if err := l.Cut(1, false); err != nil {
-		t.Fatal(err)
-	}
-	restored = true
+	restore()
 	if !servertest.Poll(ctx, 20*time.Second, func() bool {
 		_, err := p.Get(ctx, "nothing")
 		return provider.IsNotFound(err)
