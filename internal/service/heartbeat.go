@@ -2,8 +2,10 @@ package service
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -37,10 +39,24 @@ type beatBatch struct {
 	done  chan struct{}                 // closed once written (or failed)
 	err   error                         // the transaction's
 	errs  map[string]error              // by node: its record is gone
+	beat  map[string]Beat               // by node: what the heartbeat found
 }
 
-// Heartbeat records that a node's agent is alive, and what it measured.
-func (s *Service) Heartbeat(ctx context.Context, nodeID string, hb api.AgentHeartbeat) error {
+// Beat is what a heartbeat found when it reconciled what the agent reports
+// with what the store says.
+type Beat struct {
+	// Cancel lists the assignments the agent runs that the store does not
+	// place on its node: the agent must stop them.
+	Cancel []string
+	// Missing is set when the store places an assignment on the node and
+	// the agent runs nothing: it refused it or missed its push, and
+	// Pending says what to send again.
+	Missing bool
+}
+
+// Heartbeat records that a node's agent is alive, and what it measured,
+// and reconciles the assignments it reports with the store's.
+func (s *Service) Heartbeat(ctx context.Context, nodeID string, hb api.AgentHeartbeat) (Beat, error) {
 	g := &s.beats
 	g.mu.Lock()
 	b := g.next
@@ -57,12 +73,12 @@ func (s *Service) Heartbeat(ctx context.Context, nodeID string, hb api.AgentHear
 	select {
 	case <-b.done:
 	case <-ctx.Done():
-		return ctx.Err()
+		return Beat{}, ctx.Err()
 	}
 	if b.err != nil {
-		return b.err
+		return Beat{}, b.err
 	}
-	return b.errs[nodeID]
+	return b.beat[nodeID], b.errs[nodeID]
 }
 
 // writeHeartbeats writes the waiting batch, then the one collected
@@ -81,11 +97,12 @@ func (s *Service) writeHeartbeats() {
 		g.mu.Unlock()
 		ctx, cancel := context.WithTimeout(context.Background(), heartbeatWriteTimeout)
 		b.err = s.Store.Update(ctx, func(tx store.Tx) error {
-			b.errs = map[string]error{} // PostgreSQL may run this again
+			b.errs, b.beat = map[string]error{}, map[string]Beat{} // PostgreSQL may run this again
 			// In key order, so that two transactions never lock nodes in
 			// opposite orders.
 			for _, id := range slices.Sorted(maps.Keys(b.beats)) {
-				err := s.heartbeat(ctx, tx, id, b.beats[id])
+				beat, err := s.heartbeat(ctx, tx, id, b.beats[id])
+				b.beat[id] = beat
 				if store.IsNotFound(err) {
 					b.errs[id] = notFound("node", id, "the node was deleted; stop this agent")
 					continue
@@ -101,11 +118,15 @@ func (s *Service) writeHeartbeats() {
 	}
 }
 
-// heartbeat records one node's heartbeat in tx.
-func (s *Service) heartbeat(ctx context.Context, tx store.Tx, nodeID string, hb api.AgentHeartbeat) error {
+// heartbeat records one node's heartbeat in tx. An assignment the agent
+// runs other than the node's job is read, and stopped unless the store
+// places it on the node; an assignment the agent refused is noted on its
+// job.
+func (s *Service) heartbeat(ctx context.Context, tx store.Tx, nodeID string, hb api.AgentHeartbeat) (Beat, error) {
+	var beat Beat
 	n, err := tx.GetNode(ctx, nodeID)
 	if err != nil {
-		return err
+		return beat, err
 	}
 	n.LastHeartbeat = s.now()
 	n.Utilization = hb.Utilization
@@ -123,5 +144,53 @@ func (s *Service) heartbeat(ctx context.Context, tx store.Tx, nodeID string, hb 
 			n.ActiveAt = n.LastHeartbeat
 		}
 	}
-	return tx.PutNode(ctx, n)
+	for _, id := range hb.Running {
+		if id == n.Job {
+			continue
+		}
+		on, err := onNode(ctx, tx, nodeID, id)
+		if err != nil {
+			return beat, err
+		}
+		if !on {
+			beat.Cancel = append(beat.Cancel, id)
+		}
+	}
+	beat.Missing = n.Job != "" && len(hb.Running) == 0
+	for _, id := range hb.Refused {
+		ws, name, _, err := ParseAssignmentID(id)
+		if err != nil || id != n.Job {
+			continue
+		}
+		msg := fmt.Sprintf("node %s refused assignment %s: its agent still ran %s; tide stops that and sends the assignment again", nodeID, id, strings.Join(hb.Running, ", "))
+		if err := tx.AddEvent(ctx, ws, "job/"+name, &api.Event{Time: n.LastHeartbeat, Kind: "AssignmentRefused", Message: msg}); err != nil {
+			return beat, err
+		}
+	}
+	return beat, tx.PutNode(ctx, n)
+}
+
+// onNode reports whether the store places assignment id on node nodeID:
+// its job's current attempt is unfinished and one of its ranks is there.
+func onNode(ctx context.Context, tx store.Tx, nodeID, id string) (bool, error) {
+	ws, name, attempt, err := ParseAssignmentID(id)
+	if err != nil {
+		return false, nil
+	}
+	j, err := tx.GetJob(ctx, ws, name)
+	if store.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if j.Attempt != attempt || api.JobTerminal(j.Status) {
+		return false, nil
+	}
+	for _, r := range j.Ranks {
+		if r.Node == nodeID && !api.JobTerminal(r.Status) {
+			return true, nil
+		}
+	}
+	return false, nil
 }
