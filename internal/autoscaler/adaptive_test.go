@@ -243,3 +243,31 @@ func TestGapHistorySurvivesJSON(t *testing.T) {
 		}
 	}
 }
+
+// TestChoicesAtMostHourly: a compute closing hundreds of gaps a minute
+// chooses its setting at most once an hour (each choice replays the whole
+// log under every candidate); the choice that came due is made at the
+// first submit an hour after the last.
+func TestChoicesAtMostHourly(t *testing.T) {
+	h := NewGapHistory()
+	at := t0
+	for range 600 { // 600 gaps in 10 minutes
+		h.NodeIdle(at)
+		h.Demand(at.Add(500*time.Millisecond), 1)
+		at = at.Add(time.Second)
+	}
+	first := h.chosen
+	if !h.learned || first == 0 || !h.due {
+		t.Fatalf("learned %v, chosen at %v, due %v: want a first choice and a later one due", h.learned, first, h.due)
+	}
+	h.NodeIdle(t0.Add(59 * time.Minute))
+	h.Demand(t0.Add(59*time.Minute+time.Second), 1)
+	if h.chosen != first {
+		t.Errorf("chose again %v after the first choice, want at most once an hour", time.Duration(h.chosen-first))
+	}
+	h.NodeIdle(t0.Add(61 * time.Minute))
+	h.Demand(t0.Add(61*time.Minute+time.Second), 1)
+	if h.chosen == first || h.due {
+		t.Errorf("no choice an hour later (due %v)", h.due)
+	}
+}

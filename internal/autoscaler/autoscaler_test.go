@@ -1,6 +1,7 @@
 package autoscaler
 
 import (
+	"cmp"
 	"fmt"
 	"math/rand/v2"
 	"reflect"
@@ -481,8 +482,11 @@ func TestPlanProperties(t *testing.T) {
 						fail("%s: deleted node %+v, which is busy, booting or leaving", c.Key, n)
 					default:
 						deletedIdle++
-						if existing <= limit && t0.Sub(n.IdleSince) < c.IdleTimeout {
-							fail("%s: deleted node %s idle only %v < %v", c.Key, n.ID, t0.Sub(n.IdleSince), c.IdleTimeout)
+						// The policy's timeout: the adaptive policy's learned
+						// one may be shorter than the compute's.
+						timeout := BuiltinPolicies()[cmp.Or(c.Policy, DefaultPolicy)].Decide(&c, t0).IdleTimeout
+						if existing <= limit && t0.Sub(n.IdleSince) < timeout {
+							fail("%s: deleted node %s idle only %v < %v", c.Key, n.ID, t0.Sub(n.IdleSince), timeout)
 						}
 					}
 				}

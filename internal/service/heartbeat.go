@@ -118,34 +118,64 @@ func (s *Service) writeHeartbeats() {
 	}
 }
 
-// heartbeat records one node's heartbeat in tx. An assignment the agent
-// runs other than the node's job is read, and stopped unless the store
-// places it on the node; an assignment the agent refused is noted on its
-// job.
+// heartbeat records one node's heartbeat in tx. A heartbeat writes the
+// node's heartbeat fields alone (store.Tx.PutNodeBeat): it neither decodes
+// nor rewrites the node's record, and is no change for the controller's
+// node feed. One that reports activity (a compute instance's node, whose
+// idle shutdown the controller decides from it) writes the whole record.
+// Then what the agent runs is reconciled with the store (reconcileBeat).
 func (s *Service) heartbeat(ctx context.Context, tx store.Tx, nodeID string, hb api.AgentHeartbeat) (Beat, error) {
-	var beat Beat
-	n, err := tx.GetNode(ctx, nodeID)
-	if err != nil {
-		return beat, err
-	}
-	n.LastHeartbeat = s.now()
-	n.Utilization = hb.Utilization
-	if hb.Cache != nil {
-		n.Cache = hb.Cache
-	}
-	if u, ok := hb.Usage[n.Job]; ok {
-		n.JobUsage = &u
-	} else {
-		n.JobUsage = nil
-	}
+	now := s.now()
 	if hb.Activity != nil {
+		n, err := tx.GetNode(ctx, nodeID)
+		if err != nil {
+			return Beat{}, err
+		}
+		b := store.BeatOf(n)
+		applyBeat(&b, n.Job, hb, now)
+		b.Apply(n)
 		n.Activity = hb.Activity
 		if busy, _ := instance.Active(hb.Activity, n.Job); busy {
-			n.ActiveAt = n.LastHeartbeat
+			n.ActiveAt = now
 		}
+		if err := tx.PutNode(ctx, n); err != nil {
+			return Beat{}, err
+		}
+		return reconcileBeat(ctx, tx, nodeID, n.Job, hb, now)
 	}
+	job, b, err := tx.GetNodeBeat(ctx, nodeID)
+	if err != nil {
+		return Beat{}, err
+	}
+	applyBeat(&b, job, hb, now)
+	if err := tx.PutNodeBeat(ctx, nodeID, b); err != nil {
+		return Beat{}, err
+	}
+	return reconcileBeat(ctx, tx, nodeID, job, hb, now)
+}
+
+// applyBeat sets b to what heartbeat hb, of a node running job, says.
+func applyBeat(b *store.NodeBeat, job string, hb api.AgentHeartbeat, now time.Time) {
+	b.LastHeartbeat = now
+	b.Utilization = hb.Utilization
+	if hb.Cache != nil {
+		b.Cache = hb.Cache
+	}
+	if u, ok := hb.Usage[job]; ok {
+		b.JobUsage = &u
+	} else {
+		b.JobUsage = nil
+	}
+}
+
+// reconcileBeat compares what the agent of a node whose job is job runs
+// with the store. An assignment the agent runs other than the node's job
+// is read, and stopped unless the store places it on the node; an
+// assignment the agent refused is noted on its job.
+func reconcileBeat(ctx context.Context, tx store.Tx, nodeID, job string, hb api.AgentHeartbeat, now time.Time) (Beat, error) {
+	var beat Beat
 	for _, id := range hb.Running {
-		if id == n.Job {
+		if id == job {
 			continue
 		}
 		on, err := onNode(ctx, tx, nodeID, id)
@@ -156,18 +186,18 @@ func (s *Service) heartbeat(ctx context.Context, tx store.Tx, nodeID string, hb 
 			beat.Cancel = append(beat.Cancel, id)
 		}
 	}
-	beat.Missing = n.Job != "" && len(hb.Running) == 0
+	beat.Missing = job != "" && len(hb.Running) == 0
 	for _, id := range hb.Refused {
 		ws, name, _, err := ParseAssignmentID(id)
-		if err != nil || id != n.Job {
+		if err != nil || id != job {
 			continue
 		}
 		msg := fmt.Sprintf("node %s refused assignment %s: its agent still ran %s; tide stops that and sends the assignment again", nodeID, id, strings.Join(hb.Running, ", "))
-		if err := tx.AddEvent(ctx, ws, "job/"+name, &api.Event{Time: n.LastHeartbeat, Kind: "AssignmentRefused", Message: msg}); err != nil {
+		if err := tx.AddEvent(ctx, ws, "job/"+name, &api.Event{Time: now, Kind: "AssignmentRefused", Message: msg}); err != nil {
 			return beat, err
 		}
 	}
-	return beat, tx.PutNode(ctx, n)
+	return beat, nil
 }
 
 // onNode reports whether the store places assignment id on node nodeID:
