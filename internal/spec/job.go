@@ -65,7 +65,7 @@ const jobTypesText = "tide supports type: command, type: pipeline and type: swee
 const dataTypesText = "uri_file, uri_folder, mlflow_model, custom_model, triton_model or mltable"
 
 var (
-	inputModes    = []string{"ro_mount", "download"}
+	inputModes    = []string{"ro_mount", "download", "eval_mount", "eval_download"}
 	outputModes   = []string{"rw_mount", "upload"}
 	literalTypes  = []string{"string", "integer", "number", "boolean"}
 	distTypes     = []string{"pytorch", "mpi", "tensorflow"}
@@ -353,6 +353,8 @@ func checkJobBody(j *api.Job, bad func(field, format string, args ...any)) {
 			}
 			if in.Mode != "" && !slices.Contains(inputModes, in.Mode) {
 				bad(fp+".mode", "must be one of %s, got %q", strings.Join(inputModes, ", "), in.Mode)
+			} else if strings.HasPrefix(in.Mode, "eval_") && in.Type != api.InputMLTable {
+				bad(fp+".mode", "%s evaluates an MLTable file: only for type: mltable; use %s", in.Mode, map[string]string{"eval_mount": "ro_mount", "eval_download": "download"}[in.Mode])
 			}
 			if _, problem := ClassifyDataPath(in.Path); problem != "" && strings.TrimSpace(in.Path) != "" {
 				bad(fp+".path", "%s", problem)
