@@ -114,6 +114,16 @@ func (j *job) prepareData(ctx context.Context) error {
 			return fmt.Errorf("inputs.%s: input names must be plain names", name)
 		}
 		in := j.as.Data[name]
+		if in.Mode == "direct" {
+			// Azure's direct: the job reads the data itself, from
+			// the URI.
+			if _, _, ok := api.ParseBlobRef(in.Path); ok {
+				return fmt.Errorf("inputs.%s: direct gives the job the input's URI, and this data was uploaded to tide and has none; use ro_mount or download", name)
+			}
+			j.logs.add("tide", fmt.Sprintf("inputs.%s: %s (direct: not fetched; the job reads it)", name, in.Path))
+			bound[name] = in.Path
+			continue
+		}
 		dst := filepath.Join(j.inputsDir(), name)
 		if err := removeTree(dst); err != nil {
 			return fmt.Errorf("inputs.%s: clearing %s: %w", name, dst, err)
