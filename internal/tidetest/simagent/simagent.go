@@ -151,11 +151,7 @@ func (a *Agent) Complete(ctx context.Context) error {
 
 // assigned handles an assign event: one already held or done is ignored
 // (the server re-sends what the store holds when a stream catches up).
-func (a *Agent) assigned(ctx context.Context, data string) error {
-	var as api.Assignment
-	if err := json.Unmarshal([]byte(data), &as); err != nil {
-		return fmt.Errorf("node %s: assignment: %w", a.ID, err)
-	}
+func (a *Agent) assigned(ctx context.Context, as api.Assignment) error {
 	a.mu.Lock()
 	dup := a.cur != nil && a.cur.ID == as.ID || a.last == as.ID
 	var stop chan api.Cancel
@@ -242,7 +238,12 @@ func (a *Agent) listen(ctx, sctx context.Context, body io.ReadCloser, errs chan<
 		case strings.HasPrefix(line, "event: "):
 			event = strings.TrimPrefix(line, "event: ")
 		case strings.HasPrefix(line, "data: ") && event == "assign":
-			err = a.assigned(ctx, strings.TrimPrefix(line, "data: "))
+			var as api.Assignment
+			if err = json.Unmarshal([]byte(strings.TrimPrefix(line, "data: ")), &as); err != nil {
+				err = fmt.Errorf("node %s: assignment: %w", a.ID, err)
+				break
+			}
+			err = a.assigned(ctx, as)
 		case strings.HasPrefix(line, "data: ") && event == "cancel":
 			err = a.canceled(strings.TrimPrefix(line, "data: "))
 		case line == "":
@@ -347,7 +348,8 @@ func (a *Agent) session(ctx context.Context) (connected bool, err error) {
 		case err := <-errs:
 			return true, err
 		case <-tick.C:
-			if err := a.post(ctx, "/v1/agent/heartbeat", a.heartbeat(), nil); err != nil {
+			var reply api.AgentHeartbeatReply
+			if err := a.post(ctx, "/v1/agent/heartbeat", a.heartbeat(), &reply); err != nil {
 				if ctx.Err() != nil {
 					return true, nil
 				}
@@ -361,6 +363,16 @@ func (a *Agent) session(ctx context.Context) (connected bool, err error) {
 			}
 			failed = 0
 			a.beats.Add(1)
+			// As a real agent: stop what the store does not place here,
+			// run what it does and this agent missed.
+			for _, id := range reply.Cancel {
+				a.stop(api.Cancel{ID: id, Reason: "the server no longer wants this assignment"})
+			}
+			if reply.Assign != nil {
+				if err := a.assigned(ctx, *reply.Assign); err != nil {
+					return true, err
+				}
+			}
 		}
 	}
 }
