@@ -64,6 +64,8 @@ type Controller struct {
 	order   []string
 	ordered map[string]bool // the keys in order
 	cursor  string
+	// nodes are every node, kept as jobs are (only Step uses them).
+	nodes nodeFeed
 	// startTimes is, per compute key, how long its nodes take to start
 	// (learnStartTimes); only Step uses it.
 	startTimes map[string]time.Duration
@@ -173,6 +175,7 @@ func (c *Controller) Runtime(location string) string {
 // Run loops until ctx ends.
 func (c *Controller) Run(ctx context.Context) error {
 	c.started = c.now()
+	c.nodes = nodeFeed{} // a new term (a replica that leads again) reads them all
 	if err := c.reconcile(ctx); err != nil {
 		c.log.Error("reconciling providers", "err", err)
 	}
@@ -240,7 +243,7 @@ func (c *Controller) load(ctx context.Context) (*snapshot, error) {
 		if s.computes, err = tx.ListComputes(ctx, ""); err != nil {
 			return err
 		}
-		if s.nodes, err = tx.ListNodes(ctx, "", ""); err != nil {
+		if s.nodes, err = c.nodes.read(ctx, tx); err != nil {
 			return err
 		}
 		if full {
@@ -484,7 +487,7 @@ func (c *Controller) quotaCap(cp *api.Compute) int {
 func (c *Controller) status(ctx context.Context, s *snapshot, plan autoscaler.Result, now time.Time) error {
 	var nodes []api.Node
 	if err := c.store.View(ctx, func(tx store.Tx) (err error) {
-		nodes, err = tx.ListNodes(ctx, "", "")
+		nodes, err = c.nodes.read(ctx, tx)
 		return err
 	}); err != nil {
 		return err

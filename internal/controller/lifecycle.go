@@ -144,21 +144,42 @@ func (c *Controller) deleting(ctx context.Context, s *snapshot, comp api.Compute
 
 // liveness marks nodes whose agents stopped heartbeating unusable, fails
 // their jobs, and gives up on nodes that never registered.
+//
+// The snapshot's nodes carry the heartbeat time of their last write, not
+// of their last heartbeat (see nodeFeed): the store lists the nodes silent
+// for UnusableAfter from an index on the heartbeat time.
 func (c *Controller) liveness(ctx context.Context, s *snapshot, now time.Time) error {
-	for _, n := range s.nodes {
-		switch n.State {
-		case api.NodeIdle, api.NodeRunning:
-			last := n.LastHeartbeat
-			if last.Before(c.started) {
-				last = c.started // a restarted server gives agents time to reconnect
+	// A restarted server gives agents time to reconnect.
+	if deadline := now.Add(-c.cfg.UnusableAfter); !c.started.After(deadline) {
+		var silent []store.NodeSeen
+		if err := c.store.View(ctx, func(tx store.Tx) (err error) {
+			silent, err = tx.NodesSeenBefore(ctx, deadline)
+			return err
+		}); err != nil {
+			return err
+		}
+		byID := make(map[string]*api.Node, len(silent))
+		for _, x := range silent {
+			byID[x.ID] = nil
+		}
+		for i := range s.nodes {
+			if _, ok := byID[s.nodes[i].ID]; ok {
+				byID[s.nodes[i].ID] = &s.nodes[i]
 			}
-			if now.Sub(last) < c.cfg.UnusableAfter {
+		}
+		for _, x := range silent {
+			n := byID[x.ID]
+			if n == nil || (n.State != api.NodeIdle && n.State != api.NodeRunning) {
 				continue
 			}
-			reason := fmt.Sprintf("agent stopped heartbeating (last seen %s ago)", now.Sub(n.LastHeartbeat).Round(time.Second))
-			if err := c.markUnusable(ctx, n, reason, now); err != nil {
+			reason := fmt.Sprintf("agent stopped heartbeating (last seen %s ago)", now.Sub(x.LastSeen).Round(time.Second))
+			if err := c.markUnusable(ctx, *n, reason, now); err != nil {
 				return err
 			}
+		}
+	}
+	for _, n := range s.nodes {
+		switch n.State {
 		case api.NodePreparing:
 			if now.Sub(n.CreatedOn) < c.cfg.ProvisionTimeout || c.isInflight(n.ID) {
 				continue

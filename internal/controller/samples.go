@@ -86,7 +86,17 @@ func (c *Controller) sample(ctx context.Context, s *snapshot, now time.Time) err
 	if !at.After(c.lastSample) {
 		return nil
 	}
-	samples := computeSamples(s, at)
+	// The snapshot's nodes carry the utilization of their last write, not
+	// of their last heartbeat (see nodeFeed): read them whole, once per
+	// sample.
+	fresh := *s
+	if err := c.store.View(ctx, func(tx store.Tx) (err error) {
+		fresh.nodes, err = tx.ListNodes(ctx, "", "")
+		return err
+	}); err != nil {
+		return err
+	}
+	samples := computeSamples(&fresh, at)
 	prune := now.Sub(c.lastPrune) >= time.Hour
 	err := c.store.Update(ctx, func(tx store.Tx) error {
 		for _, cp := range s.computes {

@@ -126,8 +126,33 @@ type Tx interface {
 	GetNode(ctx context.Context, id string) (*api.Node, error)
 	// ListNodes lists the nodes of one compute, or all nodes when compute is empty.
 	ListNodes(ctx context.Context, workspace, compute string) ([]api.Node, error)
+	// PutNode writes a node's record, heartbeat fields (NodeBeat) included,
+	// and is a change ChangedNodes lists.
 	PutNode(ctx context.Context, n *api.Node) error
 	DeleteNode(ctx context.Context, id string) error
+	// NodeCursor returns a position in the stream of node writes: where a
+	// caller that has just listed the nodes in this transaction starts
+	// ChangedNodes.
+	NodeCursor(ctx context.Context) (string, error)
+	// ChangedNodes lists the nodes written by PutNode after cursor (from
+	// NodeCursor or an earlier ChangedNodes), in id order, how many nodes
+	// are stored in all, and the cursor to pass next time. As with
+	// ChangedJobs, a write this transaction does not see is listed by a
+	// later call and a node may be listed again unchanged. Heartbeats
+	// (PutNodeBeat) are not listed, and neither are deletions: a caller
+	// that keeps every node finds those when its nodes, with the changed
+	// ones, are more than the total.
+	ChangedNodes(ctx context.Context, cursor string) ([]api.Node, int, string, error)
+	// GetNodeBeat returns a node's job and its heartbeat fields without
+	// decoding its record.
+	GetNodeBeat(ctx context.Context, id string) (job string, b NodeBeat, err error)
+	// PutNodeBeat writes a node's heartbeat fields alone: not a change
+	// ChangedNodes lists.
+	PutNodeBeat(ctx context.Context, id string, b NodeBeat) error
+	// NodesSeenBefore lists the nodes whose last heartbeat is before t,
+	// with those that never sent one (LastSeen zero): what liveness
+	// checks.
+	NodesSeenBefore(ctx context.Context, t time.Time) ([]NodeSeen, error)
 	GetBudget(ctx context.Context, workspace, name string) (*api.Budget, error)
 	ListBudgets(ctx context.Context, workspace string) ([]api.Budget, error)
 	PutBudget(ctx context.Context, b *api.Budget, ifMatch string) error

@@ -201,58 +201,6 @@ func (x *tx) deleteOne(ctx context.Context, kind, name, query string, args ...an
 	return nil
 }
 
-// GetNode implements store.Tx.
-func (x *tx) GetNode(ctx context.Context, id string) (*api.Node, error) {
-	var doc string
-	err := x.tx.QueryRow(ctx, `SELECT doc FROM nodes WHERE id = $1`, id).Scan(&doc)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, store.NotFound("node", id)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("getting node %s: %w", id, err)
-	}
-	var n api.Node
-	if err := json.Unmarshal([]byte(doc), &n); err != nil {
-		return nil, fmt.Errorf("decoding node %s: %w", id, err)
-	}
-	return &n, nil
-}
-
-// ListNodes implements store.Tx. An empty workspace or compute matches all.
-func (x *tx) ListNodes(ctx context.Context, workspace, compute string) ([]api.Node, error) {
-	q := `SELECT doc FROM nodes WHERE ($1 = '' OR workspace = $2) AND ($3 = '' OR compute = $4) ORDER BY id`
-	rows, err := x.tx.Query(ctx, q, workspace, workspace, compute, compute)
-	if err != nil {
-		return nil, fmt.Errorf("listing nodes: %w", err)
-	}
-	return scanDocs(rows, "nodes", func(*api.Node, int64) {})
-}
-
-// PutNode implements store.Tx.
-func (x *tx) PutNode(ctx context.Context, n *api.Node) error {
-	if n.ID == "" {
-		return errors.New("node: id is empty")
-	}
-	c := *n
-	c.CreatedOn, c.StateSince, c.LastHeartbeat = c.CreatedOn.UTC(), c.StateSince.UTC(), c.LastHeartbeat.UTC()
-	doc, err := json.Marshal(c)
-	if err != nil {
-		return fmt.Errorf("encoding node %s: %w", n.ID, err)
-	}
-	_, err = x.tx.Exec(ctx, `INSERT INTO nodes (id, workspace, compute, doc) VALUES ($1, $2, $3, $4)
-		ON CONFLICT (id) DO UPDATE SET workspace = excluded.workspace, compute = excluded.compute, doc = excluded.doc`,
-		n.ID, n.Workspace, n.Compute, string(doc))
-	if err != nil {
-		return fmt.Errorf("putting node %s: %w", n.ID, err)
-	}
-	return nil
-}
-
-// DeleteNode implements store.Tx.
-func (x *tx) DeleteNode(ctx context.Context, id string) error {
-	return x.deleteOne(ctx, "node", id, `DELETE FROM nodes WHERE id = $1`, id)
-}
-
 // pgLimit turns "0 or less: no limit" into LIMIT NULL, PostgreSQL's.
 func pgLimit(limit int) any {
 	if limit <= 0 {

@@ -47,6 +47,7 @@ func Run(t *testing.T, newDB func(t *testing.T) Opener) {
 		{"DataAssets", testDataAssets},
 		{"Metrics", testMetrics},
 		{"Nodes", testNodes},
+		{"ChangedNodes", testChangedNodes},
 		{"Tokens", testTokens},
 		{"Settings", testSettings},
 		{"Objects", testObjects},

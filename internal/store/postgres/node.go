@@ -1,0 +1,190 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/tideml/tide/api"
+	"github.com/tideml/tide/internal/store"
+)
+
+// A node is its record (doc) with its heartbeat fields (beat) overlaid:
+// heartbeats write beat and last_seen alone, and only PutNode sets txid,
+// the transaction ChangedNodes follows.
+
+// GetNode implements store.Tx.
+func (x *tx) GetNode(ctx context.Context, id string) (*api.Node, error) {
+	var doc string
+	var beat *string
+	err := x.tx.QueryRow(ctx, `SELECT doc, beat FROM nodes WHERE id = $1`, id).Scan(&doc, &beat)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, store.NotFound("node", id)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("getting node %s: %w", id, err)
+	}
+	n, err := decodeNode(doc, beat)
+	if err != nil {
+		return nil, fmt.Errorf("decoding node %s: %w", id, err)
+	}
+	return &n, nil
+}
+
+func decodeNode(doc string, beat *string) (api.Node, error) {
+	var b []byte
+	if beat != nil {
+		b = []byte(*beat)
+	}
+	return store.DecodeNode([]byte(doc), b)
+}
+
+// ListNodes implements store.Tx. An empty workspace or compute matches all.
+func (x *tx) ListNodes(ctx context.Context, workspace, compute string) ([]api.Node, error) {
+	rows, err := x.tx.Query(ctx, `SELECT doc, beat FROM nodes WHERE ($1 = '' OR workspace = $2) AND ($3 = '' OR compute = $4) ORDER BY id`,
+		workspace, workspace, compute, compute)
+	if err != nil {
+		return nil, fmt.Errorf("listing nodes: %w", err)
+	}
+	return scanNodes(rows)
+}
+
+func scanNodes(rows pgx.Rows) ([]api.Node, error) {
+	defer rows.Close()
+	var out []api.Node
+	for rows.Next() {
+		var doc string
+		var beat *string
+		if err := rows.Scan(&doc, &beat); err != nil {
+			return nil, fmt.Errorf("listing nodes: %w", err)
+		}
+		n, err := decodeNode(doc, beat)
+		if err != nil {
+			return nil, fmt.Errorf("decoding nodes: %w", err)
+		}
+		out = append(out, n)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("listing nodes: %w", err)
+	}
+	return out, nil
+}
+
+// PutNode implements store.Tx.
+func (x *tx) PutNode(ctx context.Context, n *api.Node) error {
+	if n.ID == "" {
+		return errors.New("node: id is empty")
+	}
+	doc, beat, seen, err := store.EncodeNode(n)
+	if err != nil {
+		return err
+	}
+	_, err = x.tx.Exec(ctx, `INSERT INTO nodes (id, workspace, compute, doc, beat, last_seen, txid) VALUES ($1, $2, $3, $4, $5, $6, pg_current_xact_id())
+		ON CONFLICT (id) DO UPDATE SET workspace = excluded.workspace, compute = excluded.compute, doc = excluded.doc,
+			beat = excluded.beat, last_seen = excluded.last_seen, txid = excluded.txid`,
+		n.ID, n.Workspace, n.Compute, string(doc), string(beat), seen)
+	if err != nil {
+		return fmt.Errorf("putting node %s: %w", n.ID, err)
+	}
+	return nil
+}
+
+// DeleteNode implements store.Tx.
+func (x *tx) DeleteNode(ctx context.Context, id string) error {
+	return x.deleteOne(ctx, "node", id, `DELETE FROM nodes WHERE id = $1`, id)
+}
+
+// NodeCursor implements store.Tx: the oldest transaction still running when
+// this transaction's snapshot was taken (see JobCursor).
+func (x *tx) NodeCursor(ctx context.Context) (string, error) { return x.JobCursor(ctx) }
+
+// ChangedNodes implements store.Tx. As ChangedJobs, it lists again the
+// nodes of transactions at or after the cursor that had committed already.
+func (x *tx) ChangedNodes(ctx context.Context, cursor string) ([]api.Node, int, string, error) {
+	if _, err := strconv.ParseUint(cursor, 10, 64); err != nil {
+		return nil, 0, "", fmt.Errorf("listing changed nodes: cursor %q is not one NodeCursor returned", cursor)
+	}
+	next, err := x.NodeCursor(ctx)
+	if err != nil {
+		return nil, 0, "", err
+	}
+	var total int
+	if err := x.tx.QueryRow(ctx, `SELECT count(*) FROM nodes`).Scan(&total); err != nil {
+		return nil, 0, "", fmt.Errorf("counting nodes: %w", err)
+	}
+	rows, err := x.tx.Query(ctx, `SELECT doc, beat FROM nodes WHERE txid >= $1::xid8 ORDER BY id`, cursor)
+	if err != nil {
+		return nil, 0, "", fmt.Errorf("listing changed nodes: %w", err)
+	}
+	ns, err := scanNodes(rows)
+	return ns, total, next, err
+}
+
+// GetNodeBeat implements store.Tx.
+func (x *tx) GetNodeBeat(ctx context.Context, id string) (string, store.NodeBeat, error) {
+	var job string
+	var beat *string
+	err := x.tx.QueryRow(ctx, `SELECT coalesce(doc->>'job', ''), beat FROM nodes WHERE id = $1`, id).Scan(&job, &beat)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", store.NodeBeat{}, store.NotFound("node", id)
+	}
+	if err != nil {
+		return "", store.NodeBeat{}, fmt.Errorf("getting node %s: %w", id, err)
+	}
+	if beat == nil { // written before heartbeats had their column
+		n, err := x.GetNode(ctx, id)
+		if err != nil {
+			return "", store.NodeBeat{}, err
+		}
+		return n.Job, store.BeatOf(n), nil
+	}
+	var b store.NodeBeat
+	if err := json.Unmarshal([]byte(*beat), &b); err != nil {
+		return "", store.NodeBeat{}, fmt.Errorf("decoding node %s: %w", id, err)
+	}
+	return job, b, nil
+}
+
+// PutNodeBeat implements store.Tx.
+func (x *tx) PutNodeBeat(ctx context.Context, id string, b store.NodeBeat) error {
+	beat, seen, err := store.EncodeBeat(b)
+	if err != nil {
+		return fmt.Errorf("encoding the heartbeat of node %s: %w", id, err)
+	}
+	tag, err := x.tx.Exec(ctx, `UPDATE nodes SET beat = $1, last_seen = $2 WHERE id = $3`, string(beat), seen, id)
+	if err != nil {
+		return fmt.Errorf("recording the heartbeat of node %s: %w", id, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return store.NotFound("node", id)
+	}
+	return nil
+}
+
+// NodesSeenBefore implements store.Tx.
+func (x *tx) NodesSeenBefore(ctx context.Context, t time.Time) ([]store.NodeSeen, error) {
+	rows, err := x.tx.Query(ctx, `SELECT id, last_seen FROM nodes WHERE last_seen < $1 ORDER BY id`, t.UnixNano())
+	if err != nil {
+		return nil, fmt.Errorf("listing silent nodes: %w", err)
+	}
+	defer rows.Close()
+	var out []store.NodeSeen
+	for rows.Next() {
+		var s store.NodeSeen
+		var ns int64
+		if err := rows.Scan(&s.ID, &ns); err != nil {
+			return nil, fmt.Errorf("listing silent nodes: %w", err)
+		}
+		s.LastSeen = store.SeenAt(ns)
+		out = append(out, s)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("listing silent nodes: %w", err)
+	}
+	return out, nil
+}
