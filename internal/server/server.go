@@ -144,6 +144,7 @@ func New(ctx context.Context, cfg config.Server, log *slog.Logger) (*Server, err
 		st.Close()
 		return nil, err
 	}
+	s.cleanScratch(time.Now()) // file times are the machine's, not cfg.Clock's
 	reg := prometheus.NewRegistry()
 	s.stats = metrics.New(reg)
 	// The service and the controller write through a store that counts
