@@ -87,6 +87,9 @@ type Controller struct {
 	checks   []nodeCheck
 	checking map[string]bool
 	effects  map[string]*effectRun
+	// deleteFailures counts the failed deletes of each node, for the
+	// wait before the next (removeNode).
+	deleteFailures map[string]int
 }
 
 // Options are what a Controller needs.
@@ -132,18 +135,19 @@ func New(o Options) *Controller {
 	c := &Controller{
 		store: &writeCounter{Store: o.Store}, catalog: o.Catalog, cfg: o.Config, providers: o.Providers, attachedProvider: o.AttachedProvider,
 		hub: o.Hub, changes: o.Changes, log: o.Log, now: o.Now, nodeToken: o.NodeToken, identityToken: o.IdentityToken, secretBox: o.SecretBox, stats: o.Metrics, parents: o.Parents,
-		policies:   autoscaler.BuiltinPolicies(),
-		gaps:       newGapTracker(0),
-		kick:       make(chan struct{}, 1),
-		inflight:   map[string]bool{},
-		attached:   map[string]provider.Provider{},
-		canceled:   map[string]time.Time{},
-		backoff:    map[string]autoscaler.Backoff{},
-		checking:   map[string]bool{},
-		effects:    map[string]*effectRun{},
-		runtimes:   map[string]string{},
-		jobs:       map[string]api.Job{},
-		startTimes: map[string]time.Duration{},
+		policies:       autoscaler.BuiltinPolicies(),
+		gaps:           newGapTracker(0),
+		kick:           make(chan struct{}, 1),
+		inflight:       map[string]bool{},
+		deleteFailures: map[string]int{},
+		attached:       map[string]provider.Provider{},
+		canceled:       map[string]time.Time{},
+		backoff:        map[string]autoscaler.Backoff{},
+		checking:       map[string]bool{},
+		effects:        map[string]*effectRun{},
+		runtimes:       map[string]string{},
+		jobs:           map[string]api.Job{},
+		startTimes:     map[string]time.Duration{},
 	}
 	if c.now == nil {
 		c.now = time.Now
