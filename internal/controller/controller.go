@@ -180,8 +180,18 @@ func (c *Controller) Runtime(location string) string {
 func (c *Controller) Run(ctx context.Context) error {
 	c.started = c.now()
 	c.nodes = nodeFeed{} // a new term (a replica that leads again) reads them all
-	if err := c.reconcile(ctx); err != nil {
+	reconciled, err := c.reconcile(ctx)
+	if err != nil {
 		c.log.Error("reconciling providers", "err", err)
+	}
+	// The first turn waits a little for the reconciliation, so that a
+	// restarted server does not place jobs on nodes whose agents are
+	// gone; a location that does not answer by then does not hold it up.
+	select {
+	case <-reconciled:
+	case <-time.After(reconcileWait):
+	case <-ctx.Done():
+		return nil
 	}
 	go c.budgetLoop(ctx)
 	resync := time.NewTicker(c.cfg.Resync)
