@@ -7,7 +7,7 @@ import "time"
 //
 //	POST /v1/agent/register                  AgentHello -> AgentWelcome
 //	GET  /v1/agent/stream                    server-sent events: "assign" (Assignment), "cancel" (Cancel)
-//	POST /v1/agent/heartbeat                 AgentHeartbeat
+//	POST /v1/agent/heartbeat                 AgentHeartbeat -> AgentHeartbeatReply
 //	POST /v1/agent/setup                     SetupReport (a compute instance's setup script ran)
 //	POST /v1/agent/assignments/{id}/logs     LogBatch
 //	PUT  /v1/agent/assignments/{id}/artifacts a tar.gz of the job's outputs/ and logs/ folders
@@ -79,6 +79,21 @@ type AgentHeartbeat struct {
 	Utilization *NodeUtilization `json:"utilization,omitempty"`
 	// Cache is the node's cache of downloaded inputs.
 	Cache *NodeCache `json:"cache,omitempty"`
+	// Refused lists the assignments the agent refused since its last
+	// heartbeat because it ran another: a node runs one at a time.
+	Refused []string `json:"refused,omitempty"`
+}
+
+// AgentHeartbeatReply is the server's answer to a heartbeat: what the
+// agent reports is reconciled with what the store says the node runs.
+type AgentHeartbeatReply struct {
+	// Cancel lists assignments the agent reported running that the store
+	// does not place on its node (ended, or reassigned meanwhile): the
+	// agent stops them.
+	Cancel []string `json:"cancel,omitempty"`
+	// Assign is the assignment the store places on the node when the
+	// agent runs nothing (one it refused, or a push it missed).
+	Assign *Assignment `json:"assign,omitempty"`
 }
 
 // Assignment tells an agent to run one node's share of a job attempt.

@@ -19,6 +19,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -149,7 +150,10 @@ type agent struct {
 	// again (a server that missed the final status) is not run twice.
 	ended      map[string]bool
 	endedOrder []string
-	wg         sync.WaitGroup
+	// refused are the assignments refused since the last heartbeat, which
+	// reports them; a node runs one assignment at a time.
+	refused []string
+	wg      sync.WaitGroup
 	// inst is set on a compute instance's node (the server's welcome says
 	// so); instanceOnce starts its work once per agent process.
 	inst         atomic.Pointer[instanceAgent]
@@ -380,6 +384,17 @@ func (a *agent) assign(as api.Assignment) {
 		a.log.Debug("assignment already known", slog.String("assignment", as.ID))
 		return
 	}
+	// A second assignment while one runs means the server's view and
+	// this node's differ (a cancel that never arrived): the heartbeat
+	// reports the refusal, and the server stops what it no longer places
+	// here and sends the assignment again once the node runs nothing.
+	for id := range a.jobs {
+		a.log.Warn("refusing an assignment: the node runs another", slog.String("assignment", as.ID), slog.String("running", id))
+		if !slices.Contains(a.refused, as.ID) {
+			a.refused = append(a.refused, as.ID)
+		}
+		return
+	}
 	j := newJob(a, as)
 	a.jobs[as.ID] = j
 	a.wg.Go(func() {
@@ -427,7 +442,8 @@ func (a *agent) heartbeatLoop(ctx context.Context) {
 			return
 		}
 		a.mu.Lock()
-		hb := api.AgentHeartbeat{NodeID: a.cfg.NodeID}
+		hb := api.AgentHeartbeat{NodeID: a.cfg.NodeID, Refused: a.refused}
+		a.refused = nil
 		jobs := make([]*job, 0, len(a.jobs))
 		for id, j := range a.jobs {
 			hb.Running = append(hb.Running, id)
@@ -441,9 +457,21 @@ func (a *agent) heartbeatLoop(ctx context.Context) {
 			hb.Activity = ia.activity(ctx, hb.Utilization)
 		}
 		hctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		err := a.client.postJSON(hctx, "/v1/agent/heartbeat", hb, nil)
+		var reply api.AgentHeartbeatReply
+		err := a.client.postJSON(hctx, "/v1/agent/heartbeat", hb, &reply)
 		if err != nil && ctx.Err() == nil {
 			a.log.WarnContext(ctx, "heartbeat failed", slog.Any("error", err))
+		}
+		if err != nil && len(hb.Refused) > 0 {
+			a.mu.Lock()
+			a.refused = append(hb.Refused, a.refused...) // the next heartbeat reports them
+			a.mu.Unlock()
+		}
+		for _, id := range reply.Cancel {
+			a.cancel(api.Cancel{ID: id, Reason: "the server does not place this assignment on this node (it ended or moved)"})
+		}
+		if reply.Assign != nil {
+			a.assign(*reply.Assign)
 		}
 		if answered(err) {
 			a.contact.Store(time.Now().UnixNano())

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -471,5 +472,43 @@ func TestLogSpool(t *testing.T) {
 	}
 	if _, err := os.Stat(spool); !os.IsNotExist(err) {
 		t.Errorf("spool left behind: %v", err)
+	}
+}
+
+// TestSecondAssignmentRefused checks that an agent refuses an assignment
+// while it runs another, reports it in its heartbeat, stops what the
+// heartbeat's answer says the server no longer places on the node, and
+// runs the assignment the answer sends once the node runs nothing.
+func TestSecondAssignmentRefused(t *testing.T) {
+	srv := newFakeServer(t)
+	startAgent(t, srv, t.TempDir())
+	first := assignment("first", "echo start; sleep 30")
+	first.GraceSeconds = 1
+	second := assignment("second", "echo second")
+	srv.push("assign", first)
+	waitFor(t, 10*time.Second, "the first job's first line", func() bool { return len(srv.lines(first.ID)) > 0 })
+	srv.push("assign", second)
+	waitFor(t, 10*time.Second, "a heartbeat reporting the refusal", func() bool {
+		srv.mu.Lock()
+		defer srv.mu.Unlock()
+		for _, hb := range srv.beats {
+			if slices.Contains(hb.Refused, second.ID) {
+				return true
+			}
+		}
+		return false
+	})
+	if len(srv.lines(second.ID)) > 0 {
+		t.Fatal("the second assignment ran beside the first")
+	}
+	srv.replyToBeat(api.AgentHeartbeatReply{Cancel: []string{first.ID}})
+	waitFor(t, 15*time.Second, "the first job's final status", func() bool { _, ok := srv.final(first.ID); return ok })
+	if st, _ := srv.final(first.ID); st.Status != api.JobCanceled {
+		t.Errorf("first job, stopped by the heartbeat's answer: %s %q; want Canceled", st.Status, st.Error)
+	}
+	srv.replyToBeat(api.AgentHeartbeatReply{Assign: &second})
+	waitFor(t, 15*time.Second, "the second job's final status", func() bool { _, ok := srv.final(second.ID); return ok })
+	if st, _ := srv.final(second.ID); st.Status != api.JobCompleted {
+		t.Errorf("second job, sent again by the heartbeat's answer: %s %q; want Completed", st.Status, st.Error)
 	}
 }

@@ -99,7 +99,7 @@ func (c *client) send(req *http.Request, out any) error {
 		}
 		return fmt.Errorf("%s %s: %w", req.Method, req.URL.Path, &statusError{Code: resp.StatusCode, Body: string(b)})
 	}
-	if out == nil {
+	if out == nil || resp.StatusCode == http.StatusNoContent {
 		_, _ = io.Copy(io.Discard, resp.Body)
 		return nil
 	}

@@ -36,6 +36,8 @@ type fakeServer struct {
 	statuses    map[string][]api.AssignmentStatus
 	artifacts   map[string][]byte
 	welcome     api.AgentWelcome
+	beats       []api.AgentHeartbeat     // every heartbeat received
+	beatReply   *api.AgentHeartbeatReply // the answer to the next heartbeat (nil: 204)
 	streamConns int
 
 	events chan sseEvent
@@ -164,9 +166,28 @@ func (f *fakeServer) stream(w http.ResponseWriter, r *http.Request) {
 }
 
 func (f *fakeServer) heartbeat(w http.ResponseWriter, r *http.Request) {
+	var hb api.AgentHeartbeat
+	if err := json.NewDecoder(r.Body).Decode(&hb); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
 	f.mu.Lock()
+	defer f.mu.Unlock()
 	f.heartbeats++
-	f.mu.Unlock()
+	f.beats = append(f.beats, hb)
+	if f.beatReply == nil {
+		w.WriteHeader(http.StatusNoContent) // as a server from before heartbeat replies
+		return
+	}
+	_ = json.NewEncoder(w).Encode(f.beatReply)
+	f.beatReply = nil
+}
+
+// replyToBeat answers the next heartbeat with reply.
+func (f *fakeServer) replyToBeat(reply api.AgentHeartbeatReply) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.beatReply = &reply
 }
 
 func (f *fakeServer) postLogs(w http.ResponseWriter, r *http.Request) {

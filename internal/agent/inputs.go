@@ -114,6 +114,16 @@ func (j *job) prepareData(ctx context.Context) error {
 			return fmt.Errorf("inputs.%s: input names must be plain names", name)
 		}
 		in := j.as.Data[name]
+		if in.Mode == "direct" {
+			// Azure's direct: the job reads the data itself, from
+			// the URI.
+			if _, _, ok := api.ParseBlobRef(in.Path); ok {
+				return fmt.Errorf("inputs.%s: direct gives the job the input's URI, and this data was uploaded to tide and has none; use ro_mount or download", name)
+			}
+			j.logs.add("tide", fmt.Sprintf("inputs.%s: %s (direct: not fetched; the job reads it)", name, in.Path))
+			bound[name] = in.Path
+			continue
+		}
 		dst := filepath.Join(j.inputsDir(), name)
 		if err := removeTree(dst); err != nil {
 			return fmt.Errorf("inputs.%s: clearing %s: %w", name, dst, err)
@@ -122,18 +132,35 @@ func (j *job) prepareData(ctx context.Context) error {
 			return fmt.Errorf("inputs.%s: %w", name, err)
 		}
 		j.logs.add("tide", fmt.Sprintf("inputs.%s: fetching %s (%s, %s)", name, in.Path, in.Type, in.Mode))
-		pl, err := j.fetchInput(ctx, in, dst)
+		fetch, stage := in, dst
+		if evaluates(in.Mode) {
+			// The MLTable's folder, shown or cached as for ro_mount,
+			// is evaluated; the job gets the files it names.
+			fetch.Mode, stage = "ro_mount", filepath.Join(j.inputsDir(), "."+name+".mltable")
+			if err := os.MkdirAll(stage, 0o755); err != nil {
+				return fmt.Errorf("inputs.%s: %w", name, err)
+			}
+		}
+		pl, err := j.fetchInput(ctx, fetch, stage)
 		if err != nil {
 			return fmt.Errorf("inputs.%s: %s: %w", name, in.Path, err)
 		}
 		if err := checkMLTable(in, pl.source()); err != nil {
 			return fmt.Errorf("inputs.%s: %s: %w", name, in.Path, err)
 		}
+		if evaluates(in.Mode) {
+			n, copied, err := j.deliverEvaluated(in, pl.source(), dst)
+			if err != nil {
+				return fmt.Errorf("inputs.%s: %s: %w", name, in.Path, err)
+			}
+			j.logs.add("tide", fmt.Sprintf("inputs.%s: the MLTable names %d files, given at %s (%d copied, %d linked to the node's cache)", name, n, dst, copied, n-copied))
+			pl = placed{path: dst}
+		}
 		switch {
 		case pl.bind != nil:
 			j.logs.add("tide", fmt.Sprintf("inputs.%s: %s shown read-only at %s, not copied", name, pl.bind.Source, pl.bind.Target))
 			binds = append(binds, *pl.bind)
-		case in.Mode == "download":
+		case in.Mode == "download" || in.Mode == modeEvalDownload:
 			mounts = append(mounts, dst)
 		case j.bindsReadOnly():
 			// A fetched copy, bound read-only like a local source.

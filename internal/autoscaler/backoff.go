@@ -2,8 +2,12 @@ package autoscaler
 
 import "time"
 
-// MaxBackoff bounds the provisioning back-off.
-const MaxBackoff = 5 * time.Minute
+// maxDoublings is how often the back-off doubles: the ninth round of
+// failures and every later one wait MaxBackoff.
+const maxDoublings = 8
+
+// MaxBackoff bounds the provisioning back-off (256 s).
+const MaxBackoff = time.Second << maxDoublings
 
 // Backoff is a compute's provisioning back-off: after a failed node
 // creation no node is created until Until, so that a failing backend is not
@@ -27,7 +31,7 @@ type Backoff struct {
 func (b *Backoff) Fail(now time.Time, msg string) time.Duration {
 	if !b.Blocks(now) {
 		b.Failures++
-		b.Until = now.Add(min(time.Duration(1<<min(b.Failures-1, 8))*time.Second, MaxBackoff))
+		b.Until = now.Add(time.Second << min(b.Failures-1, maxDoublings))
 	}
 	b.Last, b.At = msg, now
 	return b.Until.Sub(now)

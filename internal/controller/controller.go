@@ -90,6 +90,9 @@ type Controller struct {
 	checks   []nodeCheck
 	checking map[string]bool
 	effects  map[string]*effectRun
+	// deleteFailures counts the failed deletes of each node, for the
+	// wait before the next (removeNode).
+	deleteFailures map[string]int
 }
 
 // Options are what a Controller needs.
@@ -135,18 +138,19 @@ func New(o Options) *Controller {
 	c := &Controller{
 		store: &writeCounter{Store: o.Store}, catalog: o.Catalog, cfg: o.Config, providers: o.Providers, attachedProvider: o.AttachedProvider,
 		hub: o.Hub, changes: o.Changes, log: o.Log, now: o.Now, nodeToken: o.NodeToken, identityToken: o.IdentityToken, secretBox: o.SecretBox, stats: o.Metrics, parents: o.Parents,
-		policies:   autoscaler.BuiltinPolicies(),
-		gaps:       newGapTracker(0),
-		kick:       make(chan struct{}, 1),
-		inflight:   map[string]bool{},
-		attached:   map[string]provider.Provider{},
-		canceled:   map[string]time.Time{},
-		backoff:    map[string]autoscaler.Backoff{},
-		checking:   map[string]bool{},
-		effects:    map[string]*effectRun{},
-		runtimes:   map[string]string{},
-		jobs:       map[string]api.Job{},
-		startTimes: map[string]time.Duration{},
+		policies:       autoscaler.BuiltinPolicies(),
+		gaps:           newGapTracker(0),
+		kick:           make(chan struct{}, 1),
+		inflight:       map[string]bool{},
+		deleteFailures: map[string]int{},
+		attached:       map[string]provider.Provider{},
+		canceled:       map[string]time.Time{},
+		backoff:        map[string]autoscaler.Backoff{},
+		checking:       map[string]bool{},
+		effects:        map[string]*effectRun{},
+		runtimes:       map[string]string{},
+		jobs:           map[string]api.Job{},
+		startTimes:     map[string]time.Duration{},
 	}
 	if c.now == nil {
 		c.now = time.Now
@@ -179,8 +183,18 @@ func (c *Controller) Runtime(location string) string {
 func (c *Controller) Run(ctx context.Context) error {
 	c.started = c.now()
 	c.nodes = nodeFeed{} // a new term (a replica that leads again) reads them all
-	if err := c.reconcile(ctx); err != nil {
+	reconciled, err := c.reconcile(ctx)
+	if err != nil {
 		c.log.Error("reconciling providers", "err", err)
+	}
+	// The first turn waits a little for the reconciliation, so that a
+	// restarted server does not place jobs on nodes whose agents are
+	// gone; a location that does not answer by then does not hold it up.
+	select {
+	case <-reconciled:
+	case <-time.After(reconcileWait):
+	case <-ctx.Done():
+		return nil
 	}
 	go c.budgetLoop(ctx)
 	resync := time.NewTicker(c.cfg.Resync)

@@ -28,6 +28,10 @@ import (
 // timeout); this is for one that does not.
 const callTimeout = 2 * time.Minute
 
+// reconcileWait is how long the first turn after a start waits for the
+// reconciliation with the providers.
+const reconcileWait = 5 * time.Second
+
 // checkWorkers is how many nodes of one location are checked at once: a
 // location's nodes on a host that hangs do not hold up the others'.
 const checkWorkers = 8

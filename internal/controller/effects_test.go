@@ -1,7 +1,11 @@
 package controller
 
 import (
+	"context"
 	"errors"
+	"fmt"
+	"io"
+	"net"
 	"testing"
 	"time"
 
@@ -43,5 +47,22 @@ func TestJudgeCheck(t *testing.T) {
 				t.Errorf("judgeCheck = %d %q; want %d %q", v, r, tt.verdict, tt.reason)
 			}
 		})
+	}
+}
+
+func TestMayHaveCreated(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		want bool
+	}{
+		{fmt.Errorf("creating node n: %w", context.DeadlineExceeded), true},
+		{fmt.Errorf("ssh: %w", io.ErrUnexpectedEOF), true},
+		{&net.OpError{Op: "read", Err: errors.New("connection reset by peer")}, true},
+		{errors.New(`pods "tide-n" is forbidden: User cannot create resource "pods"`), false},
+		{fmt.Errorf("creating node n: %w", &provider.InsufficientCapacityError{}), false},
+	} {
+		if got := mayHaveCreated(c.err); got != c.want {
+			t.Errorf("mayHaveCreated(%v) = %v, want %v", c.err, got, c.want)
+		}
 	}
 }

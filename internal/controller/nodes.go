@@ -2,7 +2,10 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
+	"net"
 	"strings"
 	"time"
 
@@ -121,8 +124,10 @@ func (c *Controller) launch(ctx context.Context, p provider.Provider, req provid
 // gone. An instance's node is stopped instead, keeping its disk.
 func (c *Controller) undoCreate(ctx context.Context, p provider.Provider, req provider.NodeRequest, createErr error) {
 	id := req.ID
-	if provider.IsInsufficientCapacity(createErr) || provider.IsAlreadyExists(createErr) {
-		c.forget(ctx, id) // nothing was made (or it is another's)
+	if !mayHaveCreated(createErr) {
+		// The backend answered no (a denied request, no capacity, a
+		// name taken by another): the provider made nothing.
+		c.forget(ctx, id)
 		return
 	}
 	undo := p.Delete
@@ -161,6 +166,16 @@ func (c *Controller) undoCreate(ctx context.Context, p provider.Provider, req pr
 	if err := c.markUnusable(ctx, *n, reason, c.now().UTC()); err != nil {
 		c.log.Warn("marking node unusable", "node", id, "err", err)
 	}
+}
+
+// mayHaveCreated reports whether a create that failed with err may have
+// made its node all the same: it ran out of time, or its connection broke
+// while the backend worked. A backend's answer (denied, no capacity, a
+// bad request) made nothing.
+func mayHaveCreated(err error) bool {
+	var netErr net.Error
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.As(err, &netErr)
 }
 
 // claim marks a node as having a provider call under way; it reports
@@ -244,12 +259,31 @@ func (c *Controller) removeNode(ctx context.Context, n api.Node, reason string) 
 			cancel()
 			if err != nil && !provider.IsNotFound(err) {
 				c.log.Warn("deleting node", "node", n.ID, "err", err)
+				c.waitBeforeDeleting(ctx, n.ID)
 				return
 			}
 		}
+		c.mu.Lock()
+		delete(c.deleteFailures, n.ID)
+		c.mu.Unlock()
 		c.forget(ctx, n.ID)
 		c.log.Info("node removed", "node", n.ID, "reason", reason)
 	}()
+}
+
+// waitBeforeDeleting holds a node whose delete failed in flight before the
+// next try, 1 s after the first failure, doubling to a minute: a backend
+// that refuses (an API server denying the delete, a host down) is not
+// asked again on every turn.
+func (c *Controller) waitBeforeDeleting(ctx context.Context, id string) {
+	c.mu.Lock()
+	c.deleteFailures[id]++
+	wait := min(time.Second<<min(c.deleteFailures[id]-1, 6), time.Minute)
+	c.mu.Unlock()
+	select {
+	case <-time.After(wait):
+	case <-ctx.Done():
+	}
 }
 
 // forget removes a node's record, keeping its life and price for cost.

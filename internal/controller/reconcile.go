@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"sync"
 
 	"github.com/tideml/tide/api"
 	"github.com/tideml/tide/internal/provider"
@@ -17,14 +18,17 @@ import (
 // in the background (one goroutine per location, see effects.go): agents
 // the store does not know are stopped (no orphans); nodes the providers no
 // longer hold come back to the turn as checks that say so, which make them
-// unusable and replaced (no forgotten nodes).
-func (c *Controller) reconcile(ctx context.Context) error {
+// unusable and replaced (no forgotten nodes). done is closed once every
+// location is reconciled.
+func (c *Controller) reconcile(ctx context.Context) (done <-chan struct{}, err error) {
+	all := make(chan struct{})
 	var computes []api.Compute
 	if err := c.store.View(ctx, func(tx store.Tx) (err error) {
 		computes, err = tx.ListComputes(ctx, "")
 		return err
 	}); err != nil {
-		return err
+		close(all)
+		return all, err
 	}
 	locations := maps.Clone(c.providers)
 	for _, cp := range computes {
@@ -32,14 +36,19 @@ func (c *Controller) reconcile(ctx context.Context) error {
 			locations[cp.Location] = p
 		}
 	}
+	var wg sync.WaitGroup
 	for loc, p := range locations {
-		go func() {
+		wg.Go(func() {
 			if err := c.reconcileLocation(ctx, loc, p); err != nil && ctx.Err() == nil {
 				c.log.Error("reconciling providers", "location", loc, "err", err)
 			}
-		}()
+		})
 	}
-	return nil
+	go func() {
+		wg.Wait()
+		close(all)
+	}()
+	return all, nil
 }
 
 // reconcileLocation reconciles one location. The store is read after the

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 )
 
 // Local keeps the files in a folder.
@@ -106,9 +107,51 @@ func (l *Local) List(ctx context.Context, name string) ([]File, error) {
 	return out, err
 }
 
-// isPart reports a file Put is still writing.
+// isPart reports a file Put is writing (or was, when the server stopped
+// mid-upload): os.CreateTemp's ".part-*" makes .part- and digits.
 func isPart(p string) bool {
-	return strings.HasPrefix(filepath.Base(p), ".part-")
+	digits, ok := strings.CutPrefix(filepath.Base(p), ".part-")
+	return ok && digits != "" && strings.Trim(digits, "0123456789") == ""
+}
+
+// RemoveParts removes the files Put was writing when a server stopped
+// mid-upload, below the folders named, that were last written before
+// before (a file being written is written to as it grows). It returns how
+// many it removed.
+func (l *Local) RemoveParts(before time.Time, folders ...string) (int, error) {
+	n := 0
+	var errs []error
+	for _, folder := range folders {
+		root, err := l.path(folder)
+		if err != nil {
+			return n, err
+		}
+		err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+			if err != nil {
+				if errors.Is(err, fs.ErrNotExist) {
+					return nil
+				}
+				return err
+			}
+			if !d.Type().IsRegular() || !isPart(p) {
+				return nil
+			}
+			info, err := d.Info()
+			if err != nil || !info.ModTime().Before(before) {
+				return nil // gone meanwhile, or still being written
+			}
+			if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				errs = append(errs, err)
+				return nil
+			}
+			n++
+			return nil
+		})
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return n, errors.Join(errs...)
 }
 
 // Exists implements Store.

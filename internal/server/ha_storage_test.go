@@ -44,14 +44,7 @@ func TestReplicasShareBlobStorage(t *testing.T) {
 	}
 	cfgA := writeReplicaConfigWith(t, dir, "a", addrs[0], storeURL, agentOrder, layout("a"))
 	cfgB := writeReplicaConfigWith(t, dir, "b", addrs[1], storeURL, agentOrder, layout("b"))
-	t.Cleanup(func() {
-		if t.Failed() {
-			for _, n := range []string{"a", "b", "c"} {
-				b, _ := os.ReadFile(filepath.Join(dir, n+".log"))
-				t.Logf("replica %s log (tail):\n%s", n, tail(string(b), 40))
-			}
-		}
-	})
+	logReplicasOnFailure(t, dir, 40, "a", "b", "c")
 
 	startReplica(t, dir, "a", addrs[0], cfgA)
 	waitFor(t, "replica a to lead", 30*time.Second, func() bool { r, ok := ready(addrs[0]); return ok && r.Leading })
@@ -87,17 +80,7 @@ func TestReplicasShareBlobStorage(t *testing.T) {
 	if _, _, err := ca.PutCompute(ctx, "default", comp); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		for _, c := range []*api.Client{ca, cb} {
-			if c.DeleteCompute(ctx, "default", comp.Name) == nil {
-				waitFor(t, "compute deleted", 30*time.Second, func() bool {
-					_, err := c.Compute(ctx, "default", comp.Name)
-					return api.IsNotFound(err)
-				})
-				return
-			}
-		}
-	})
+	deleteComputeOnCleanup(t, comp.Name, ca, cb)
 	wait := func(c *api.Client, name string) *api.Job {
 		t.Helper()
 		var j *api.Job

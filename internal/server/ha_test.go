@@ -62,6 +62,37 @@ func replicaClients(t *testing.T, dir string, addrs []string) (*api.Client, *api
 	return clientOf(addrs[0]), clientOf(addrs[1])
 }
 
+// deleteComputeOnCleanup deletes the compute when the test ends, through
+// the first of the replicas' clients that lives, so that no agent
+// outlives the test.
+func deleteComputeOnCleanup(t *testing.T, name string, clients ...*api.Client) {
+	ctx := context.Background()
+	t.Cleanup(func() {
+		for _, c := range clients {
+			if c.DeleteCompute(ctx, "default", name) == nil {
+				waitFor(t, "compute deleted", 30*time.Second, func() bool {
+					_, err := c.Compute(ctx, "default", name)
+					return api.IsNotFound(err)
+				})
+				return
+			}
+		}
+	})
+}
+
+// logReplicasOnFailure logs the last lines of the named replicas' logs
+// in dir if the test fails.
+func logReplicasOnFailure(t *testing.T, dir string, lines int, names ...string) {
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, n := range names {
+				b, _ := os.ReadFile(filepath.Join(dir, n+".log"))
+				t.Logf("replica %s log (tail):\n%s", n, tail(string(b), lines))
+			}
+		}
+	})
+}
+
 // writeReplicaConfig writes a server config for one replica: every replica
 // shares the data dir (the local provider's node folders and artifacts)
 // and the store, and agents get every replica's URL.
@@ -78,12 +109,19 @@ type replicaLayout struct {
 	machines string
 	// extra is more top-level YAML (storage:, secrets_key_file:).
 	extra string
+	// scheme of the agents' URLs (default http; https for replicas that
+	// serve TLS beyond loopback).
+	scheme string
 }
 
 func writeReplicaConfigWith(t *testing.T, dir, name, addr, storeURL string, all []string, l replicaLayout) string {
+	scheme := l.scheme
+	if scheme == "" {
+		scheme = "http"
+	}
 	var urls []string
 	for _, a := range all {
-		urls = append(urls, `"http://`+a+`"`)
+		urls = append(urls, `"`+scheme+`://`+a+`"`)
 	}
 	machines := ""
 	if l.machines != "" {
@@ -192,14 +230,7 @@ func TestReplicasFailover(t *testing.T) {
 	agentOrder := []string{addrs[1], addrs[0]}
 	cfgA := writeReplicaConfig(t, dir, "a", addrs[0], storeURL, agentOrder)
 	cfgB := writeReplicaConfig(t, dir, "b", addrs[1], storeURL, agentOrder)
-	t.Cleanup(func() {
-		if t.Failed() {
-			for _, n := range []string{"a", "b"} {
-				b, _ := os.ReadFile(filepath.Join(dir, n+".log"))
-				t.Logf("replica %s log (tail):\n%s", n, tail(string(b), 60))
-			}
-		}
-	})
+	logReplicasOnFailure(t, dir, 60, "a", "b")
 
 	a := startReplica(t, dir, "a", addrs[0], cfgA)
 	waitFor(t, "replica a to lead", 30*time.Second, func() bool { r, ok := ready(addrs[0]); return ok && r.Leading })
@@ -220,18 +251,7 @@ func TestReplicasFailover(t *testing.T) {
 	if _, _, err := cb.PutCompute(ctx, "default", comp); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		// Through whichever replica lives, so that no agent outlives the test.
-		for _, c := range []*api.Client{cb, ca} {
-			if c.DeleteCompute(ctx, "default", "ha-cluster") == nil {
-				waitFor(t, "compute deleted", 30*time.Second, func() bool {
-					_, err := c.Compute(ctx, "default", "ha-cluster")
-					return api.IsNotFound(err)
-				})
-				return
-			}
-		}
-	})
+	deleteComputeOnCleanup(t, "ha-cluster", cb, ca)
 
 	var names []string
 	submitVia := func(c *api.Client, i int) {

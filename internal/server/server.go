@@ -130,6 +130,10 @@ func New(ctx context.Context, cfg config.Server, log *slog.Logger) (*Server, err
 		st.Close()
 		return nil, err
 	}
+	if err := checkReplicaCA(ctx, st, cfg, s.caFingerprint); err != nil {
+		st.Close()
+		return nil, err
+	}
 	cfg.CAFingerprint = s.caFingerprint
 	s.cfg = cfg
 	if s.files, err = filestore.Open(ctx, cfg.StorageDatastore()); err != nil {
@@ -140,6 +144,7 @@ func New(ctx context.Context, cfg config.Server, log *slog.Logger) (*Server, err
 		st.Close()
 		return nil, err
 	}
+	s.cleanScratch(time.Now()) // file times are the machine's, not cfg.Clock's
 	reg := prometheus.NewRegistry()
 	s.stats = metrics.New(reg)
 	// The service and the controller write through a store that counts

@@ -217,11 +217,24 @@ func (s *Server) agentHeartbeat(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	if err := s.svc.Heartbeat(r.Context(), principalOf(r).node, hb); err != nil {
+	node := principalOf(r).node
+	beat, err := s.svc.Heartbeat(r.Context(), node, hb)
+	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	w.WriteHeader(204)
+	reply := api.AgentHeartbeatReply{Cancel: beat.Cancel}
+	if beat.Missing {
+		// (A cancel Pending finds is for an assignment the agent does
+		// not run: nothing to stop.)
+		assign, _, err := s.svc.Pending(r.Context(), node, s.runtimeOf(r.Context(), node))
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		reply.Assign = assign
+	}
+	writeJSON(w, http.StatusOK, reply)
 }
 
 // agentStream holds an agent's connection: assignments and cancels are

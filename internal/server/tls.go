@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/tideml/tide/api"
 	"github.com/tideml/tide/internal/config"
+	"github.com/tideml/tide/internal/store"
 )
 
 // serverTLS returns the server's TLS configuration and the fingerprint of
@@ -175,4 +177,47 @@ func makeServerCert(ca *x509.Certificate, caKey *ecdsa.PrivateKey, names []strin
 func serial() *big.Int {
 	n, _ := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 120))
 	return n
+}
+
+// caSetting is the store setting holding the fingerprint of the CA the
+// replicas' certificates chain to.
+const caSetting = "tls_ca_fingerprint"
+
+// checkReplicaCA refuses a replica whose CA is not the one another live
+// replica serves: agents and clients pin one fingerprint, so a replica
+// with its own data dir (and so its own CA) would be unreachable to them
+// after a failover. The fingerprint is recorded in the store; a server
+// that starts alone (none leads) records its own, so a single server may
+// change its CA.
+func checkReplicaCA(ctx context.Context, st store.Store, cfg config.Server, fp string) error {
+	if fp == "" {
+		return nil
+	}
+	var prev string
+	err := st.View(ctx, func(tx store.Tx) error {
+		var err error
+		prev, err = tx.GetSetting(ctx, caSetting)
+		if store.IsNotFound(err) {
+			return nil
+		}
+		return err
+	})
+	if err != nil || prev == fp {
+		return err
+	}
+	if c, ok := st.(store.Cluster); ok && prev != "" {
+		leader, err := c.Leader(ctx)
+		if err != nil {
+			return err
+		}
+		if leader != "" && leader != cfg.Replica {
+			where := "tls_cert " + cfg.TLSCert
+			if cfg.TLSCert == "" {
+				where = "the CA in " + filepath.Join(cfg.DataDir, "tls")
+			}
+			return fmt.Errorf("TLS: %s (fingerprint %s) is not the CA replica %s serves (%s): agents and clients pin that one and could not reach this replica; copy replica %s's DATA_DIR/tls folder into %s (or give every replica the same tls_cert and tls_key) and start again",
+				where, fp, leader, prev, leader, cfg.DataDir)
+		}
+	}
+	return st.Update(ctx, func(tx store.Tx) error { return tx.PutSetting(ctx, caSetting, fp) })
 }

@@ -63,7 +63,10 @@ func (s *Service) Register(ctx context.Context, nodeID string, h api.AgentHello)
 			w.Instance = instanceSetup(c)
 		}
 		switch {
-		case n.State == api.NodeLeaving:
+		case n.State == api.NodeLeaving, n.State == api.NodePreempted:
+			// Going away whatever its agent says: a preempted node's job
+			// gets its eviction notice (controller.preempting) and the
+			// node is removed, not made running or idle again.
 		case kept || n.Job != "":
 			if n.State != api.NodeRunning {
 				n.State, n.StateSince = api.NodeRunning, now

@@ -2,8 +2,10 @@ package service
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -37,10 +39,24 @@ type beatBatch struct {
 	done  chan struct{}                 // closed once written (or failed)
 	err   error                         // the transaction's
 	errs  map[string]error              // by node: its record is gone
+	beat  map[string]Beat               // by node: what the heartbeat found
 }
 
-// Heartbeat records that a node's agent is alive, and what it measured.
-func (s *Service) Heartbeat(ctx context.Context, nodeID string, hb api.AgentHeartbeat) error {
+// Beat is what a heartbeat found when it reconciled what the agent reports
+// with what the store says.
+type Beat struct {
+	// Cancel lists the assignments the agent runs that the store does not
+	// place on its node: the agent must stop them.
+	Cancel []string
+	// Missing is set when the store places an assignment on the node and
+	// the agent runs nothing: it refused it or missed its push, and
+	// Pending says what to send again.
+	Missing bool
+}
+
+// Heartbeat records that a node's agent is alive, and what it measured,
+// and reconciles the assignments it reports with the store's.
+func (s *Service) Heartbeat(ctx context.Context, nodeID string, hb api.AgentHeartbeat) (Beat, error) {
 	g := &s.beats
 	g.mu.Lock()
 	b := g.next
@@ -57,12 +73,12 @@ func (s *Service) Heartbeat(ctx context.Context, nodeID string, hb api.AgentHear
 	select {
 	case <-b.done:
 	case <-ctx.Done():
-		return ctx.Err()
+		return Beat{}, ctx.Err()
 	}
 	if b.err != nil {
-		return b.err
+		return Beat{}, b.err
 	}
-	return b.errs[nodeID]
+	return b.beat[nodeID], b.errs[nodeID]
 }
 
 // writeHeartbeats writes the waiting batch, then the one collected
@@ -81,11 +97,12 @@ func (s *Service) writeHeartbeats() {
 		g.mu.Unlock()
 		ctx, cancel := context.WithTimeout(context.Background(), heartbeatWriteTimeout)
 		b.err = s.Store.Update(ctx, func(tx store.Tx) error {
-			b.errs = map[string]error{} // PostgreSQL may run this again
+			b.errs, b.beat = map[string]error{}, map[string]Beat{} // PostgreSQL may run this again
 			// In key order, so that two transactions never lock nodes in
 			// opposite orders.
 			for _, id := range slices.Sorted(maps.Keys(b.beats)) {
-				err := s.heartbeat(ctx, tx, id, b.beats[id])
+				beat, err := s.heartbeat(ctx, tx, id, b.beats[id])
+				b.beat[id] = beat
 				if store.IsNotFound(err) {
 					b.errs[id] = notFound("node", id, "the node was deleted; stop this agent")
 					continue
@@ -106,12 +123,13 @@ func (s *Service) writeHeartbeats() {
 // nor rewrites the node's record, and is no change for the controller's
 // node feed. One that reports activity (a compute instance's node, whose
 // idle shutdown the controller decides from it) writes the whole record.
-func (s *Service) heartbeat(ctx context.Context, tx store.Tx, nodeID string, hb api.AgentHeartbeat) error {
+// Then what the agent runs is reconciled with the store (reconcileBeat).
+func (s *Service) heartbeat(ctx context.Context, tx store.Tx, nodeID string, hb api.AgentHeartbeat) (Beat, error) {
 	now := s.now()
 	if hb.Activity != nil {
 		n, err := tx.GetNode(ctx, nodeID)
 		if err != nil {
-			return err
+			return Beat{}, err
 		}
 		b := store.BeatOf(n)
 		applyBeat(&b, n.Job, hb, now)
@@ -120,14 +138,20 @@ func (s *Service) heartbeat(ctx context.Context, tx store.Tx, nodeID string, hb 
 		if busy, _ := instance.Active(hb.Activity, n.Job); busy {
 			n.ActiveAt = now
 		}
-		return tx.PutNode(ctx, n)
+		if err := tx.PutNode(ctx, n); err != nil {
+			return Beat{}, err
+		}
+		return reconcileBeat(ctx, tx, nodeID, n.Job, hb, now)
 	}
 	job, b, err := tx.GetNodeBeat(ctx, nodeID)
 	if err != nil {
-		return err
+		return Beat{}, err
 	}
 	applyBeat(&b, job, hb, now)
-	return tx.PutNodeBeat(ctx, nodeID, b)
+	if err := tx.PutNodeBeat(ctx, nodeID, b); err != nil {
+		return Beat{}, err
+	}
+	return reconcileBeat(ctx, tx, nodeID, job, hb, now)
 }
 
 // applyBeat sets b to what heartbeat hb, of a node running job, says.
@@ -142,4 +166,61 @@ func applyBeat(b *store.NodeBeat, job string, hb api.AgentHeartbeat, now time.Ti
 	} else {
 		b.JobUsage = nil
 	}
+}
+
+// reconcileBeat compares what the agent of a node whose job is job runs
+// with the store. An assignment the agent runs other than the node's job
+// is read, and stopped unless the store places it on the node; an
+// assignment the agent refused is noted on its job.
+func reconcileBeat(ctx context.Context, tx store.Tx, nodeID, job string, hb api.AgentHeartbeat, now time.Time) (Beat, error) {
+	var beat Beat
+	for _, id := range hb.Running {
+		if id == job {
+			continue
+		}
+		on, err := onNode(ctx, tx, nodeID, id)
+		if err != nil {
+			return beat, err
+		}
+		if !on {
+			beat.Cancel = append(beat.Cancel, id)
+		}
+	}
+	beat.Missing = job != "" && len(hb.Running) == 0
+	for _, id := range hb.Refused {
+		ws, name, _, err := ParseAssignmentID(id)
+		if err != nil || id != job {
+			continue
+		}
+		msg := fmt.Sprintf("node %s refused assignment %s: its agent still ran %s; tide stops that and sends the assignment again", nodeID, id, strings.Join(hb.Running, ", "))
+		if err := tx.AddEvent(ctx, ws, "job/"+name, &api.Event{Time: now, Kind: "AssignmentRefused", Message: msg}); err != nil {
+			return beat, err
+		}
+	}
+	return beat, nil
+}
+
+// onNode reports whether the store places assignment id on node nodeID:
+// its job's current attempt is unfinished and one of its ranks is there.
+func onNode(ctx context.Context, tx store.Tx, nodeID, id string) (bool, error) {
+	ws, name, attempt, err := ParseAssignmentID(id)
+	if err != nil {
+		return false, nil
+	}
+	j, err := tx.GetJob(ctx, ws, name)
+	if store.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if j.Attempt != attempt || api.JobTerminal(j.Status) {
+		return false, nil
+	}
+	for _, r := range j.Ranks {
+		if r.Node == nodeID && !api.JobTerminal(r.Status) {
+			return true, nil
+		}
+	}
+	return false, nil
 }

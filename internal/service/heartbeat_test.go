@@ -65,7 +65,7 @@ func TestHeartbeatsShareTransactions(t *testing.T) {
 	var wg sync.WaitGroup
 	beat := func(i int) {
 		defer wg.Done()
-		errs[i] = s.Heartbeat(ctx, ids[i], api.AgentHeartbeat{NodeID: ids[i], Utilization: &api.NodeUtilization{CPUPercent: float64(i)}})
+		_, errs[i] = s.Heartbeat(ctx, ids[i], api.AgentHeartbeat{NodeID: ids[i], Utilization: &api.NodeUtilization{CPUPercent: float64(i)}})
 	}
 	wg.Add(1)
 	go beat(0)

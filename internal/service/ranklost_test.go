@@ -2,14 +2,11 @@ package service
 
 import (
 	"context"
-	"log/slog"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/tideml/tide/api"
 	"github.com/tideml/tide/internal/store"
-	"github.com/tideml/tide/internal/store/sqlite"
 )
 
 // TestRankLostStopsTheOtherRanksFirst: when one node of a 2-node gang is
@@ -21,31 +18,16 @@ import (
 // suite's partition scenario found two copies of a rank running.)
 func TestRankLostStopsTheOtherRanksFirst(t *testing.T) {
 	ctx := context.Background()
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "tide.db"), slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
 	now := time.Date(2026, 11, 26, 21, 0, 0, 0, time.UTC)
 	id := AssignmentID("default", "gang", 1)
-	if err := st.Update(ctx, func(tx store.Tx) error {
-		if err := tx.PutWorkspace(ctx, &api.Workspace{Name: "default"}); err != nil {
-			return err
-		}
-		if err := tx.PutCompute(ctx, &api.Compute{Name: "c", Workspace: "default", MaxInstances: 3}, ""); err != nil {
-			return err
-		}
-		for _, n := range []string{"n0", "n1"} {
-			if err := tx.PutNode(ctx, &api.Node{ID: n, Workspace: "default", Compute: "c", State: api.NodeRunning, Job: id}); err != nil {
-				return err
-			}
-		}
-		return tx.PutJob(ctx, &api.Job{Workspace: "default", Name: "gang", Type: "command", Command: "true", Compute: "c",
+	st := seedStore(t, &api.Compute{Name: "c", Workspace: "default", MaxInstances: 3},
+		[]*api.Node{
+			{ID: "n0", Workspace: "default", Compute: "c", State: api.NodeRunning, Job: id},
+			{ID: "n1", Workspace: "default", Compute: "c", State: api.NodeRunning, Job: id},
+		},
+		&api.Job{Workspace: "default", Name: "gang", Type: "command", Command: "true", Compute: "c",
 			Status: api.JobRunning, Attempt: 1, Resources: &api.JobResources{InstanceCount: 2},
-			Ranks: []api.JobRank{{Node: "n0", Status: api.JobRunning}, {Node: "n1", Status: api.JobRunning}}}, "")
-	}); err != nil {
-		t.Fatal(err)
-	}
+			Ranks: []api.JobRank{{Node: "n0", Status: api.JobRunning}, {Node: "n1", Status: api.JobRunning}}})
 	get := func() (*api.Job, *api.Node) {
 		t.Helper()
 		var j *api.Job

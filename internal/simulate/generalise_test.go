@@ -81,13 +81,13 @@ func (g generalisation) String() string {
 // every shape, on the test seeds (the policy was designed and its choices
 // tried on trainSeeds only): against fixed 120 s, no more node-hours and
 // no more mean wait; and on or below the frontier of fixed idle times.
-// The target is not met on every shape (docs/simulate.md says by how
+// The target is not met on every shape (docs/simulate-results.md says by how
 // much); the test asserts what holds: the whole target where shape.target,
 // the frontier where shape.frontier, and everywhere that adaptive never
 // loses to fixed 120 s on both node-hours and wait at once and stays within
 // 6 % of the frontier.
 // TIDE_GEN_DAYS (default 7), TIDE_GEN_STEP (default 60 s; the docs use 30)
-// and TIDE_GEN_SEEDS=train change the run for docs/simulate.md.
+// and TIDE_GEN_SEEDS=train change the run for docs/simulate-results.md.
 func TestAdaptiveGeneralises(t *testing.T) {
 	days, step := 7, 60
 	fmt.Sscan(os.Getenv("TIDE_GEN_DAYS"), &days)

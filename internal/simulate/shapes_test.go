@@ -9,7 +9,7 @@ import (
 
 // The workload shapes the adaptive policy is judged on (issue 23): a
 // generator per shape, seeded. The policy's design was tried on training
-// seeds only (trainSeeds); the tests and docs/simulate.md report the test
+// seeds only (trainSeeds); the tests and docs/simulate-results.md report the test
 // seeds, which no choice was made on.
 var (
 	trainSeeds = []uint64{1, 2, 3}

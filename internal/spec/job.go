@@ -65,7 +65,7 @@ const jobTypesText = "tide supports type: command, type: pipeline and type: swee
 const dataTypesText = "uri_file, uri_folder, mlflow_model, custom_model, triton_model or mltable"
 
 var (
-	inputModes    = []string{"ro_mount", "download"}
+	inputModes    = []string{"ro_mount", "download", "direct", "eval_mount", "eval_download"}
 	outputModes   = []string{"rw_mount", "upload"}
 	literalTypes  = []string{"string", "integer", "number", "boolean"}
 	distTypes     = []string{"pytorch", "mpi", "tensorflow"}
@@ -353,9 +353,15 @@ func checkJobBody(j *api.Job, bad func(field, format string, args ...any)) {
 			}
 			if in.Mode != "" && !slices.Contains(inputModes, in.Mode) {
 				bad(fp+".mode", "must be one of %s, got %q", strings.Join(inputModes, ", "), in.Mode)
+			} else if strings.HasPrefix(in.Mode, "eval_") && in.Type != api.InputMLTable {
+				bad(fp+".mode", "%s evaluates an MLTable file: only for type: mltable; use %s", in.Mode, map[string]string{"eval_mount": "ro_mount", "eval_download": "download"}[in.Mode])
 			}
-			if _, problem := ClassifyDataPath(in.Path); problem != "" && strings.TrimSpace(in.Path) != "" {
+			kind, problem := ClassifyDataPath(in.Path)
+			if problem != "" && strings.TrimSpace(in.Path) != "" {
 				bad(fp+".path", "%s", problem)
+			}
+			if in.Mode == "direct" && kind == PathLocal {
+				bad(fp+".mode", "direct gives the job the input's URI, and a local path has none once uploaded; use ro_mount or download, or give a URI (azureml://datastores/..., https://...)")
 			}
 		default:
 			bad(fp+".type", "unknown input type %q; use %s, or a literal value", in.Type, dataTypesText)

@@ -62,7 +62,13 @@ func TestSSHIntoPod(t *testing.T) {
 		return ssh.NewClient(conn, chans, reqs), nil
 	}
 
-	cl, err := dial("alice", alice)
+	// A node is idle once its agent registered; its stream to the server,
+	// which SSH goes through, may connect a moment later.
+	var cl *ssh.Client
+	servertest.Poll(t.Context(), 30*time.Second, func() bool {
+		cl, err = dial("alice", alice)
+		return err == nil || !strings.Contains(err.Error(), "is not connected to this server")
+	})
 	if err != nil {
 		t.Fatalf("ssh alice@%s with the compute's key: %v", node.ID, err)
 	}

@@ -52,6 +52,9 @@ type Fleet struct {
 	errs   chan error
 	// Beats counts the heartbeats the server took.
 	Beats atomic.Int64
+	// Reconnects counts the agents' sessions that broke (a server
+	// restart ends every one) and were started again.
+	Reconnects atomic.Int64
 
 	mu     sync.Mutex
 	agents map[string]*running
@@ -120,7 +123,7 @@ func (f *Fleet) scan() error {
 		if err != nil {
 			return err
 		}
-		a := &Agent{ID: id, base: f.o.URL, token: string(tok), hc: f.hc, strm: f.strm, beats: &f.Beats,
+		a := &Agent{ID: id, base: f.o.URL, token: string(tok), hc: f.hc, strm: f.strm, beats: &f.Beats, reconnects: &f.Reconnects,
 			held: f.o.Hold, run: f.o.Run, stops: map[string]chan api.Cancel{}}
 		ctx, stop := context.WithCancel(f.ctx)
 		f.agents[id] = &running{a: a, stop: stop}

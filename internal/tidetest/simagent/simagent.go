@@ -38,6 +38,8 @@ type Agent struct {
 	hc    *http.Client // requests
 	strm  *http.Client // the assignment stream
 	beats *atomic.Int64
+	// reconnects counts the sessions after the first (Fleet.Reconnects).
+	reconnects *atomic.Int64
 	// held receives the agent each time it starts holding an assignment
 	// (Options.Hold); run runs it (Options.Run).
 	held chan<- *Agent
@@ -149,11 +151,7 @@ func (a *Agent) Complete(ctx context.Context) error {
 
 // assigned handles an assign event: one already held or done is ignored
 // (the server re-sends what the store holds when a stream catches up).
-func (a *Agent) assigned(ctx context.Context, data string) error {
-	var as api.Assignment
-	if err := json.Unmarshal([]byte(data), &as); err != nil {
-		return fmt.Errorf("node %s: assignment: %w", a.ID, err)
-	}
+func (a *Agent) assigned(ctx context.Context, as api.Assignment) error {
 	a.mu.Lock()
 	dup := a.cur != nil && a.cur.ID == as.ID || a.last == as.ID
 	var stop chan api.Cancel
@@ -200,6 +198,12 @@ func (a *Agent) canceled(data string) error {
 	if err := json.Unmarshal([]byte(data), &c); err != nil {
 		return fmt.Errorf("node %s: cancel: %w", a.ID, err)
 	}
+	a.stop(c)
+	return nil
+}
+
+// stop hands a cancel to the runner of its assignment, if it runs one.
+func (a *Agent) stop(c api.Cancel) {
 	a.mu.Lock()
 	stop := a.stops[c.ID]
 	a.mu.Unlock()
@@ -209,15 +213,24 @@ func (a *Agent) canceled(data string) error {
 		default: // a repeated notice: the first one is being handled
 		}
 	}
-	return nil
 }
 
-// listen reads the assignment stream until it ends.
-func (a *Agent) listen(ctx context.Context, body io.ReadCloser, errs chan<- error) {
+// listen reads the assignment stream until it ends (sctx, the session,
+// ends it too); assignments run under ctx, the agent's. Its error goes to
+// errs if the session still listens.
+func (a *Agent) listen(ctx, sctx context.Context, body io.ReadCloser, errs chan<- error) {
 	defer body.Close()
 	sc := bufio.NewScanner(body)
 	sc.Buffer(make([]byte, 4096), 1<<20)
 	event := ""
+	report := func(err error) {
+		if sctx.Err() == nil {
+			select {
+			case errs <- err:
+			default:
+			}
+		}
+	}
 	for sc.Scan() {
 		line := sc.Text()
 		var err error
@@ -225,20 +238,23 @@ func (a *Agent) listen(ctx context.Context, body io.ReadCloser, errs chan<- erro
 		case strings.HasPrefix(line, "event: "):
 			event = strings.TrimPrefix(line, "event: ")
 		case strings.HasPrefix(line, "data: ") && event == "assign":
-			err = a.assigned(ctx, strings.TrimPrefix(line, "data: "))
+			var as api.Assignment
+			if err = json.Unmarshal([]byte(strings.TrimPrefix(line, "data: ")), &as); err != nil {
+				err = fmt.Errorf("node %s: assignment: %w", a.ID, err)
+				break
+			}
+			err = a.assigned(ctx, as)
 		case strings.HasPrefix(line, "data: ") && event == "cancel":
 			err = a.canceled(strings.TrimPrefix(line, "data: "))
 		case line == "":
 			event = ""
 		}
-		if err != nil && ctx.Err() == nil {
-			errs <- err
+		if err != nil {
+			report(err)
 			return
 		}
 	}
-	if ctx.Err() == nil {
-		errs <- fmt.Errorf("node %s: the server closed the assignment stream: %v", a.ID, sc.Err())
-	}
+	report(fmt.Errorf("node %s: the server closed the assignment stream: %v", a.ID, sc.Err()))
 }
 
 // heartbeat is what a real agent reports (see the agent's heartbeatLoop): what it
@@ -255,25 +271,69 @@ func (a *Agent) heartbeat() api.AgentHeartbeat {
 	return hb
 }
 
-// Run registers, holds the stream and heartbeats until ctx ends. It
-// returns the first error, or nil when ctx ended.
+// Run registers, holds the stream and heartbeats until ctx ends, and like
+// a real agent connects again when the server goes away (a restart): it
+// registers with the assignment it runs, which the server keeps or tells
+// it to cancel. It returns an error once it could not reach the server for
+// a minute, nil when ctx ended.
 func (a *Agent) Run(ctx context.Context) error {
-	var w api.AgentWelcome
-	if err := a.post(ctx, "/v1/agent/register", api.AgentHello{NodeID: a.ID, Capacity: api.Capacity{VCPUs: 4, MemoryGB: 14}}, &w); err != nil {
-		return err
+	lastOK := time.Now()
+	for {
+		connected, err := a.session(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if connected {
+			lastOK = time.Now()
+			if a.reconnects != nil {
+				a.reconnects.Add(1)
+			}
+		}
+		if time.Since(lastOK) > time.Minute {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(200 * time.Millisecond):
+		}
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, a.base+"/v1/agent/stream", nil)
+}
+
+// session registers, holds the stream and heartbeats until one of them
+// fails; connected says it got as far as the stream.
+func (a *Agent) session(ctx context.Context) (connected bool, err error) {
+	hello := api.AgentHello{NodeID: a.ID, Capacity: api.Capacity{VCPUs: 4, MemoryGB: 14}}
+	a.mu.Lock()
+	if a.cur != nil {
+		hello.Running = []api.AssignmentStatus{{ID: a.cur.ID, NodeRank: a.cur.NodeRank, Status: api.JobRunning}}
+	}
+	a.mu.Unlock()
+	var w api.AgentWelcome
+	if err := a.post(ctx, "/v1/agent/register", hello, &w); err != nil {
+		return false, err
+	}
+	for _, id := range w.Cancel {
+		a.stop(api.Cancel{ID: id, Reason: "the server no longer wants this assignment"})
+	}
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	req, err := http.NewRequestWithContext(sctx, http.MethodGet, a.base+"/v1/agent/stream", nil)
 	if err != nil {
-		return err
+		return false, err
 	}
 	req.Header.Set("Authorization", "Bearer "+a.token)
 	req.Header.Set("Accept", "text/event-stream")
 	resp, err := a.strm.Do(req)
 	if err != nil {
-		return fmt.Errorf("node %s: stream: %w", a.ID, err)
+		return false, fmt.Errorf("node %s: stream: %w", a.ID, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		resp.Body.Close()
+		return false, fmt.Errorf("node %s: stream: HTTP %d", a.ID, resp.StatusCode)
 	}
 	errs := make(chan error, 1)
-	go a.listen(ctx, resp.Body, errs)
+	go a.listen(ctx, sctx, resp.Body, errs)
 	every := time.Duration(w.HeartbeatSeconds) * time.Second
 	if every <= 0 {
 		every = 2 * time.Second
@@ -284,24 +344,35 @@ func (a *Agent) Run(ctx context.Context) error {
 	for {
 		select {
 		case <-ctx.Done():
-			return nil
+			return true, nil
 		case err := <-errs:
-			return err
+			return true, err
 		case <-tick.C:
-			if err := a.post(ctx, "/v1/agent/heartbeat", a.heartbeat(), nil); err != nil {
+			var reply api.AgentHeartbeatReply
+			if err := a.post(ctx, "/v1/agent/heartbeat", a.heartbeat(), &reply); err != nil {
 				if ctx.Err() != nil {
-					return nil
+					return true, nil
 				}
-				// A real agent retries; so does this one, at the next tick.
 				// A keep-alive connection the server closed just as a
-				// heartbeat was sent on it resets once in a while.
+				// heartbeat was sent on it resets once in a while: the
+				// next tick tries again, and a third failure starts over.
 				if failed++; failed == 3 {
-					return fmt.Errorf("node %s: 3 heartbeats in a row failed, the last: %w", a.ID, err)
+					return true, fmt.Errorf("node %s: 3 heartbeats in a row failed, the last: %w", a.ID, err)
 				}
 				continue
 			}
 			failed = 0
 			a.beats.Add(1)
+			// As a real agent: stop what the store does not place here,
+			// run what it does and this agent missed.
+			for _, id := range reply.Cancel {
+				a.stop(api.Cancel{ID: id, Reason: "the server no longer wants this assignment"})
+			}
+			if reply.Assign != nil {
+				if err := a.assigned(ctx, *reply.Assign); err != nil {
+					return true, err
+				}
+			}
 		}
 	}
 }

@@ -259,6 +259,18 @@ func (l *Lab) Cut(i int, off bool) error {
 	return run("ip", "link", "set", l.Hosts[i].Veth, state)
 }
 
+// Freeze stops host i's sshd (true: SIGSTOP) or lets it go on (false):
+// a new connection's TCP handshake completes but no ssh banner follows, as
+// on a host too loaded to answer, so a dial waits out its whole timeout.
+// Connections made before keep working (their sshd processes run on).
+func (l *Lab) Freeze(i int, frozen bool) error {
+	sig := syscall.SIGCONT
+	if frozen {
+		sig = syscall.SIGSTOP
+	}
+	return l.Hosts[i].sshd.Process.Signal(sig)
+}
+
 // KnownHosts writes a known_hosts file listing every host.
 func (l *Lab) KnownHosts() (string, error) {
 	var b strings.Builder
