@@ -33,8 +33,10 @@ func TestJobUsage(t *testing.T) {
 		t.Fatal(err)
 	}
 	u := got.Usage
-	if u == nil || u.CPUSeconds < 0.5 || u.PeakMemoryBytes <= 0 || u.Samples < 1 {
-		t.Fatalf("usage = %+v, want the CPU time of a 3 s busy loop (at least 0.5 s on a loaded machine) and some memory", u)
+	// A 3 s busy loop gets 3 CPU-s on an idle core and 2/L of that at
+	// load average L on this 2-core machine (0.49 s was measured at 25).
+	if u == nil || u.CPUSeconds < 0.1 || u.PeakMemoryBytes <= 0 || u.Samples < 1 {
+		t.Fatalf("usage = %+v, want the CPU time of a 3 s busy loop (at least 0.1 s on a loaded machine) and some memory", u)
 	}
 	t.Logf("usage: %.2f CPU-s, peak %d bytes, %d samples", u.CPUSeconds, u.PeakMemoryBytes, u.Samples)
 	if got.Ranks[0].Usage == nil || got.Ranks[0].Usage.CPUSeconds != u.CPUSeconds {
