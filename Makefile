@@ -48,7 +48,7 @@ bench: ## Compare tide with Slurm and fork/exec (installs slurm-wlm, munge), mea
 chaos: ## The full chaos suite (1,000 jobs through server kills and replica failovers, preemption storms on 200 nodes and at a preemption_rate, partitions, a capacity outage, a full disk); prints its table.
 	TIDE_CHAOS=full $(GO) test -count=1 -v -timeout 90m ./internal/chaos
 
-fuzz: ## Run every fuzz target to a million executions (FUZZTIME=...); corpora kept in testdata/fuzz.
+fuzz: ## Run every fuzz target to a million executions (FUZZTIME=..., FUZZPARALLEL=2 workers, FUZZ=regexp of targets); corpora kept in testdata/fuzz.
 	GO=$(GO) FUZZTIME=$(FUZZTIME) .ci/fuzz
 
 vet: ## go vet and a gofmt check.

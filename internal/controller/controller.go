@@ -180,6 +180,11 @@ func (c *Controller) Runtime(location string) string {
 func (c *Controller) Run(ctx context.Context) error {
 	c.started = c.now()
 	c.nodes = nodeFeed{} // a new term (a replica that leads again) reads them all
+	// Background calls of an earlier term ended with its context: their
+	// results (context canceled) say nothing of the backend.
+	c.mu.Lock()
+	c.effects = map[string]*effectRun{}
+	c.mu.Unlock()
 	reconciled, err := c.reconcile(ctx)
 	if err != nil {
 		c.log.Error("reconciling providers", "err", err)

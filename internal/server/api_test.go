@@ -162,6 +162,12 @@ func FuzzComputeRequest(f *testing.F) {
 	f.Add([]byte(`{"name":"abc","type":"amlcompute","max_instances":"x"}`), false)
 	f.Add([]byte("command: echo ${{inputs.x}}\ninputs:\n  x: 1\n"), true)
 	f.Add([]byte("\x00\xff{[}"), true)
+	// The server's data dir in memory (/dev/shm) where there is one: the
+	// bodies the fuzzer finds valid are stored, and a SQLite commit's fsync
+	// on a disk other work shares held the fuzzer to ~150 inputs/s.
+	if _, err := os.Stat("/dev/shm"); err == nil {
+		f.Setenv("TMPDIR", "/dev/shm")
+	}
 	h, token := newHandler(f)
 	f.Fuzz(func(t *testing.T, body []byte, job bool) {
 		path := "/v1/workspaces/default/computes/fuzz-a"

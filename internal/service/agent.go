@@ -44,7 +44,11 @@ func (s *Service) Register(ctx context.Context, nodeID string, h api.AgentHello)
 				continue
 			}
 			j, err := tx.GetJob(ctx, ws, name)
-			if err != nil || j.Attempt != attempt || api.JobTerminal(j.Status) || r.NodeRank >= len(j.Ranks) || j.Ranks[r.NodeRank].Node != nodeID {
+			if err != nil || j.Attempt != attempt || api.JobTerminal(j.Status) || r.NodeRank < 0 || r.NodeRank >= len(j.Ranks) ||
+				j.Ranks[r.NodeRank].Node != nodeID || api.JobTerminal(j.Ranks[r.NodeRank].Status) {
+				// Not (or no longer) this node's: a rank the store ended
+				// (lost with its node, then the agent came back) is
+				// stopped, and the node is not kept running for it.
 				w.Cancel = append(w.Cancel, r.ID)
 				continue
 			}
@@ -113,7 +117,9 @@ func (s *Service) Pending(ctx context.Context, nodeID string, runtime string) (a
 			cancel = &api.Cancel{ID: n.Job, Reason: "canceled", GraceSeconds: int(s.Config.CancelGrace.Seconds())}
 			return nil
 		}
-		if j.Ranks[rank].Status == "" {
+		if j.Ranks[rank].Status == "" && (j.Status == api.JobPreparing || j.Status == api.JobRunning) && n.State == api.NodeRunning {
+			// (A finalizing job's or a leaving node's rank is not
+			// started: the controller stops the job.)
 			addrs, err := s.addresses(ctx, tx, j)
 			if err != nil {
 				return err

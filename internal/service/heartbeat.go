@@ -186,7 +186,13 @@ func reconcileBeat(ctx context.Context, tx store.Tx, nodeID, job string, hb api.
 			beat.Cancel = append(beat.Cancel, id)
 		}
 	}
-	beat.Missing = job != "" && len(hb.Running) == 0
+	if job != "" && len(hb.Running) == 0 {
+		ended, err := endUnstartedRank(ctx, tx, nodeID, job, now)
+		if err != nil {
+			return beat, err
+		}
+		beat.Missing = !ended
+	}
 	for _, id := range hb.Refused {
 		ws, name, _, err := ParseAssignmentID(id)
 		if err != nil || id != job {
@@ -198,6 +204,38 @@ func reconcileBeat(ctx context.Context, tx store.Tx, nodeID, job string, hb api.
 		}
 	}
 	return beat, nil
+}
+
+// endUnstartedRank ends the rank of job on node nodeID as canceled when
+// its agent never started it (it refused the assignment while it still
+// ran another) and the job is being stopped (canceled, or finalizing after
+// another rank failed): resent, it would run a command the controller then
+// stops, and a cancel for an assignment the agent never ran stops nothing,
+// so the rank would hold its node and the job would never end. It reports
+// whether it ended the rank.
+func endUnstartedRank(ctx context.Context, tx store.Tx, nodeID, job string, now time.Time) (bool, error) {
+	ws, name, attempt, err := ParseAssignmentID(job)
+	if err != nil {
+		return false, nil
+	}
+	j, err := tx.GetJob(ctx, ws, name)
+	if store.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil || j.Attempt != attempt || (j.Status != api.JobCancelRequested && j.Status != api.JobFinalizing) {
+		return false, err
+	}
+	for i, r := range j.Ranks {
+		if r.Node != nodeID || r.Status != "" {
+			continue
+		}
+		j.Ranks[i].Status, j.Ranks[i].Error = api.JobCanceled, "stopped before its agent started it"
+		if err := finishRank(ctx, tx, j, i, now); err != nil {
+			return false, err
+		}
+		return true, tx.PutJob(ctx, j, "")
+	}
+	return false, nil
 }
 
 // onNode reports whether the store places assignment id on node nodeID:

@@ -122,3 +122,51 @@ func TestHeartbeatsShareTransactions(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestHeartbeatEndsARankCanceledBeforeItStarted: the agent refused job B's
+// assignment (it still ran a stale one), and B was canceled before the
+// assignment was sent again; the cancel pushed for B stopped nothing (the
+// agent never ran B). Once the agent runs nothing, its heartbeat must end
+// B's rank as canceled and free the node, not send B again (before, the
+// job stayed CancelRequested and its node running for good). A job still
+// to start is sent again.
+func TestHeartbeatEndsARankCanceledBeforeItStarted(t *testing.T) {
+	ctx := context.Background()
+	now := time.Date(2026, 11, 27, 0, 50, 0, 0, time.UTC)
+	for _, c := range []struct {
+		status      string
+		wantMissing bool
+		wantJob     string
+	}{
+		{api.JobCancelRequested, false, api.JobCanceled},
+		{api.JobPreparing, true, api.JobPreparing},
+	} {
+		id := AssignmentID("default", "b", 1)
+		st := seedStore(t, &api.Compute{Name: "c", Workspace: "default", MaxInstances: 1},
+			[]*api.Node{{ID: "n", Workspace: "default", Compute: "c", State: api.NodeRunning, Job: id}},
+			&api.Job{Workspace: "default", Name: "b", Type: "command", Command: "true", Compute: "c",
+				Status: c.status, Attempt: 1, Ranks: []api.JobRank{{Node: "n"}}})
+		s := &Service{Store: st, Now: func() time.Time { return now }}
+		beat, err := s.Heartbeat(ctx, "n", api.AgentHeartbeat{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var j *api.Job
+		var n *api.Node
+		if err := st.View(ctx, func(tx store.Tx) (err error) {
+			if j, err = tx.GetJob(ctx, "default", "b"); err != nil {
+				return err
+			}
+			n, err = tx.GetNode(ctx, "n")
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if beat.Missing != c.wantMissing || j.Status != c.wantJob {
+			t.Errorf("job %s: heartbeat says missing %v, job now %s; want %v, %s", c.status, beat.Missing, j.Status, c.wantMissing, c.wantJob)
+		}
+		if c.status == api.JobCancelRequested && (n.State != api.NodeIdle || n.Job != "") {
+			t.Errorf("node after the canceled job's rank ended: %s, job %q; want idle", n.State, n.Job)
+		}
+	}
+}

@@ -10,10 +10,22 @@ import (
 	"path/filepath"
 )
 
+// builtEnv names the binary a test process built, for the processes it
+// starts: a fuzz target's workers are new processes of the same test
+// binary, and each built tide again in its TestMain (20-60 s under load,
+// before every worker's first input and again whenever one restarts).
+const builtEnv = "TIDE_TEST_BUILT_BIN"
+
 // Build builds cmd/tide into a new temporary folder; cmdDir is the path of
 // cmd/tide relative to the calling test's package. It returns the binary
-// and a function that removes it.
+// and a function that removes it. A process started by one that built it
+// (a fuzz worker) gets the same binary, and a cleanup that leaves it.
 func Build(cmdDir string) (bin string, cleanup func(), err error) {
+	if bin := os.Getenv(builtEnv); bin != "" {
+		if _, err := os.Stat(bin); err == nil {
+			return bin, func() {}, nil
+		}
+	}
 	dir, err := os.MkdirTemp("", "tide-test-bin-")
 	if err != nil {
 		return "", nil, err
@@ -29,6 +41,7 @@ func Build(cmdDir string) (bin string, cleanup func(), err error) {
 		os.RemoveAll(dir)
 		return "", nil, fmt.Errorf("building tide: %w\n%s", err, out)
 	}
+	os.Setenv(builtEnv, bin)
 	return bin, func() { os.RemoveAll(dir) }, nil
 }
 
