@@ -64,9 +64,6 @@ type Controller struct {
 	order   []string
 	ordered map[string]bool // the keys in order
 	cursor  string
-	// snapJobs and snapParents are the last snapshot's jobs, which the
-	// next one shares when no job was written meanwhile.
-	snapJobs, snapParents []api.Job
 	// nodes are every node, kept as jobs are (only Step uses them).
 	nodes nodeFeed
 	// startTimes is, per compute key, how long its nodes take to start
@@ -283,7 +280,6 @@ func (c *Controller) load(ctx context.Context) (*snapshot, error) {
 	}
 	if full {
 		c.jobs, c.order, c.ordered = map[string]api.Job{}, nil, map[string]bool{}
-		c.snapJobs, c.snapParents = nil, nil
 	}
 	for _, j := range changed {
 		k := key(j.Workspace, j.Name)
@@ -300,13 +296,6 @@ func (c *Controller) load(ctx context.Context) (*snapshot, error) {
 		c.jobs[k] = j
 	}
 	c.cursor = cursor
-	if len(changed) == 0 && c.snapJobs != nil {
-		// Nothing written since the last load: its slices hold these
-		// jobs already (no phase changes a snapshot's jobs), and copying
-		// a long queue again was a good part of a turn.
-		s.jobs, s.parents = c.snapJobs, c.snapParents
-		return &s, nil
-	}
 	// order keeps the creation order the feed lists new jobs in; finished
 	// jobs leave it once they are as many as the unfinished ones.
 	var live []string
@@ -334,7 +323,6 @@ func (c *Controller) load(ctx context.Context) (*snapshot, error) {
 			c.ordered[k] = true
 		}
 	}
-	c.snapJobs, c.snapParents = s.jobs, s.parents
 	return &s, nil
 }
 
