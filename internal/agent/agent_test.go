@@ -262,8 +262,8 @@ func TestAssignmentEnds(t *testing.T) {
 			srv.mu.Lock()
 			_, hasArtifacts := srv.artifacts[as.ID]
 			srv.mu.Unlock()
-			if !hasArtifacts {
-				t.Error("no artifacts uploaded")
+			if !hasArtifacts && !slices.Contains(st.EmptyArtifacts, "logs/std_log.txt") {
+				t.Errorf("no artifacts uploaded, and none reported empty (%q)", st.EmptyArtifacts)
 			}
 		})
 	}
@@ -510,5 +510,43 @@ func TestSecondAssignmentRefused(t *testing.T) {
 	waitFor(t, 15*time.Second, "the second job's final status", func() bool { _, ok := srv.final(second.ID); return ok })
 	if st, _ := srv.final(second.ID); st.Status != api.JobCompleted {
 		t.Errorf("second job, sent again by the heartbeat's answer: %s %q; want Completed", st.Status, st.Error)
+	}
+}
+
+// A job that wrote and printed nothing uploads no archive: its final
+// status names the empty log file and the empty declared output instead,
+// which the server keeps as it would an archive's.
+func TestNothingWrittenIsReportedNotUploaded(t *testing.T) {
+	srv := newFakeServer(t)
+	startAgent(t, srv, t.TempDir())
+	as := assignment("quiet", "true")
+	as.Outputs = []string{"model"}
+	srv.push("assign", as)
+	waitFor(t, 10*time.Second, "the final status", func() bool { _, ok := srv.final(as.ID); return ok })
+	st, _ := srv.final(as.ID)
+	if st.Status != api.JobCompleted {
+		t.Fatalf("final status = %+v", st)
+	}
+	if want := []string{"outputs/model/", "logs/std_log.txt"}; !slices.Equal(st.EmptyArtifacts, want) {
+		t.Errorf("empty_artifacts = %q, want %q", st.EmptyArtifacts, want)
+	}
+	srv.mu.Lock()
+	_, uploaded := srv.artifacts[as.ID]
+	srv.mu.Unlock()
+	if uploaded {
+		t.Error("an archive was uploaded for a job that wrote nothing")
+	}
+
+	// One byte anywhere, and the archive is sent as before.
+	loud := assignment("loud", "echo x > $TIDE_OUTPUTS_DIR/model/w")
+	loud.Outputs = []string{"model"}
+	srv.push("assign", loud)
+	waitFor(t, 10*time.Second, "the final status", func() bool { _, ok := srv.final(loud.ID); return ok })
+	st, _ = srv.final(loud.ID)
+	srv.mu.Lock()
+	art := srv.artifacts[loud.ID]
+	srv.mu.Unlock()
+	if st.EmptyArtifacts != nil || untar(t, art)["outputs/model/w"] != "x\n" {
+		t.Errorf("empty_artifacts = %q, archive files %v", st.EmptyArtifacts, keys(untar(t, art)))
 	}
 }

@@ -64,6 +64,8 @@ type job struct {
 	stopReason string
 	stopGrace  time.Duration
 	final      *api.AssignmentStatus
+	// savedState is the state file's content as last written.
+	savedState []byte
 	// cancelPrep stops fetching code and inputs when the job is stopped
 	// before its command starts.
 	cancelPrep context.CancelFunc
@@ -425,7 +427,9 @@ func (j *job) finish(st api.AssignmentStatus) {
 	if j.running != nil {
 		<-j.running
 	}
-	if err := j.a.retry(ctx, "uploading artifacts", j.uploadArtifacts); err != nil {
+	if empty, ok := j.emptyArtifacts(); ok {
+		st.EmptyArtifacts = empty
+	} else if err := j.a.retry(ctx, "uploading artifacts", j.uploadArtifacts); err != nil {
 		j.log.Error("artifacts not uploaded", slog.Any("error", err))
 	}
 	if err := j.saveCheckpoint(ctx); err != nil {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"path"
 	"strings"
 	"time"
 
@@ -212,6 +213,38 @@ func (s *Service) AppendLogs(ctx context.Context, nodeID, assignment string, lin
 	})
 }
 
+// EmptyArtifacts keeps the empty files and folders an agent reports in
+// place of an artifacts upload (api.AssignmentStatus.EmptyArtifacts).
+type EmptyArtifacts interface {
+	// PutEmptyArtifacts records names (paths below the job's artifacts;
+	// folders end in "/") as empty files and folders of job's artifacts,
+	// replacing files of the same name, as an upload would.
+	PutEmptyArtifacts(ctx context.Context, ws, job string, names []string) error
+}
+
+// checkEmptyArtifacts checks a status's empty_artifacts: a final status's,
+// each a clean path below outputs/ or logs/.
+func (s *Service) checkEmptyArtifacts(st api.AssignmentStatus) error {
+	if len(st.EmptyArtifacts) == 0 {
+		return nil
+	}
+	switch {
+	case s.Artifacts == nil:
+		return errorf(400, api.CodeNotSupported, "empty_artifacts: not supported by this server; upload the artifacts")
+	case !api.JobTerminal(st.Status):
+		return errorf(400, api.CodeBadRequest, "empty_artifacts: only a final status carries them (got status %s)", st.Status)
+	case len(st.EmptyArtifacts) > api.MaxEmptyArtifacts:
+		return errorf(400, api.CodeBadRequest, "empty_artifacts: at most %d names (got %d); upload the artifacts", api.MaxEmptyArtifacts, len(st.EmptyArtifacts))
+	}
+	for _, n := range st.EmptyArtifacts {
+		p := strings.TrimSuffix(n, "/")
+		if path.Clean(p) != p || (!strings.HasPrefix(p, "outputs/") && !strings.HasPrefix(p, "logs/")) {
+			return errorf(400, api.CodeBadRequest, "empty_artifacts: %q must be a clean path below outputs/ or logs/", n)
+		}
+	}
+	return nil
+}
+
 // ReportStatus records what a node reports about its rank of a job attempt
 // and moves the job along: Running when a rank starts; at the end Completed
 // when every rank exited 0, Failed with the first failure, Canceled when
@@ -219,6 +252,9 @@ func (s *Service) AppendLogs(ctx context.Context, nodeID, assignment string, lin
 func (s *Service) ReportStatus(ctx context.Context, nodeID string, st api.AssignmentStatus) error {
 	ws, name, attempt, err := ParseAssignmentID(st.ID)
 	if err != nil {
+		return err
+	}
+	if err := s.checkEmptyArtifacts(st); err != nil {
 		return err
 	}
 	err = s.Store.Update(ctx, func(tx store.Tx) error {
@@ -236,6 +272,14 @@ func (s *Service) ReportStatus(ctx context.Context, nodeID string, st api.Assign
 		r := &j.Ranks[st.NodeRank]
 		if api.JobTerminal(r.Status) {
 			return nil
+		}
+		if len(st.EmptyArtifacts) > 0 {
+			// Kept before the status is, as an upload is: whoever sees the
+			// job ended finds its artifacts. (Idempotent, so a transaction
+			// run again writes them again.)
+			if err := s.Artifacts.PutEmptyArtifacts(ctx, ws, name, st.EmptyArtifacts); err != nil {
+				return fmt.Errorf("keeping the empty artifacts of job %s: %w", name, err)
+			}
 		}
 		r.Status, r.ExitCode, r.Error, r.LastNodeSeq, r.NodeFailure = st.Status, st.ExitCode, st.Error, st.LastNodeSeq, st.Preempted
 		if st.Usage != nil {
