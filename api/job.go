@@ -249,6 +249,20 @@ func IsDataType(t string) bool {
 // type but uri_file.
 func IsFolderType(t string) bool { return IsDataType(t) && t != InputURIFile }
 
+// EvaluatedMode returns the mode an MLTable evaluation mode is built on:
+// eval_mount reads the files its table names as ro_mount does, and
+// eval_download copies them as download does. ok is false for any other
+// mode.
+func EvaluatedMode(mode string) (base string, ok bool) {
+	switch mode {
+	case "eval_mount":
+		return "ro_mount", true
+	case "eval_download":
+		return "download", true
+	}
+	return "", false
+}
+
 // JobInput is a literal value (a string, number or boolean in YAML) or a data
 // input with a type, a path and a mode.
 type JobInput struct {

@@ -452,6 +452,13 @@ func (a *agent) heartbeatLoop(ctx context.Context) {
 		a.refused = nil
 		jobs := make([]*job, 0, len(a.jobs))
 		for id, j := range a.jobs {
+			if j.ended() {
+				// Its final status is on its way: the server ends the
+				// rank on that report, and a job listed here that it
+				// no longer places on the node is answered with a
+				// cancel that stops nothing.
+				continue
+			}
 			hb.Running = append(hb.Running, id)
 			jobs = append(jobs, j)
 		}

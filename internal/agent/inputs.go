@@ -160,7 +160,7 @@ func (j *job) prepareData(ctx context.Context) error {
 		case pl.bind != nil:
 			j.logs.add("tide", fmt.Sprintf("inputs.%s: %s shown read-only at %s, not copied", name, pl.bind.Source, pl.bind.Target))
 			binds = append(binds, *pl.bind)
-		case in.Mode == "download" || in.Mode == modeEvalDownload:
+		case in.Mode == "download" || in.Mode == "eval_download":
 			mounts = append(mounts, dst)
 		case j.bindsReadOnly():
 			// A fetched copy, bound read-only like a local source.

@@ -15,16 +15,13 @@ import (
 	"github.com/tideml/tide/api"
 )
 
-// Azure's modes that evaluate an mltable input: the files its MLTable
-// names (paths, then file-level transformations) are delivered, not the
-// MLTable's folder.
-const (
-	modeEvalMount    = "eval_mount"
-	modeEvalDownload = "eval_download"
-)
-
-// evaluates reports whether mode evaluates the MLTable.
-func evaluates(mode string) bool { return mode == modeEvalMount || mode == modeEvalDownload }
+// evaluates reports whether mode evaluates the MLTable (Azure's eval_mount
+// and eval_download): the files its MLTable names (paths, then file-level
+// transformations) are delivered, not the MLTable's folder.
+func evaluates(mode string) bool {
+	_, ok := api.EvaluatedMode(mode)
+	return ok
+}
 
 // mlTable is what of an MLTable file decides which files it names.
 type mlTable struct {
@@ -205,7 +202,8 @@ func (j *job) deliverEvaluated(in api.JobInput, src, dst string) (n, copied int,
 	if err != nil {
 		return 0, 0, err
 	}
-	link := in.Mode == modeEvalMount && strings.HasPrefix(src, filepath.Join(j.a.cfg.Dir, "cache")+string(filepath.Separator))
+	base, _ := api.EvaluatedMode(in.Mode)
+	link := base == "ro_mount" && strings.HasPrefix(src, filepath.Join(j.a.cfg.Dir, "cache")+string(filepath.Separator))
 	for _, f := range files {
 		from, to := filepath.Join(src, filepath.FromSlash(f)), filepath.Join(dst, filepath.FromSlash(f))
 		if err := os.MkdirAll(filepath.Dir(to), 0o755); err != nil {

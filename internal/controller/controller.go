@@ -52,6 +52,7 @@ type Controller struct {
 	identityToken func(j *api.Job, c *api.Compute) string
 	secretBox     *service.SecretBox
 	parents       Parents
+	silent        func(x store.NodeSeen, now time.Time) (time.Time, bool)
 
 	kick    chan struct{}
 	started time.Time
@@ -120,6 +121,10 @@ type Options struct {
 	Metrics *metrics.Metrics
 	// Parents moves pipeline and sweep jobs on; nil leaves them alone.
 	Parents Parents
+	// Silent judges a node whose last_seen is UnusableAfter old
+	// (service.Service.Silent); nil judges by last_seen alone, with the
+	// service's write period (service.BeatWritePeriod).
+	Silent func(x store.NodeSeen, now time.Time) (last time.Time, silent bool)
 }
 
 // Parents moves a job that runs child jobs (a pipeline, a sweep) on:
@@ -134,7 +139,7 @@ type Parents interface {
 func New(o Options) *Controller {
 	c := &Controller{
 		store: &writeCounter{Store: o.Store}, catalog: o.Catalog, cfg: o.Config, providers: o.Providers, attachedProvider: o.AttachedProvider,
-		hub: o.Hub, changes: o.Changes, log: o.Log, now: o.Now, nodeToken: o.NodeToken, identityToken: o.IdentityToken, secretBox: o.SecretBox, stats: o.Metrics, parents: o.Parents,
+		hub: o.Hub, changes: o.Changes, log: o.Log, now: o.Now, nodeToken: o.NodeToken, identityToken: o.IdentityToken, secretBox: o.SecretBox, stats: o.Metrics, parents: o.Parents, silent: o.Silent,
 		policies:       autoscaler.BuiltinPolicies(),
 		gaps:           newGapTracker(0),
 		kick:           make(chan struct{}, 1),
@@ -151,6 +156,10 @@ func New(o Options) *Controller {
 	}
 	if c.now == nil {
 		c.now = time.Now
+	}
+	if c.silent == nil {
+		wait := o.Config.UnusableAfter + service.BeatWritePeriod(o.Config)
+		c.silent = func(x store.NodeSeen, now time.Time) (time.Time, bool) { return x.LastSeen, now.Sub(x.LastSeen) > wait }
 	}
 	c.rand = o.Rand
 	if c.rand == nil {

@@ -21,6 +21,9 @@ type Hub struct {
 	// Relay, when set, is called for a message to a node whose agent is not
 	// connected here: with several replicas it may be connected to another.
 	Relay func(node string)
+	// Sent, when set, is called for every message to a node, delivered
+	// here or not (service.Service.Recheck).
+	Sent func(node string)
 
 	mu   sync.Mutex
 	subs map[string]chan Message
@@ -72,6 +75,9 @@ func (h *Hub) Push(node string, m Message) {
 // full channel drops the message and marks the connection (Missed), and
 // its stream sends what the store holds once it has caught up.
 func (h *Hub) Deliver(node string, m Message) bool {
+	if h.Sent != nil {
+		h.Sent(node)
+	}
 	h.mu.Lock()
 	ch, ok := h.subs[node]
 	h.mu.Unlock()

@@ -147,7 +147,9 @@ func (c *Controller) deleting(ctx context.Context, s *snapshot, comp api.Compute
 //
 // The snapshot's nodes carry the heartbeat time of their last write, not
 // of their last heartbeat (see nodeFeed): the store lists the nodes silent
-// for UnusableAfter from an index on the heartbeat time.
+// for UnusableAfter from an index on the heartbeat time, and c.silent
+// judges them (heartbeats are written less often than they arrive:
+// service.Silent).
 func (c *Controller) liveness(ctx context.Context, s *snapshot, now time.Time) error {
 	// A restarted server gives agents time to reconnect.
 	if deadline := now.Add(-c.cfg.UnusableAfter); !c.started.After(deadline) {
@@ -172,7 +174,11 @@ func (c *Controller) liveness(ctx context.Context, s *snapshot, now time.Time) e
 			if n == nil || (n.State != api.NodeIdle && n.State != api.NodeRunning) {
 				continue
 			}
-			reason := fmt.Sprintf("agent stopped heartbeating (last seen %s ago)", now.Sub(x.LastSeen).Round(time.Second))
+			last, gone := c.silent(x, now)
+			if !gone {
+				continue
+			}
+			reason := fmt.Sprintf("agent stopped heartbeating (last seen %s ago)", now.Sub(last).Round(time.Second))
 			if err := c.markUnusable(ctx, *n, reason, now); err != nil {
 				return err
 			}

@@ -146,6 +146,7 @@ func (r *replication) receive(topic, payload string) {
 	default:
 		r.s.changes.Notify()
 		r.s.ctrl.Notify()
+		r.s.svc.Recheck("")
 		r.s.hub.DeliverAll(controller.Message{Kind: controller.KindSync})
 	}
 }

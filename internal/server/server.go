@@ -197,7 +197,8 @@ func New(ctx context.Context, cfg config.Server, log *slog.Logger) (*Server, err
 	s.svc.ProbeMachine = s.probeMachine
 	s.svc.ProbeKubernetes = s.probeKubernetes
 	s.ctrl = controller.New(controller.Options{Store: counted, Catalog: cat, Config: cfg, Providers: providers, AttachedProvider: s.attachedProvider,
-		Hub: s.hub, Changes: s.changes, Log: log.With("component", "controller"), NodeToken: s.nodeToken, IdentityToken: s.jobIdentityToken, SecretBox: s.svc.SecretBox, Now: cfg.Clock, Metrics: s.stats, Parents: s.svc})
+		Hub: s.hub, Changes: s.changes, Log: log.With("component", "controller"), NodeToken: s.nodeToken, IdentityToken: s.jobIdentityToken, SecretBox: s.svc.SecretBox, Now: cfg.Clock, Metrics: s.stats, Parents: s.svc, Silent: s.svc.Silent})
+	s.hub.Sent = s.svc.Recheck
 	if c, ok := st.(store.Cluster); ok {
 		s.repl = newReplication(s, c)
 		s.hub.Relay = s.repl.relay

@@ -85,6 +85,7 @@ func (s *Service) Register(ctx context.Context, nodeID string, h api.AgentHello)
 	if err != nil {
 		return nil, err
 	}
+	s.Recheck(nodeID) // its next heartbeat reconciles with the store
 	s.notify()
 	return w, nil
 }

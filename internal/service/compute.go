@@ -337,7 +337,8 @@ func (s *Service) DeleteCompute(ctx context.Context, ws, name, ifMatch string, o
 	return nil
 }
 
-// Nodes lists a compute's nodes.
+// Nodes lists a compute's nodes, with the last heartbeat this replica
+// answered where the store's is older (beatmemo.go).
 func (s *Service) Nodes(ctx context.Context, ws, name string) ([]api.Node, error) {
 	var out []api.Node
 	err := s.Store.View(ctx, func(tx store.Tx) (err error) {
@@ -350,6 +351,7 @@ func (s *Service) Nodes(ctx context.Context, ws, name string) ([]api.Node, error
 		}
 		return err
 	})
+	s.beats.memo.overlay(out)
 	sort.Slice(out, func(i, j int) bool { return out[i].CreatedOn.Before(out[j].CreatedOn) })
 	if out == nil {
 		out = []api.Node{}

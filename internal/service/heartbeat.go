@@ -17,8 +17,9 @@ import (
 // Heartbeats that arrive together are written in one transaction (group
 // commit). At 10,000 nodes each heartbeat was its own write transaction:
 // SQLite's one writer spent its time beginning and committing them, and a
-// submission waited behind a thousand of them a second. A heartbeat is
-// still answered only once the transaction that holds it has committed.
+// submission waited behind a thousand of them a second. A heartbeat that
+// is written is answered only once the transaction that holds it has
+// committed; most are not written at all (beatmemo.go).
 // There is no added wait: a batch is written as soon as the writer is
 // free, so an idle server writes each heartbeat alone, at once.
 
@@ -31,11 +32,14 @@ type heartbeats struct {
 	mu      sync.Mutex
 	next    *beatBatch // collecting; nil when none waits
 	writing bool       // a goroutine is writing batches
+	memo    beatMemos  // what each node's heartbeats last said (beatmemo.go)
 }
 
 // beatBatch is the heartbeats of one transaction.
 type beatBatch struct {
 	beats map[string]api.AgentHeartbeat // by node: a later beat replaces an earlier one
+	gens  map[string]uint64             // by node: its memo's generation when the beat arrived
+	at    time.Time                     // the heartbeats' time, as written
 	done  chan struct{}                 // closed once written (or failed)
 	err   error                         // the transaction's
 	errs  map[string]error              // by node: its record is gone
@@ -55,16 +59,23 @@ type Beat struct {
 }
 
 // Heartbeat records that a node's agent is alive, and what it measured,
-// and reconciles the assignments it reports with the store's.
+// and reconciles the assignments it reports with the store's. A heartbeat
+// that says nothing new is answered from memory (beatmemo.go).
 func (s *Service) Heartbeat(ctx context.Context, nodeID string, hb api.AgentHeartbeat) (Beat, error) {
 	g := &s.beats
+	period := BeatWritePeriod(s.Config)
+	gen, answered := g.memo.arrive(nodeID, hb, s.now(), period, 2*(s.Config.UnusableAfter+period)+time.Minute)
+	if answered {
+		return Beat{}, nil
+	}
 	g.mu.Lock()
 	b := g.next
 	if b == nil {
-		b = &beatBatch{beats: map[string]api.AgentHeartbeat{}, done: make(chan struct{})}
+		b = &beatBatch{beats: map[string]api.AgentHeartbeat{}, gens: map[string]uint64{}, done: make(chan struct{})}
 		g.next = b
 	}
 	b.beats[nodeID] = hb
+	b.gens[nodeID] = gen
 	if !g.writing {
 		g.writing = true
 		go s.writeHeartbeats()
@@ -78,7 +89,12 @@ func (s *Service) Heartbeat(ctx context.Context, nodeID string, hb api.AgentHear
 	if b.err != nil {
 		return Beat{}, b.err
 	}
-	return b.beat[nodeID], b.errs[nodeID]
+	if err := b.errs[nodeID]; err != nil {
+		g.memo.forget(nodeID)
+		return Beat{}, err
+	}
+	g.memo.written(nodeID, b.beats[nodeID], b.gens[nodeID], b.at, b.beat[nodeID])
+	return b.beat[nodeID], nil
 }
 
 // writeHeartbeats writes the waiting batch, then the one collected
@@ -98,10 +114,11 @@ func (s *Service) writeHeartbeats() {
 		ctx, cancel := context.WithTimeout(context.Background(), heartbeatWriteTimeout)
 		b.err = s.Store.Update(ctx, func(tx store.Tx) error {
 			b.errs, b.beat = map[string]error{}, map[string]Beat{} // PostgreSQL may run this again
+			b.at = s.now()
 			// In key order, so that two transactions never lock nodes in
 			// opposite orders.
 			for _, id := range slices.Sorted(maps.Keys(b.beats)) {
-				beat, err := s.heartbeat(ctx, tx, id, b.beats[id])
+				beat, err := s.heartbeat(ctx, tx, id, b.beats[id], b.at)
 				b.beat[id] = beat
 				if store.IsNotFound(err) {
 					b.errs[id] = notFound("node", id, "the node was deleted; stop this agent")
@@ -124,8 +141,7 @@ func (s *Service) writeHeartbeats() {
 // node feed. One that reports activity (a compute instance's node, whose
 // idle shutdown the controller decides from it) writes the whole record.
 // Then what the agent runs is reconciled with the store (reconcileBeat).
-func (s *Service) heartbeat(ctx context.Context, tx store.Tx, nodeID string, hb api.AgentHeartbeat) (Beat, error) {
-	now := s.now()
+func (s *Service) heartbeat(ctx context.Context, tx store.Tx, nodeID string, hb api.AgentHeartbeat, now time.Time) (Beat, error) {
 	if hb.Activity != nil {
 		n, err := tx.GetNode(ctx, nodeID)
 		if err != nil {

@@ -110,7 +110,8 @@ type Service struct {
 	// refuses such attachments.
 	ProbeKubernetes KubernetesProbe
 
-	beats heartbeats // waiting for their transaction (heartbeat.go)
+	beats   heartbeats  // waiting for their transaction (heartbeat.go)
+	submits submissions // waiting for their transaction (submit.go)
 }
 
 func (s *Service) now() time.Time {

@@ -354,7 +354,8 @@ func checkJobBody(j *api.Job, bad func(field, format string, args ...any)) {
 			if in.Mode != "" && !slices.Contains(inputModes, in.Mode) {
 				bad(fp+".mode", "must be one of %s, got %q", strings.Join(inputModes, ", "), in.Mode)
 			} else if strings.HasPrefix(in.Mode, "eval_") && in.Type != api.InputMLTable {
-				bad(fp+".mode", "%s evaluates an MLTable file: only for type: mltable; use %s", in.Mode, map[string]string{"eval_mount": "ro_mount", "eval_download": "download"}[in.Mode])
+				base, _ := api.EvaluatedMode(in.Mode)
+				bad(fp+".mode", "%s evaluates an MLTable file: only for type: mltable; use %s", in.Mode, base)
 			}
 			kind, problem := ClassifyDataPath(in.Path)
 			if problem != "" && strings.TrimSpace(in.Path) != "" {

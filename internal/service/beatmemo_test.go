@@ -1,0 +1,182 @@
+package service
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/tideml/tide/api"
+	"github.com/tideml/tide/internal/config"
+	"github.com/tideml/tide/internal/store"
+)
+
+// beatConfig heartbeats every second and makes a node unusable after 10 s
+// of silence: BeatWritePeriod is 8 s.
+var beatConfig = config.Server{HeartbeatInterval: time.Second, UnusableAfter: 10 * time.Second}
+
+// TestQuietHeartbeatsAreNotWritten: a heartbeat that says what the last
+// written one said is answered from memory for BeatWritePeriod; one that
+// says something new (what the agent runs, a utilization bucket) is
+// written, as is every heartbeat after the controller sent the node
+// something (Recheck), and that one's answer comes from the store.
+func TestQuietHeartbeatsAreNotWritten(t *testing.T) {
+	ctx := context.Background()
+	now := time.Date(2026, 11, 27, 3, 0, 0, 0, time.UTC)
+	id := AssignmentID("default", "a", 1)
+	st := seedStore(t, &api.Compute{Name: "c", Workspace: "default", MaxInstances: 1},
+		[]*api.Node{{ID: "n", Workspace: "default", Compute: "c", State: api.NodeRunning, Job: id}},
+		&api.Job{Workspace: "default", Name: "a", Type: "command", Command: "true", Compute: "c",
+			Status: api.JobRunning, Attempt: 1, Ranks: []api.JobRank{{Node: "n", Status: api.JobRunning}}})
+	release := make(chan struct{})
+	close(release)
+	g := &gatedStore{Store: st, release: release}
+	if p := BeatWritePeriod(beatConfig); p != 8*time.Second {
+		t.Fatalf("BeatWritePeriod = %s, want 8s", p)
+	}
+	s := &Service{Store: g, Config: beatConfig, Now: func() time.Time { return now }}
+	beat := func(what string, hb api.AgentHeartbeat, wantWritten bool) Beat {
+		t.Helper()
+		before := g.updates.Load()
+		b, err := s.Heartbeat(ctx, "n", hb)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if written := g.updates.Load() > before; written != wantWritten {
+			t.Errorf("%s: written %v, want %v", what, written, wantWritten)
+		}
+		return b
+	}
+	hb := api.AgentHeartbeat{Running: []string{id}, Utilization: &api.NodeUtilization{CPUPercent: 3}}
+	beat("the first heartbeat", hb, true)
+	first := now
+	for range 7 {
+		now = now.Add(time.Second)
+		beat("a heartbeat that says nothing new", hb, false)
+	}
+	now = now.Add(time.Second)
+	beat("the heartbeat 8 s after the last written one", hb, true)
+	seen := lastSeen(t, st, "n")
+	if !seen.Equal(now) || !seen.After(first) {
+		t.Errorf("last_seen %s, want %s", seen, now)
+	}
+
+	now = now.Add(time.Second)
+	hb.Utilization = &api.NodeUtilization{CPUPercent: 5}
+	beat("a utilization change within its bucket", hb, false)
+	hb.Utilization = &api.NodeUtilization{CPUPercent: 55}
+	beat("a utilization change to another bucket", hb, true)
+
+	// The job is canceled and the cancel pushed: the node's next
+	// heartbeat reconciles with the store, and so does every one until
+	// the agent and the store agree again.
+	if err := st.Update(ctx, func(tx store.Tx) error {
+		j, err := tx.GetJob(ctx, "default", "a")
+		if err != nil {
+			return err
+		}
+		j.Status, j.Ranks[0].Status = api.JobCanceled, api.JobCanceled
+		if err := tx.PutJob(ctx, j, ""); err != nil {
+			return err
+		}
+		n, err := tx.GetNode(ctx, "n")
+		if err != nil {
+			return err
+		}
+		n.State, n.Job = api.NodeIdle, ""
+		return tx.PutNode(ctx, n)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	s.Recheck("n")
+	now = now.Add(time.Second)
+	if b := beat("the heartbeat after a Recheck", hb, true); !slices.Equal(b.Cancel, []string{id}) {
+		t.Errorf("the heartbeat after a Recheck says cancel %v, want [%s]", b.Cancel, id)
+	}
+	now = now.Add(time.Second)
+	if b := beat("a heartbeat whose last answer was a cancel", hb, true); !slices.Equal(b.Cancel, []string{id}) {
+		t.Errorf("the next heartbeat says cancel %v, want [%s]", b.Cancel, id)
+	}
+	now = now.Add(time.Second)
+	hb.Running = nil
+	beat("a heartbeat whose running set changed", hb, true)
+	now = now.Add(time.Second)
+	beat("the next heartbeat, agent and store agreeing", hb, false)
+}
+
+// TestSilentAcrossReplicas: replica A receives a node's heartbeats and
+// writes them every BeatWritePeriod; B (another replica, or a leader after
+// a failover) never receives them. While the node heartbeats neither
+// judges it silent. Once it stops, A finds it silent after UnusableAfter
+// and B within UnusableAfter and BeatWritePeriod, never before
+// UnusableAfter less an interval.
+func TestSilentAcrossReplicas(t *testing.T) {
+	ctx := context.Background()
+	t0 := time.Date(2026, 11, 27, 3, 0, 0, 0, time.UTC)
+	now := t0
+	st := seedStore(t, &api.Compute{Name: "c", Workspace: "default", MaxInstances: 1},
+		[]*api.Node{{ID: "n", Workspace: "default", Compute: "c", State: api.NodeIdle}},
+		&api.Job{Workspace: "default", Name: "done", Type: "command", Command: "true", Compute: "c", Status: api.JobCompleted})
+	clock := func() time.Time { return now }
+	a := &Service{Store: st, Config: beatConfig, Now: clock}
+	b := &Service{Store: st, Config: beatConfig, Now: clock}
+	silent := func(s *Service) bool {
+		var seen []store.NodeSeen
+		if err := st.View(ctx, func(tx store.Tx) (err error) {
+			seen, err = tx.NodesSeenBefore(ctx, now.Add(-beatConfig.UnusableAfter))
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		for _, x := range seen {
+			if x.ID == "n" {
+				_, gone := s.Silent(x, now)
+				return gone
+			}
+		}
+		return false
+	}
+	for i := range 38 { // seconds 0 to 37; the last written at 32
+		now = t0.Add(time.Duration(i) * time.Second)
+		if _, err := a.Heartbeat(ctx, "n", api.AgentHeartbeat{}); err != nil {
+			t.Fatal(err)
+		}
+		if silent(a) || silent(b) {
+			t.Fatalf("at %d s, while the node heartbeats: silent to A %v, to B %v", i, silent(a), silent(b))
+		}
+	}
+	last := now
+	if seen := lastSeen(t, st, "n"); !seen.Before(last) {
+		t.Fatalf("last_seen %s: the last heartbeat (%s) was written; want one answered from memory", seen, last)
+	}
+	var toA, toB time.Duration
+	for toA == 0 || toB == 0 {
+		now = now.Add(time.Second)
+		if toA == 0 && silent(a) {
+			toA = now.Sub(last)
+		}
+		if toB == 0 && silent(b) {
+			toB = now.Sub(last)
+		}
+	}
+	ua, w := beatConfig.UnusableAfter, BeatWritePeriod(beatConfig)
+	if toA <= ua || toA > ua+time.Second {
+		t.Errorf("silent to A %s after its last heartbeat, want just after %s", toA, ua)
+	}
+	if toB <= ua-beatConfig.HeartbeatInterval || toB > ua+w {
+		t.Errorf("silent to B %s after its last heartbeat, want between %s and %s", toB, ua-beatConfig.HeartbeatInterval, ua+w)
+	}
+}
+
+// lastSeen is node id's last heartbeat as the store holds it.
+func lastSeen(t *testing.T, st store.Store, id string) time.Time {
+	t.Helper()
+	var b store.NodeBeat
+	if err := st.View(context.Background(), func(tx store.Tx) (err error) {
+		_, b, err = tx.GetNodeBeat(context.Background(), id)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return b.LastHeartbeat
+}
