@@ -197,6 +197,11 @@ type AssignmentStatus struct {
 	// keeps an uploaded archive's, before it records the status. Final
 	// statuses only; at most MaxEmptyArtifacts names.
 	EmptyArtifacts []string `json:"empty_artifacts,omitempty"`
+	// Started, on a final status, says the command started and its
+	// Running status was not reported (it ended within the agent's short
+	// wait before reporting it): the server records the start and the end
+	// at once.
+	Started bool `json:"started,omitempty"`
 }
 
 // MaxEmptyArtifacts bounds AssignmentStatus.EmptyArtifacts; an agent with

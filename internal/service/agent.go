@@ -223,9 +223,12 @@ type EmptyArtifacts interface {
 	PutEmptyArtifacts(ctx context.Context, ws, job string, names []string) error
 }
 
-// checkEmptyArtifacts checks a status's empty_artifacts: a final status's,
-// each a clean path below outputs/ or logs/.
-func (s *Service) checkEmptyArtifacts(st api.AssignmentStatus) error {
+// checkReport checks what only a final status carries: started, and
+// empty_artifacts, each a clean path below outputs/ or logs/.
+func (s *Service) checkReport(st api.AssignmentStatus) error {
+	if st.Started && !api.JobTerminal(st.Status) {
+		return errorf(400, api.CodeBadRequest, "started: only a final status carries it (got status %s); report Running instead", st.Status)
+	}
 	if len(st.EmptyArtifacts) == 0 {
 		return nil
 	}
@@ -255,7 +258,7 @@ func (s *Service) ReportStatus(ctx context.Context, nodeID string, st api.Assign
 	if err != nil {
 		return err
 	}
-	if err := s.checkEmptyArtifacts(st); err != nil {
+	if err := s.checkReport(st); err != nil {
 		return err
 	}
 	err = s.Store.Update(ctx, func(tx store.Tx) error {
@@ -286,13 +289,16 @@ func (s *Service) ReportStatus(ctx context.Context, nodeID string, st api.Assign
 		if st.Usage != nil {
 			r.Usage = st.Usage
 		}
-		switch {
-		case st.Status == api.JobRunning && j.Status == api.JobPreparing:
+		if (st.Status == api.JobRunning || st.Started) && j.Status == api.JobPreparing {
+			// (A final status that says Started stands for the Running
+			// report its agent did not send: the job starts and ends in
+			// one transaction.)
 			j.Status, j.StartTime, j.PendingReason = api.JobRunning, now, ""
 			if err := tx.AddEvent(ctx, ws, "job/"+name, &api.Event{Time: now, Kind: "Running", Message: fmt.Sprintf("started on node %s", nodeID)}); err != nil {
 				return err
 			}
-		case api.JobTerminal(st.Status):
+		}
+		if api.JobTerminal(st.Status) {
 			if err := finishRank(ctx, tx, j, st.NodeRank, now); err != nil {
 				return err
 			}

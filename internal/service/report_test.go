@@ -84,3 +84,51 @@ func TestReportStatusKeepsEmptyArtifacts(t *testing.T) {
 		t.Errorf("a server that keeps none: err = %v", err)
 	}
 }
+
+// A final status that says the command started (its agent did not report
+// it Running: it ended within the agent's wait) starts and ends the job in
+// one transaction, with the events a Running report and a final one write;
+// started on a status that is not final is refused, naming the field.
+func TestFinalStatusThatStartedStartsTheJob(t *testing.T) {
+	ctx := context.Background()
+	now := time.Date(2026, 11, 27, 3, 0, 0, 0, time.UTC)
+	id := AssignmentID("default", "quick", 1)
+	st := seedStore(t, &api.Compute{Name: "c", Workspace: "default", MaxInstances: 1},
+		[]*api.Node{{ID: "n", Workspace: "default", Compute: "c", State: api.NodeRunning, Job: id}},
+		&api.Job{Workspace: "default", Name: "quick", Type: "command", Command: "true", Compute: "c",
+			Status: api.JobPreparing, Attempt: 1, Ranks: []api.JobRank{{Node: "n"}}})
+	s := &Service{Store: st, Now: func() time.Time { return now }}
+	if err := s.ReportStatus(ctx, "n", api.AssignmentStatus{ID: id, Status: api.JobRunning, Started: true}); err == nil || !strings.Contains(err.Error(), "started: only a final status") {
+		t.Errorf("started on Running: err = %v", err)
+	}
+	zero := 0
+	if err := s.ReportStatus(ctx, "n", api.AssignmentStatus{ID: id, Status: api.JobCompleted, ExitCode: &zero, Started: true}); err != nil {
+		t.Fatal(err)
+	}
+	var j *api.Job
+	var evs []api.Event
+	var n *api.Node
+	err := st.View(ctx, func(tx store.Tx) (err error) {
+		if j, err = tx.GetJob(ctx, "default", "quick"); err != nil {
+			return err
+		}
+		if n, err = tx.GetNode(ctx, "n"); err != nil {
+			return err
+		}
+		evs, err = tx.ListEvents(ctx, "default", "job/quick", 0, 100)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kinds []string
+	for _, e := range evs {
+		kinds = append(kinds, e.Kind)
+	}
+	if j.Status != api.JobCompleted || !j.StartTime.Equal(now) || !j.EndTime.Equal(now) || !slices.Equal(kinds, []string{"Running", api.JobCompleted}) {
+		t.Errorf("job %s, start %v, end %v, events %v; want Completed, started and ended now, events Running and Completed", j.Status, j.StartTime, j.EndTime, kinds)
+	}
+	if n.Job != "" || n.State != api.NodeIdle {
+		t.Errorf("node: job %q, %s; want free and idle", n.Job, n.State)
+	}
+}
