@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"context"
+	"maps"
 
 	"github.com/tideml/tide/api"
 	"github.com/tideml/tide/internal/store"
@@ -82,6 +83,17 @@ func (w *watchedTx) PutNode(ctx context.Context, n *api.Node) error {
 		w.nodes = append(w.nodes, &c)
 	}
 	return nil
+}
+
+// Savepoint forgets, with what the store undoes, what fn wrote when it
+// fails.
+func (w *watchedTx) Savepoint(ctx context.Context, fn func() error) error {
+	events, nodes, jobs := len(w.events), len(w.nodes), maps.Clone(w.jobs)
+	err := w.Tx.Savepoint(ctx, fn)
+	if err != nil {
+		w.events, w.nodes, w.jobs = w.events[:events], w.nodes[:nodes], jobs
+	}
+	return err
 }
 
 // report counts what the committed transaction did.

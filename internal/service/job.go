@@ -46,7 +46,7 @@ func (s *Service) SubmitJob(ctx context.Context, ws string, j *api.Job) (*api.Jo
 	if e := j.Environment; e != nil && (e.Image != "" || e.Build != nil) && s.DockerEngine != nil && slices.Contains(s.runtimes(), "docker") {
 		engineErr = s.DockerEngine(ctx)
 	}
-	err := s.Store.Update(ctx, func(tx store.Tx) error {
+	err := s.inSubmitBatch(ctx, func(ctx context.Context, tx store.Tx) error {
 		if _, err := s.workspace(ctx, tx, ws); err != nil {
 			return err
 		}
@@ -58,7 +58,6 @@ func (s *Service) SubmitJob(ctx context.Context, ws string, j *api.Job) (*api.Jo
 	if err != nil {
 		return nil, s.mapStoreErr(err, "job", j.Name)
 	}
-	s.notify()
 	return j, nil
 }
 

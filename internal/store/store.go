@@ -52,6 +52,12 @@ type Tx interface {
 	// transactions (View) commit nothing and never run fn. It is how a
 	// caller reports what a transaction did (metrics) exactly once.
 	OnCommit(fn func())
+	// Savepoint runs fn as a nested transaction of this one: when fn
+	// returns an error, what it wrote is undone and the OnCommit functions
+	// it registered are dropped, and the transaction goes on; fn's error
+	// is returned. It is how one transaction holds several independent
+	// requests (submissions written together), each of which may fail.
+	Savepoint(ctx context.Context, fn func() error) error
 
 	GetWorkspace(ctx context.Context, name string) (*api.Workspace, error)
 	ListWorkspaces(ctx context.Context) ([]api.Workspace, error)
@@ -309,4 +315,30 @@ type Cluster interface {
 	// reconnecting after failures; it calls fn("", "") after each
 	// (re)connection, since messages may have been missed meanwhile.
 	Listen(ctx context.Context, topics []string, fn func(topic, payload string)) error
+}
+
+// InSavepoint implements Tx.Savepoint for a SQL backend: exec runs one
+// statement in the transaction and after holds its OnCommit functions.
+// SQLite and PostgreSQL both nest savepoints of one name (ROLLBACK TO and
+// RELEASE act on the innermost), and rolling back to one also ends the
+// aborted state a failed statement leaves a PostgreSQL transaction in.
+func InSavepoint(exec func(q string) error, after *[]func(), fn func() error) error {
+	if err := exec(`SAVEPOINT tide_sp`); err != nil {
+		return fmt.Errorf("taking a savepoint: %w", err)
+	}
+	n := len(*after)
+	if err := fn(); err != nil {
+		*after = (*after)[:n]
+		if rerr := exec(`ROLLBACK TO SAVEPOINT tide_sp`); rerr != nil {
+			return errors.Join(err, fmt.Errorf("rolling back to a savepoint: %w", rerr))
+		}
+		if rerr := exec(`RELEASE SAVEPOINT tide_sp`); rerr != nil {
+			return errors.Join(err, fmt.Errorf("releasing a savepoint: %w", rerr))
+		}
+		return err
+	}
+	if err := exec(`RELEASE SAVEPOINT tide_sp`); err != nil {
+		return fmt.Errorf("releasing a savepoint: %w", err)
+	}
+	return nil
 }

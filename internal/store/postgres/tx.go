@@ -25,6 +25,14 @@ func (t *tx) OnCommit(fn func()) { t.after = append(t.after, fn) }
 
 var _ store.Tx = (*tx)(nil)
 
+// Savepoint implements store.Tx.
+func (t *tx) Savepoint(ctx context.Context, fn func() error) error {
+	return store.InSavepoint(func(q string) error {
+		_, err := t.tx.Exec(ctx, q)
+		return err
+	}, &t.after, fn)
+}
+
 // pgTime is t as PostgreSQL keeps it: to the microsecond. Truncating here,
 // not rounding in the server, gives the same value as the SQLite backend.
 func pgTime(t time.Time) time.Time { return t.UTC().Truncate(time.Microsecond) }

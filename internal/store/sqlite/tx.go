@@ -28,6 +28,14 @@ func (t *tx) OnCommit(fn func()) { t.after = append(t.after, fn) }
 
 var _ store.Tx = (*tx)(nil)
 
+// Savepoint implements store.Tx.
+func (t *tx) Savepoint(ctx context.Context, fn func() error) error {
+	return store.InSavepoint(func(q string) error {
+		_, err := t.tx.ExecContext(ctx, q)
+		return err
+	}, &t.after, fn)
+}
+
 // timeLayout has a fixed width so that stored times sort as text. Times are
 // kept to the microsecond, the precision PostgreSQL has, so both backends
 // give back the same value.

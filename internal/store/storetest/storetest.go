@@ -58,6 +58,7 @@ func Run(t *testing.T, newDB func(t *testing.T) Opener) {
 		{"Events", testEvents},
 		{"Rollback", testRollback},
 		{"OnCommit", testOnCommit},
+		{"Savepoint", testSavepoint},
 		{"NodeUsage", testNodeUsage},
 		{"Budgets", testBudgets},
 		{"ComputeSamples", testComputeSamples},

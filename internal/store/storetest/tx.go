@@ -42,6 +42,72 @@ func testOnCommit(t *testing.T, open Opener) {
 	}
 }
 
+// testSavepoint checks that a failed savepoint undoes its writes (the
+// queued count the store keeps included) and drops its OnCommit functions,
+// and that the transaction goes on and commits the rest, nested ones too.
+func testSavepoint(t *testing.T, open Opener) {
+	s := openStore(t, open)
+	ctx := t.Context()
+	putWorkspaces(t, s, "default")
+	refused := errors.New("refused")
+	var ran []string
+	update(t, s, func(tx store.Tx) error {
+		put := func(name string) func() error {
+			return func() error {
+				tx.OnCommit(func() { ran = append(ran, name) })
+				return tx.PutJob(ctx, newJob("default", name, "cpu", api.JobQueued), "")
+			}
+		}
+		if err := tx.Savepoint(ctx, put("a")); err != nil {
+			return err
+		}
+		err := tx.Savepoint(ctx, func() error {
+			if err := put("b")(); err != nil {
+				return err
+			}
+			return refused
+		})
+		wantErr(t, "failed savepoint", err, refused)
+		err = tx.Savepoint(ctx, func() error {
+			if err := put("c")(); err != nil {
+				return err
+			}
+			wantErr(t, "failed nested savepoint", tx.Savepoint(ctx, func() error {
+				if err := put("d")(); err != nil {
+					return err
+				}
+				return refused
+			}), refused)
+			return tx.Savepoint(ctx, put("e"))
+		})
+		if err != nil {
+			return err
+		}
+		// A write the savepoint undid can be made again.
+		return tx.Savepoint(ctx, put("b"))
+	})
+	if want := []string{"a", "c", "e", "b"}; !slices.Equal(ran, want) {
+		t.Errorf("OnCommit ran %q, want %q", ran, want)
+	}
+	view(t, s, func(tx store.Tx) error {
+		js, err := tx.ListJobs(ctx, store.JobFilter{Workspace: "default"})
+		if err != nil {
+			return err
+		}
+		var names []string
+		for _, j := range js {
+			names = append(names, j.Name)
+		}
+		if want := []string{"a", "c", "e", "b"}; !slices.Equal(names, want) {
+			t.Errorf("jobs after the savepoints = %q, want %q", names, want)
+		}
+		if n, err := tx.QueuedJobs(ctx, "default"); err != nil || n != 4 {
+			t.Errorf("QueuedJobs = %d, %v; want 4", n, err)
+		}
+		return nil
+	})
+}
+
 func testRollback(t *testing.T, open Opener) {
 	s := openStore(t, open)
 	ctx := t.Context()

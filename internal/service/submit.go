@@ -1,0 +1,151 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/tideml/tide/internal/store"
+)
+
+// Submissions that arrive together are written in one transaction (group
+// commit), as heartbeats are (heartbeat.go): SQLite has one writer, and
+// at 1,000 submissions a second each beginning and committing its own
+// transaction kept the writer busy and every other writer waiting. Each
+// submission runs in its own savepoint (store.Tx.Savepoint), so one
+// refused (a bad compute, a full queue, a taken name) leaves the others
+// of its batch untouched and gets its own error; and each is answered only
+// once the transaction holding it has committed. There is no added wait:
+// a batch is written as soon as the writer is free, so an idle server
+// writes each submission alone, at once.
+
+const (
+	// submitBatchMax bounds how many submissions one transaction holds,
+	// so that one batch's wait stays short under a burst.
+	submitBatchMax = 128
+	// submitWriteTimeout bounds one batch's transaction.
+	submitWriteTimeout = 30 * time.Second
+)
+
+// submissions collects the submissions waiting for the writer.
+type submissions struct {
+	mu      sync.Mutex
+	next    []*submission // in arrival order
+	writing bool          // a goroutine is writing batches
+}
+
+// submission is one request's writes, to run in a batch's transaction.
+type submission struct {
+	ctx  context.Context // the request's: its values (who submits)
+	fn   func(ctx context.Context, tx store.Tx) error
+	err  error         // fn's, or the transaction's
+	done chan struct{} // closed once written (or failed)
+}
+
+// inSubmitBatch runs fn in a write transaction shared with the
+// submissions that arrive meanwhile, and returns once that transaction
+// has committed (nil) or fn's writes were undone (fn's error, or the
+// transaction's). fn may run more than once, as in store.Store.Update.
+func (s *Service) inSubmitBatch(ctx context.Context, fn func(ctx context.Context, tx store.Tx) error) error {
+	g := &s.submits
+	m := &submission{ctx: ctx, fn: fn, done: make(chan struct{})}
+	g.mu.Lock()
+	g.next = append(g.next, m)
+	if !g.writing {
+		g.writing = true
+		go s.writeSubmissions()
+	}
+	g.mu.Unlock()
+	select {
+	case <-m.done:
+		return m.err
+	case <-ctx.Done():
+		// It may still commit, as a request whose client left after the
+		// commit did before.
+		return ctx.Err()
+	}
+}
+
+// writeSubmissions writes the waiting submissions, up to submitBatchMax a
+// transaction, until none is left.
+func (s *Service) writeSubmissions() {
+	g := &s.submits
+	for {
+		g.mu.Lock()
+		n := min(len(g.next), submitBatchMax)
+		if n == 0 {
+			g.next, g.writing = nil, false
+			g.mu.Unlock()
+			return
+		}
+		batch := g.next[:n:n]
+		g.next = g.next[n:]
+		g.mu.Unlock()
+		s.writeSubmitBatch(batch)
+	}
+}
+
+// writeSubmitBatch writes one batch. A submission's own refusal (a user
+// error, a conflict) rolls back its savepoint only; any other error (the
+// store failing, a serialization conflict PostgreSQL retries) is the
+// whole transaction's, and every submission of the batch gets it.
+func (s *Service) writeSubmitBatch(batch []*submission) {
+	ctx, cancel := context.WithTimeout(context.Background(), submitWriteTimeout)
+	defer cancel()
+	committed := false
+	err := s.Store.Update(ctx, func(tx store.Tx) error {
+		committed = false
+		for _, m := range batch {
+			mctx := requestValues{Context: ctx, values: m.ctx}
+			m.err = tx.Savepoint(ctx, func() error { return runSubmission(mctx, tx, m.fn) })
+			if m.err == nil {
+				committed = true
+			} else if !ownError(m.err) {
+				return m.err
+			}
+		}
+		return nil
+	})
+	for _, m := range batch {
+		if err != nil {
+			m.err = err
+		}
+		close(m.done)
+	}
+	if err == nil && committed {
+		s.notify()
+	}
+}
+
+// runSubmission runs fn, turning a panic into an error of the batch: a
+// bug in one submission must not take the server down, as it would not
+// have when it ran in its own request.
+func runSubmission(ctx context.Context, tx store.Tx, fn func(context.Context, store.Tx) error) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("submission panicked: %v", p)
+		}
+	}()
+	return fn(ctx, tx)
+}
+
+// ownError reports whether err, returned by one submission of a batch,
+// concerns it alone: a refusal to its user, or a store conflict on its
+// own resources. Its savepoint undid its writes and the batch goes on.
+func ownError(err error) bool {
+	var e *Error
+	return errors.As(err, &e) || errors.Is(err, store.ErrPrecondition) || errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrExists)
+}
+
+// requestValues is a batch's context (its deadline, its cancellation)
+// with one request's values (who submits), so that a client leaving does
+// not cut the transaction its batch shares.
+type requestValues struct {
+	context.Context
+	values context.Context
+}
+
+// Value implements context.Context.
+func (c requestValues) Value(key any) any { return c.values.Value(key) }

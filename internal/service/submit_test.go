@@ -1,0 +1,122 @@
+package service
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"testing"
+
+	"github.com/tideml/tide/api"
+	"github.com/tideml/tide/internal/catalog"
+	"github.com/tideml/tide/internal/config"
+	"github.com/tideml/tide/internal/store"
+)
+
+// TestSubmissionsShareTransactions: submissions that arrive while one is
+// being written are written together in the next transaction, and each
+// gets its own answer: a job on a compute that does not exist, a name
+// already taken (by a job of the same batch) and a job beyond the queue's
+// limit are refused with their own error, without undoing the others; the
+// accepted ones are stored with their events, the refused ones left
+// nothing, and the queue holds exactly its limit.
+func TestSubmissionsShareTransactions(t *testing.T) {
+	ctx := t.Context()
+	st := seedStore(t, &api.Compute{Name: "cpu", Workspace: "default", Type: "amlcompute", Size: "Standard_DS3_v2", MaxInstances: 4},
+		nil, &api.Job{Name: "first-job", Workspace: "default", Compute: "cpu", Status: api.JobCompleted})
+	g := &gatedStore{Store: st, release: make(chan struct{})}
+	const limit = 20
+	s := &Service{Store: g, Catalog: catalog.Default(), Config: config.Server{Limits: config.Limits{Limit: config.Limit{MaxQueuedJobs: limit}}}}
+	type sub struct {
+		job    *api.Job
+		status int // the refusal's, 0 when accepted
+	}
+	subs := []sub{{job: &api.Job{Name: "alone", Command: "true", Compute: "cpu"}}} // written alone, held by the gate
+	for i := range 24 {
+		subs = append(subs, sub{job: &api.Job{Name: fmt.Sprintf("job-%d", i), Command: "true", Compute: "cpu"}})
+		switch i {
+		case 3:
+			subs = append(subs, sub{job: &api.Job{Name: "lost", Command: "true", Compute: "nowhere"}, status: 400})
+		case 5:
+			subs = append(subs, sub{job: &api.Job{Name: "job-2", Command: "true", Compute: "cpu"}, status: 409})
+		}
+	}
+	errs := make([]error, len(subs))
+	var wg sync.WaitGroup
+	submit := func(i int) {
+		defer wg.Done()
+		_, errs[i] = s.SubmitJob(ctx, "default", subs[i].job)
+	}
+	wg.Add(1)
+	go submit(0)
+	for g.updates.Load() == 0 { // the first batch's transaction has begun
+		runtime.Gosched()
+	}
+	// In order, so that which jobs find the queue full is known: the
+	// first batch holds one, so the 20th accepted is job-18.
+	for i := 1; i < len(subs); i++ {
+		wg.Add(1)
+		go submit(i)
+		for waiting(s) != i {
+			runtime.Gosched()
+		}
+	}
+	close(g.release)
+	wg.Wait()
+	if n := g.updates.Load(); n != 2 {
+		t.Errorf("%d write transactions for %d submissions, want 2 (one alone, then the rest together)", n, len(subs))
+	}
+	accepted := map[string]bool{}
+	for i, sb := range subs {
+		want := sb.status
+		if sb.status == 0 && len(accepted) == limit {
+			want = 429
+		}
+		var e *Error
+		switch {
+		case want == 0 && errs[i] != nil:
+			t.Errorf("submission %s: %v, want it accepted", sb.job.Name, errs[i])
+		case want == 0:
+			accepted[sb.job.Name] = true
+		case !errors.As(errs[i], &e) || e.Status != want:
+			t.Errorf("submission %s: %v, want a %d", sb.job.Name, errs[i], want)
+		}
+	}
+	if err := st.View(ctx, func(tx store.Tx) error {
+		js, err := tx.ListJobs(ctx, store.JobFilter{Workspace: "default", Statuses: []string{api.JobQueued}})
+		if err != nil {
+			return err
+		}
+		if len(js) != limit || len(accepted) != limit {
+			t.Errorf("%d jobs queued, %d accepted; want %d, the limit", len(js), len(accepted), limit)
+		}
+		for _, j := range js {
+			if !accepted[j.Name] {
+				t.Errorf("job %s is queued but was refused", j.Name)
+			}
+			ev, err := tx.ListEvents(ctx, "default", "job/"+j.Name, 0, 0)
+			if err != nil {
+				return err
+			}
+			if len(ev) != 1 || ev[0].Kind != "Queued" {
+				t.Errorf("events of job %s: %+v, want its Queued", j.Name, ev)
+			}
+		}
+		if _, err := tx.GetJob(ctx, "default", "lost"); !store.IsNotFound(err) {
+			t.Errorf("the refused job lost: %v, want not stored", err)
+		}
+		if n, err := tx.QueuedJobs(ctx, "default"); err != nil || n != limit {
+			t.Errorf("QueuedJobs = %d, %v; want %d", n, err, limit)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waiting is how many submissions wait for the writer.
+func waiting(s *Service) int {
+	s.submits.mu.Lock()
+	defer s.submits.mu.Unlock()
+	return len(s.submits.next)
+}
