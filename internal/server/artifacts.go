@@ -13,9 +13,11 @@ import (
 	"path"
 	"path/filepath"
 	"strconv"
+	"strings"
 
 	"github.com/tideml/tide/api"
 	"github.com/tideml/tide/internal/archive"
+	"github.com/tideml/tide/internal/filestore"
 )
 
 // artifactsName is the folder of the server's files that holds a job's
@@ -108,6 +110,27 @@ func (s *Server) agentArtifacts(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.WriteHeader(204)
+}
+
+// jobArtifacts implements service.EmptyArtifacts on the server's files.
+type jobArtifacts struct{ files filestore.Store }
+
+// PutEmptyArtifacts implements service.EmptyArtifacts: what storing an
+// archive of the same empty files and folders does, without the archive.
+func (a jobArtifacts) PutEmptyArtifacts(ctx context.Context, ws, job string, names []string) error {
+	for _, n := range names {
+		name := path.Join(artifactsName(ws, job), n)
+		var err error
+		if strings.HasSuffix(n, "/") {
+			err = a.files.MakeFolder(ctx, name)
+		} else {
+			err = a.files.Put(ctx, name, strings.NewReader(""))
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // storeTree puts the files and folders under the local folder src into

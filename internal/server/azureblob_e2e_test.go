@@ -175,14 +175,7 @@ jobs:
         type: uri_folder
         path: azureml://datastores/blobs/paths/explicit/${{name}}
 `
-	p := waitJob(t, in, submit(t, in, pipeline).Name, 120*time.Second)
-	if p.Status != api.JobCompleted {
-		t.Fatalf("pipeline %s: %s (%s)", p.Name, p.Status, p.Error)
-	}
-	step := map[string]string{}
-	for _, st := range p.Steps {
-		step[st.Name] = st.Job
-	}
+	step := runPipeline(t, in, pipeline)
 	for blob, want := range map[string]string{
 		"azureml/" + step["make"] + "/out/data.txt": "made\n", // the default path
 		"final-out/copy.txt":                        "made\n", // the bound pipeline output's path

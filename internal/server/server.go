@@ -155,7 +155,7 @@ func New(ctx context.Context, cfg config.Server, log *slog.Logger) (*Server, err
 		st.Close()
 		return nil, err
 	}
-	s.svc = &service.Service{SecretBox: box, Store: counted, Catalog: cat, Config: cfg, Log: log, Blobs: s.blobs, Outputs: stepOutputs{files: s.files, blobs: s.blobs, scratch: s.scratchDir()}, DockerEngine: dockerengine.New("").Ping, HostGPUs: hostGPUs, Now: cfg.Clock,
+	s.svc = &service.Service{SecretBox: box, Store: counted, Catalog: cat, Config: cfg, Log: log, Blobs: s.blobs, Outputs: stepOutputs{files: s.files, blobs: s.blobs, scratch: s.scratchDir()}, Artifacts: jobArtifacts{files: s.files}, DockerEngine: dockerengine.New("").Ping, HostGPUs: hostGPUs, Now: cfg.Clock,
 		IdentityToken: s.jobIdentityToken}
 	if err := s.svc.Bootstrap(ctx); err != nil {
 		st.Close()

@@ -90,6 +90,9 @@ type Service struct {
 	// Outputs hands step outputs between the steps of pipeline jobs; nil
 	// refuses pipelines.
 	Outputs StepOutputs
+	// Artifacts keeps the empty artifacts agents report with a final
+	// status; nil refuses such reports.
+	Artifacts EmptyArtifacts
 	// HostGPUs counts the NVIDIA GPUs of the server's host, for jobs on
 	// docker-runtime locations whose nodes run there; nil skips the check.
 	HostGPUs func() int

@@ -42,6 +42,7 @@ type generalisation struct {
 	name                 string
 	fixed120, adaptive   fixedPoint
 	frontier             float64 // node-hours of the fixed frontier at adaptive's wait
+	frontier120          float64 // and at fixed 120 s's
 	dominates, onOrBelow bool
 }
 
@@ -65,16 +66,30 @@ func judge(t *testing.T, name string, tr *Trace, step int) generalisation {
 	res := runTrace(t, tr, "max_instances: 1000\nidle_time_before_scale_down: 120\n", cfg)
 	g.adaptive = fixedPoint{-1, res.NodeHours.Total, res.Wait.Mean}
 	g.frontier = frontierAt(pts, g.adaptive.meanWait)
+	g.frontier120 = frontierAt(pts, g.fixed120.meanWait)
 	const eps = 1e-9
 	g.dominates = g.adaptive.nodeHours <= g.fixed120.nodeHours+eps && g.adaptive.meanWait <= g.fixed120.meanWait+eps
 	g.onOrBelow = g.adaptive.nodeHours <= g.frontier*(1+eps)
 	return g
 }
 
+// verdict says which parts of the target g meets.
+func (g generalisation) verdict() string {
+	switch {
+	case g.dominates && g.onOrBelow:
+		return "target met"
+	case g.dominates:
+		return "above the frontier"
+	case g.onOrBelow:
+		return "loses to fixed 120 s"
+	}
+	return "both missed"
+}
+
 func (g generalisation) String() string {
-	return fmt.Sprintf("%-22s fixed 120 s %9.1f node-h %6.1f s | adaptive %9.1f node-h (%+6.2f %%) %6.1f s (%+6.1f s) | frontier at that wait %9.1f node-h (adaptive %+6.2f %%)",
+	return fmt.Sprintf("%-22s fixed 120 s %9.1f node-h %6.1f s | adaptive %9.1f node-h (%+6.2f %%) %6.1f s (%+6.1f s) | frontier at that wait %9.1f node-h (adaptive %+6.2f %%) | %s",
 		g.name, g.fixed120.nodeHours, g.fixed120.meanWait, g.adaptive.nodeHours, 100*(g.adaptive.nodeHours/g.fixed120.nodeHours-1),
-		g.adaptive.meanWait, g.adaptive.meanWait-g.fixed120.meanWait, g.frontier, 100*(g.adaptive.nodeHours/g.frontier-1))
+		g.adaptive.meanWait, g.adaptive.meanWait-g.fixed120.meanWait, g.frontier, 100*(g.adaptive.nodeHours/g.frontier-1), g.verdict())
 }
 
 // TestAdaptiveGeneralises checks issue 23's target on generated traces of
@@ -83,11 +98,14 @@ func (g generalisation) String() string {
 // no more mean wait; and on or below the frontier of fixed idle times.
 // The target is not met on every shape (docs/simulate-results.md says by how
 // much); the test asserts what holds: the whole target where shape.target,
-// the frontier where shape.frontier, and everywhere that adaptive never
-// loses to fixed 120 s on both node-hours and wait at once and stays within
-// 6 % of the frontier.
+// and everywhere what the policy's confidence rule is for: it never loses
+// to fixed 120 s on node-hours and wait at once, loses at most 1 % of node-hours
+// or 2 s of mean wait when it loses on one, and is no further above the
+// frontier than fixed 120 s itself (where fixed 120 s is above the
+// frontier, a policy that keeps it misses the target) by more than 0.5 %.
 // TIDE_GEN_DAYS (default 7), TIDE_GEN_STEP (default 60 s; the docs use 30)
-// and TIDE_GEN_SEEDS=train change the run for docs/simulate-results.md.
+// and TIDE_GEN_SEEDS=train, seen or test (all three test seeds) change the
+// run for docs/simulate-results.md.
 func TestAdaptiveGeneralises(t *testing.T) {
 	days, step := 7, 60
 	fmt.Sscan(os.Getenv("TIDE_GEN_DAYS"), &days)
@@ -96,6 +114,8 @@ func TestAdaptiveGeneralises(t *testing.T) {
 	switch os.Getenv("TIDE_GEN_SEEDS") {
 	case "train":
 		seeds = trainSeeds
+	case "seen":
+		seeds = seenSeeds
 	case "test":
 		seeds = testSeeds
 	}
@@ -106,12 +126,12 @@ func TestAdaptiveGeneralises(t *testing.T) {
 			switch {
 			case sh.target && !(g.dominates && g.onOrBelow):
 				t.Errorf("%s: the target is missed: %s", g.name, g)
-			case sh.frontier && !g.onOrBelow:
-				t.Errorf("%s: above the frontier of fixed idle times: %s", g.name, g)
 			case g.adaptive.nodeHours > g.fixed120.nodeHours && g.adaptive.meanWait > g.fixed120.meanWait:
 				t.Errorf("%s: more node-hours and a longer mean wait than fixed 120 s: %s", g.name, g)
-			case g.adaptive.nodeHours > 1.06*g.frontier:
-				t.Errorf("%s: more than 6 %% above the frontier of fixed idle times: %s", g.name, g)
+			case g.adaptive.nodeHours > 1.01*g.fixed120.nodeHours || g.adaptive.meanWait > g.fixed120.meanWait+2:
+				t.Errorf("%s: more than 1 %% more node-hours or 2 s more wait than fixed 120 s: %s", g.name, g)
+			case g.adaptive.nodeHours/g.frontier > g.fixed120.nodeHours/g.frontier120+0.005:
+				t.Errorf("%s: further above the frontier of fixed idle times than fixed 120 s (%+.2f %%): %s", g.name, 100*(g.fixed120.nodeHours/g.frontier120-1), g)
 			}
 		}
 	}

@@ -1,0 +1,134 @@
+package service
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tideml/tide/api"
+	"github.com/tideml/tide/internal/store"
+)
+
+// recordedArtifacts is an EmptyArtifacts that remembers what it was given.
+type recordedArtifacts struct{ got map[string][]string }
+
+func (r *recordedArtifacts) PutEmptyArtifacts(ctx context.Context, ws, job string, names []string) error {
+	r.got[ws+"/"+job] = append(r.got[ws+"/"+job], names...)
+	return nil
+}
+
+// A final status's empty_artifacts are kept before the status, only for
+// the node's own unfinished rank; names outside outputs/ and logs/, on a
+// Running status, or on a server that keeps none are refused, naming the
+// field.
+func TestReportStatusKeepsEmptyArtifacts(t *testing.T) {
+	ctx := context.Background()
+	now := time.Date(2026, 11, 27, 3, 0, 0, 0, time.UTC)
+	id := AssignmentID("default", "quiet", 1)
+	st := seedStore(t, &api.Compute{Name: "c", Workspace: "default", MaxInstances: 1},
+		[]*api.Node{{ID: "n", Workspace: "default", Compute: "c", State: api.NodeRunning, Job: id}},
+		&api.Job{Workspace: "default", Name: "quiet", Type: "command", Command: "true", Compute: "c",
+			Status: api.JobRunning, Attempt: 1, Ranks: []api.JobRank{{Node: "n", Status: api.JobRunning}}})
+	rec := &recordedArtifacts{got: map[string][]string{}}
+	s := &Service{Store: st, Now: func() time.Time { return now }, Artifacts: rec}
+	zero := 0
+	final := api.AssignmentStatus{ID: id, Status: api.JobCompleted, ExitCode: &zero}
+
+	for _, c := range []struct {
+		names  []string
+		status string
+		want   string
+	}{
+		{[]string{"../x"}, api.JobCompleted, `"../x" must be a clean path below outputs/ or logs/`},
+		{[]string{"outputs/../../x"}, api.JobCompleted, "must be a clean path"},
+		{[]string{"logs"}, api.JobCompleted, "must be a clean path"},
+		{[]string{"logs/std_log.txt"}, api.JobRunning, "only a final status"},
+	} {
+		bad := final
+		bad.Status, bad.EmptyArtifacts = c.status, c.names
+		if err := s.ReportStatus(ctx, "n", bad); err == nil || !strings.Contains(err.Error(), "empty_artifacts: ") || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q on %s: err = %v, want one naming empty_artifacts and %q", c.names, c.status, err, c.want)
+		}
+	}
+	// Another node's report keeps nothing.
+	other := final
+	other.EmptyArtifacts = []string{"logs/std_log.txt"}
+	if err := s.ReportStatus(ctx, "m", other); err != nil || len(rec.got) != 0 {
+		t.Fatalf("another node's report: %v, kept %v", err, rec.got)
+	}
+	ok := final
+	ok.EmptyArtifacts = []string{"outputs/model/", "logs/std_log.txt"}
+	if err := s.ReportStatus(ctx, "n", ok); err != nil {
+		t.Fatal(err)
+	}
+	if got := rec.got["default/quiet"]; !slices.Equal(got, ok.EmptyArtifacts) {
+		t.Errorf("kept %q, want %q", got, ok.EmptyArtifacts)
+	}
+	var j *api.Job
+	err := st.View(ctx, func(tx store.Tx) (err error) {
+		j, err = tx.GetJob(ctx, "default", "quiet")
+		return err
+	})
+	if err != nil || j.Status != api.JobCompleted {
+		t.Fatalf("job: %+v, %v", j, err)
+	}
+	// Reported again (the answer was lost): the rank has ended, nothing more is written.
+	if err := s.ReportStatus(ctx, "n", ok); err != nil || len(rec.got["default/quiet"]) != 2 {
+		t.Errorf("again: %v, kept %q", err, rec.got["default/quiet"])
+	}
+
+	s.Artifacts = nil
+	if err := s.ReportStatus(ctx, "n", ok); err == nil || !strings.Contains(err.Error(), "empty_artifacts: not supported") {
+		t.Errorf("a server that keeps none: err = %v", err)
+	}
+}
+
+// A final status that says the command started (its agent did not report
+// it Running: it ended within the agent's wait) starts and ends the job in
+// one transaction, with the events a Running report and a final one write;
+// started on a status that is not final is refused, naming the field.
+func TestFinalStatusThatStartedStartsTheJob(t *testing.T) {
+	ctx := context.Background()
+	now := time.Date(2026, 11, 27, 3, 0, 0, 0, time.UTC)
+	id := AssignmentID("default", "quick", 1)
+	st := seedStore(t, &api.Compute{Name: "c", Workspace: "default", MaxInstances: 1},
+		[]*api.Node{{ID: "n", Workspace: "default", Compute: "c", State: api.NodeRunning, Job: id}},
+		&api.Job{Workspace: "default", Name: "quick", Type: "command", Command: "true", Compute: "c",
+			Status: api.JobPreparing, Attempt: 1, Ranks: []api.JobRank{{Node: "n"}}})
+	s := &Service{Store: st, Now: func() time.Time { return now }}
+	if err := s.ReportStatus(ctx, "n", api.AssignmentStatus{ID: id, Status: api.JobRunning, Started: true}); err == nil || !strings.Contains(err.Error(), "started: only a final status") {
+		t.Errorf("started on Running: err = %v", err)
+	}
+	zero := 0
+	if err := s.ReportStatus(ctx, "n", api.AssignmentStatus{ID: id, Status: api.JobCompleted, ExitCode: &zero, Started: true}); err != nil {
+		t.Fatal(err)
+	}
+	var j *api.Job
+	var evs []api.Event
+	var n *api.Node
+	err := st.View(ctx, func(tx store.Tx) (err error) {
+		if j, err = tx.GetJob(ctx, "default", "quick"); err != nil {
+			return err
+		}
+		if n, err = tx.GetNode(ctx, "n"); err != nil {
+			return err
+		}
+		evs, err = tx.ListEvents(ctx, "default", "job/quick", 0, 100)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kinds []string
+	for _, e := range evs {
+		kinds = append(kinds, e.Kind)
+	}
+	if j.Status != api.JobCompleted || !j.StartTime.Equal(now) || !j.EndTime.Equal(now) || !slices.Equal(kinds, []string{"Running", api.JobCompleted}) {
+		t.Errorf("job %s, start %v, end %v, events %v; want Completed, started and ended now, events Running and Completed", j.Status, j.StartTime, j.EndTime, kinds)
+	}
+	if n.Job != "" || n.State != api.NodeIdle {
+		t.Errorf("node: job %q, %s; want free and idle", n.Job, n.State)
+	}
+}
