@@ -168,6 +168,7 @@ func (s *Service) checkAdmission(ctx context.Context, tx store.Tx, ws string, j 
 		return err
 	}
 	n := len(ps)
+	var c *api.Compute // the job's compute, when resolveCompute read it
 	if spec.IsServerless(j) && preUpload {
 		// Its nodes are made when it is submitted; now only their shape
 		// is checked.
@@ -176,8 +177,12 @@ func (s *Service) checkAdmission(ctx context.Context, tx store.Tx, ws string, j 
 			return err
 		}
 		n = -1
-	} else if err := ps.add(s.resolveCompute(ctx, tx, ws, j, preUpload)); err != nil {
-		return err
+	} else {
+		var err error
+		c, err = s.resolveCompute(ctx, tx, ws, j, preUpload)
+		if err := ps.add(err); err != nil {
+			return err
+		}
 	}
 	computeOK := len(ps) == n
 	if err := ps.add(s.resolveEnvironment(ctx, tx, ws, j)); err != nil {
@@ -187,9 +192,12 @@ func (s *Service) checkAdmission(ctx context.Context, tx store.Tx, ws string, j 
 		return err
 	}
 	if computeOK {
-		c, err := tx.GetCompute(ctx, ws, j.Compute)
-		if err != nil {
-			return err
+		if c == nil {
+			// A serverless or Kubernetes job's hidden compute, made now.
+			var err error
+			if c, err = tx.GetCompute(ctx, ws, j.Compute); err != nil {
+				return err
+			}
 		}
 		if err := ps.add(s.checkGPUs(c)); err != nil {
 			return err
@@ -302,29 +310,29 @@ func (s *Service) runtimes() []string {
 	return out
 }
 
-// resolveCompute checks the job's compute, or, for a serverless job (no
-// compute, or compute: serverless) and a job on an attached Kubernetes
-// cluster, creates the hidden compute of its nodes (preUpload: only
-// checks it could).
-func (s *Service) resolveCompute(ctx context.Context, tx store.Tx, ws string, j *api.Job, preUpload bool) error {
+// resolveCompute checks the job's compute and returns it, or, for a
+// serverless job (no compute, or compute: serverless) and a job on an
+// attached Kubernetes cluster, creates the hidden compute of its nodes
+// (preUpload: only checks it could) and returns nil.
+func (s *Service) resolveCompute(ctx context.Context, tx store.Tx, ws string, j *api.Job, preUpload bool) (*api.Compute, error) {
 	if spec.IsServerless(j) {
-		return s.serverless(ctx, tx, ws, j)
+		return nil, s.serverless(ctx, tx, ws, j)
 	}
 	j.Serverless = nil
 	// One row on the way of every submission; the list only for the hint.
 	c, err := tx.GetCompute(ctx, ws, j.Compute)
 	if err != nil && !store.IsNotFound(err) {
-		return err
+		return nil, err
 	}
 	if err == nil && c.ProvisioningState != api.ProvisioningDeleting && c.ServerlessJob == "" {
 		if c.IsKubernetes() {
-			return s.kubernetesJob(ctx, tx, ws, j, c, preUpload)
+			return nil, s.kubernetesJob(ctx, tx, ws, j, c, preUpload)
 		}
-		return nil
+		return c, nil
 	}
 	computes, err := tx.ListComputes(ctx, ws)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	var names []string
 	for _, c := range computes {
@@ -339,9 +347,9 @@ func (s *Service) resolveCompute(ctx context.Context, tx store.Tx, ws string, j 
 		}
 		e := errorf(400, api.CodeValidation, "compute: compute %q not found in workspace %s; %s", j.Compute, ws, hint)
 		e.Field = "compute"
-		return e
+		return nil, e
 	}
-	return nil
+	return nil, nil
 }
 
 func (s *Service) job(ctx context.Context, tx store.Tx, ws, name string) (*api.Job, error) {
