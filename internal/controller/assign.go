@@ -28,7 +28,7 @@ type push struct {
 // all of a turn's placements, not one per job) and, once it is committed,
 // pushes each assignment to its nodes. It returns the nodes now busy, by
 // node id.
-func (c *Controller) assign(ctx context.Context, as []scheduler.Assignment, queued map[string]*api.Job, now time.Time) map[string]string {
+func (c *Controller) assign(ctx context.Context, as []scheduler.Assignment, now time.Time) map[string]string {
 	busy := map[string]string{}
 	if len(as) == 0 {
 		return busy
@@ -38,7 +38,8 @@ func (c *Controller) assign(ctx context.Context, as []scheduler.Assignment, queu
 		// A store may run fn again: start from nothing each time.
 		pushes, busy = nil, map[string]string{}
 		for _, a := range as {
-			p, err := c.assignOne(ctx, tx, queued[a.Job], a.Nodes, now)
+			ws, name, _ := strings.Cut(a.Job, "/")
+			p, err := c.assignOne(ctx, tx, ws, name, a.Nodes, now)
 			if errors.Is(err, errMoved) {
 				c.log.Info("placement skipped", "job", a.Job, "err", err)
 				continue
@@ -64,20 +65,20 @@ func (c *Controller) assign(ctx context.Context, as []scheduler.Assignment, queu
 	return busy
 }
 
-// assignOne writes, in tx, job j's attempt on nodeIDs and returns what to
+// assignOne writes, in tx, job ws/name's attempt on nodeIDs and returns what to
 // push to each node (nothing when the job failed instead: a secret it names
 // was deleted). It checks every precondition before it writes, so that a
 // placement it refuses (errMoved) leaves nothing half-written in tx.
-func (c *Controller) assignOne(ctx context.Context, tx store.Tx, j *api.Job, nodeIDs []string, now time.Time) ([]push, error) {
-	cur, err := tx.GetJob(ctx, j.Workspace, j.Name)
+func (c *Controller) assignOne(ctx context.Context, tx store.Tx, ws, name string, nodeIDs []string, now time.Time) ([]push, error) {
+	cur, err := tx.GetJob(ctx, ws, name)
 	if store.IsNotFound(err) {
-		return nil, fmt.Errorf("job %s: %w (deleted)", j.Name, errMoved)
+		return nil, fmt.Errorf("job %s: %w (deleted)", name, errMoved)
 	}
 	if err != nil {
 		return nil, err
 	}
 	if cur.Status != api.JobQueued {
-		return nil, fmt.Errorf("job %s is %s, not Queued: %w", j.Name, cur.Status, errMoved)
+		return nil, fmt.Errorf("job %s is %s, not Queued: %w", name, cur.Status, errMoved)
 	}
 	nodes := make([]*api.Node, len(nodeIDs))
 	for i, nid := range nodeIDs {

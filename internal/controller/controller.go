@@ -56,14 +56,16 @@ type Controller struct {
 
 	kick    chan struct{}
 	started time.Time
-	// jobs are the unfinished jobs as the last load decoded them, by
-	// workspace/name, order their keys in creation order (with keys of
-	// jobs since finished), and cursor the store's change-feed position
-	// they are up to date with ("": read them all); only Step (one
-	// goroutine) uses them.
+	// jobs are the unfinished jobs but the queued command jobs as the last
+	// load decoded them, by workspace/name, order their keys in creation
+	// order (with keys of jobs since finished or queued), queue the queued
+	// command jobs, and cursor the store's change-feed position they are up
+	// to date with ("": read them all); only Step (one goroutine) uses
+	// them.
 	jobs    map[string]api.Job
 	order   []string
 	ordered map[string]bool // the keys in order
+	queue   *jobQueue
 	cursor  string
 	// nodes are every node, kept as jobs are (only Step uses them).
 	nodes nodeFeed
@@ -158,8 +160,9 @@ func New(o Options) *Controller {
 		c.now = time.Now
 	}
 	if c.silent == nil {
-		wait := o.Config.UnusableAfter + service.BeatWritePeriod(o.Config)
-		c.silent = func(x store.NodeSeen, now time.Time) (time.Time, bool) { return x.LastSeen, now.Sub(x.LastSeen) > wait }
+		c.silent = func(x store.NodeSeen, now time.Time) (time.Time, bool) {
+			return x.LastSeen, now.Sub(x.LastSeen) > c.cfg.UnusableAfter+service.BeatWritePeriod(c.cfg)
+		}
 	}
 	c.rand = o.Rand
 	if c.rand == nil {
@@ -188,12 +191,7 @@ func (c *Controller) Runtime(location string) string {
 // Run loops until ctx ends.
 func (c *Controller) Run(ctx context.Context) error {
 	c.started = c.now()
-	c.nodes = nodeFeed{} // a new term (a replica that leads again) reads them all
-	// Background calls of an earlier term ended with its context: their
-	// results (context canceled) say nothing of the backend.
-	c.mu.Lock()
-	c.effects = map[string]*effectRun{}
-	c.mu.Unlock()
+	c.newTerm()
 	reconciled, err := c.reconcile(ctx)
 	if err != nil {
 		c.log.Error("reconciling providers", "err", err)
@@ -243,11 +241,23 @@ func (c *Controller) Run(ctx context.Context) error {
 	}
 }
 
+// newTerm forgets what an earlier leadership term kept: a replica that
+// leads again reads every node and job (its queue is built again from the
+// store), and background calls of the earlier term, which ended with its
+// context, say nothing of the backend (context canceled).
+func (c *Controller) newTerm() {
+	c.nodes, c.cursor = nodeFeed{}, ""
+	c.mu.Lock()
+	c.effects = map[string]*effectRun{}
+	c.mu.Unlock()
+}
+
 // snapshot is the state one turn decides from.
 type snapshot struct {
 	computes []api.Compute
 	nodes    []api.Node
-	jobs     []api.Job // unfinished command jobs
+	jobs     []api.Job // unfinished command jobs but the queued ones
+	queue    *jobQueue // the queued command jobs
 	// parents are the unfinished pipeline and sweep jobs, which run no
 	// command themselves: their steps and trials are command jobs.
 	parents []api.Job
@@ -257,83 +267,6 @@ func key(ws, name string) string { return ws + "/" + name }
 
 // unfinished are the job statuses the controller acts on.
 var unfinished = []string{api.JobNotStarted, api.JobQueued, api.JobPreparing, api.JobRunning, api.JobFinalizing, api.JobCancelRequested}
-
-// load reads the state one turn decides from. The unfinished jobs are kept
-// decoded between turns and brought up to date from the store's change feed
-// (store.Tx.ChangedJobs): a turn reads the jobs written since the last one,
-// not the whole queue, which with thousands queued was the loop's main cost.
-func (c *Controller) load(ctx context.Context) (*snapshot, error) {
-	var s snapshot
-	var changed []api.Job
-	var cursor string
-	full := c.cursor == ""
-	err := c.store.View(ctx, func(tx store.Tx) (err error) {
-		if s.computes, err = tx.ListComputes(ctx, ""); err != nil {
-			return err
-		}
-		if s.nodes, err = c.nodes.read(ctx, tx); err != nil {
-			return err
-		}
-		if full {
-			if cursor, err = tx.JobCursor(ctx); err != nil {
-				return err
-			}
-			changed, err = tx.ListJobs(ctx, store.JobFilter{Statuses: unfinished})
-			return err
-		}
-		changed, cursor, err = tx.ChangedJobs(ctx, c.cursor)
-		return err
-	})
-	if err != nil {
-		return nil, err
-	}
-	if full {
-		c.jobs, c.order, c.ordered = map[string]api.Job{}, nil, map[string]bool{}
-	}
-	for _, j := range changed {
-		k := key(j.Workspace, j.Name)
-		if !slices.Contains(unfinished, j.Status) {
-			delete(c.jobs, k)
-			continue
-		}
-		if !c.ordered[k] {
-			// A job that comes back unfinished before its key left
-			// order keeps its place.
-			c.order = append(c.order, k)
-			c.ordered[k] = true
-		}
-		c.jobs[k] = j
-	}
-	c.cursor = cursor
-	// order keeps the creation order the feed lists new jobs in; finished
-	// jobs leave it once they are as many as the unfinished ones.
-	var live []string
-	if len(c.order) > 2*len(c.jobs)+64 {
-		live = make([]string, 0, len(c.jobs))
-	}
-	s.jobs = make([]api.Job, 0, len(c.jobs))
-	for _, k := range c.order {
-		j, ok := c.jobs[k]
-		if !ok {
-			continue
-		}
-		if live != nil {
-			live = append(live, k)
-		}
-		if j.Type == api.JobTypePipeline || j.Type == api.JobTypeSweep {
-			s.parents = append(s.parents, j)
-			continue
-		}
-		s.jobs = append(s.jobs, j)
-	}
-	if live != nil {
-		c.order, c.ordered = live, make(map[string]bool, len(live))
-		for _, k := range live {
-			c.ordered[k] = true
-		}
-	}
-	return &s, nil
-}
 
 // Step runs one turn of the loop and returns when the next timer is due
 // (zero: none).
@@ -410,18 +343,6 @@ func (c *Controller) decide(ctx context.Context, s *snapshot, serverlessWaits ma
 	usable := func(cp *api.Compute) bool {
 		return !cp.IsInstance() || cp.Instance.State == api.InstanceRunning || cp.Instance.State == api.InstanceJobRunning
 	}
-	queue := make([]scheduler.Job, 0, len(s.jobs))
-	queued := make(map[string]*api.Job, len(s.jobs))
-	for i := range s.jobs {
-		j := &s.jobs[i]
-		k := key(j.Workspace, j.Compute)
-		if j.Status != api.JobQueued || computes[k] == nil {
-			continue
-		}
-		jk := key(j.Workspace, j.Name)
-		queued[jk] = j
-		queue = append(queue, scheduler.Job{Key: jk, Compute: k, Instances: j.InstanceCount(), Priority: j.Priority(), Seq: j.CreatedOn.UnixNano()})
-	}
 	var snodes []scheduler.Node
 	for _, n := range s.nodes {
 		k := key(n.Workspace, n.Compute)
@@ -430,8 +351,13 @@ func (c *Controller) decide(ctx context.Context, s *snapshot, serverlessWaits ma
 		}
 		snodes = append(snodes, scheduler.Node{ID: n.ID, Compute: k, State: n.State, Job: n.Job})
 	}
-	placed := scheduler.Place(queue, snodes, caps)
-	busy := c.assign(ctx, placed.Assignments, queued, now)
+	// The queue holds the jobs of every compute; only those of computes
+	// that are ready are placed and explained. The others have no free
+	// node, so none of theirs is assigned.
+	placed, rests := s.queue.q.Place(snodes, caps)
+	placed.Waiting = slices.DeleteFunc(placed.Waiting, func(w scheduler.Waiting) bool { return computes[w.Compute] == nil })
+	rests = slices.DeleteFunc(rests, func(r scheduler.Rest) bool { return computes[r.Compute] == nil })
+	busy := c.assign(ctx, placed.Assignments, now)
 
 	snap := autoscaler.Snapshot{}
 	index := map[string]int{}
@@ -463,13 +389,31 @@ func (c *Controller) decide(ctx context.Context, s *snapshot, serverlessWaits ma
 		}
 		snap.Computes[i].Nodes = append(snap.Computes[i].Nodes, an)
 	}
+	// Demand counted by size: what is queued less what was just placed
+	// (whether or not its assignment was written, as Place's waiting jobs
+	// would count it).
+	placedSizes := map[string]map[int]int{}
+	for _, a := range placed.Assignments {
+		j, _ := s.queue.job(a.Job)
+		if placedSizes[j.Compute] == nil {
+			placedSizes[j.Compute] = map[int]int{}
+		}
+		placedSizes[j.Compute][max(j.Instances, 1)]++
+	}
+	for i := range snap.Computes {
+		sc := &snap.Computes[i]
+		fit, over := s.queue.q.Demand(sc.Key, sc.Cap())
+		for _, f := range fit {
+			if n := f.Jobs - placedSizes[sc.Key][f.Instances]; n > 0 {
+				sc.Queued = append(sc.Queued, autoscaler.Demand{Instances: f.Instances, Jobs: n})
+			}
+		}
+		for _, j := range over {
+			sc.Queued = append(sc.Queued, autoscaler.Demand{Job: j.Key, Instances: j.Instances})
+		}
+	}
 	waitingByCompute := map[string][]scheduler.Waiting{}
 	for _, w := range placed.Waiting {
-		i, ok := index[w.Compute]
-		if !ok {
-			continue // an instance's job waits for the instance
-		}
-		snap.Computes[i].Queued = append(snap.Computes[i].Queued, autoscaler.Demand{Job: w.Job, Instances: w.Need})
 		waitingByCompute[w.Compute] = append(waitingByCompute[w.Compute], w)
 	}
 	plan := autoscaler.Plan(snap, now, c.policies)
@@ -480,7 +424,7 @@ func (c *Controller) decide(ctx context.Context, s *snapshot, serverlessWaits ma
 		cp := computes[a.Compute]
 		switch a.Kind {
 		case autoscaler.ActionCreate:
-			c.createNodes(ctx, cp, a.Count, a.Reason, waitingByCompute[a.Compute], now)
+			c.createNodes(ctx, cp, a.Count, a.Reason, firstWaiting(s.queue, waitingByCompute[a.Compute], rests, a.Compute), now)
 		case autoscaler.ActionDelete:
 			for _, n := range s.nodes {
 				if n.ID == a.Node {
@@ -489,7 +433,7 @@ func (c *Controller) decide(ctx context.Context, s *snapshot, serverlessWaits ma
 			}
 		}
 	}
-	if err := c.explain(ctx, placed.Waiting, plan, s, queued, serverlessWaits, now); err != nil {
+	if err := c.explain(ctx, placed.Waiting, rests, plan, s, serverlessWaits, now); err != nil {
 		return time.Time{}, err
 	}
 	if err := c.status(ctx, s, plan, now); err != nil {

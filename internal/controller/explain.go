@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -14,13 +15,25 @@ import (
 )
 
 // explain stores why each queued job waits, when that changed: what it
-// waits for, with the numbers a user needs to judge how long. queued are
-// the snapshot's queued jobs by key (decide's), whose stored reasons it
-// compares with.
-func (c *Controller) explain(ctx context.Context, waiting []scheduler.Waiting, plan autoscaler.Result, s *snapshot, queued map[string]*api.Job, serverlessWaits map[string]string, now time.Time) error {
-	unsched := map[string]string{}
+// waits for, with the numbers a user needs to judge how long. waiting are
+// the jobs the placement visited and rests stand for the others (see
+// scheduler.Queue.Place). A job's reason is a function of its compute and
+// the nodes it needs, so explain looks only at the jobs whose reason can
+// have changed: the visited ones, the rest of a compute whose reason for
+// some size changed since the last turn, and of the other computes the jobs
+// written or visited since then. It compares with the stored reasons
+// (s.queue) and writes what differs.
+func (c *Controller) explain(ctx context.Context, waiting []scheduler.Waiting, rests []scheduler.Rest, plan autoscaler.Result, s *snapshot, serverlessWaits map[string]string, now time.Time) error {
+	q := s.queue
+	// An unschedulable job's reason names its compute and size, not the
+	// job.
+	type size struct {
+		compute string
+		need    int
+	}
+	unsched := map[size]string{}
 	for _, u := range plan.Unschedulable {
-		unsched[u.Job] = u.Reason
+		unsched[size{u.Compute, u.Instances}] = u.Reason
 	}
 	// Reasons name what changes slowly (node counts, not which node is
 	// free this instant), so that a step rewrites only the reasons that
@@ -68,26 +81,24 @@ func (c *Controller) explain(ctx context.Context, waiting []scheduler.Waiting, p
 		failing[k] = b
 	}
 	c.mu.Unlock()
-	changed := map[string]string{}
-	for _, w := range waiting {
+	reasonOf := func(w scheduler.Waiting) string {
 		k := w.Compute
-		var reason string
 		switch b := failing[k]; {
 		case byKey[k] != nil && byKey[k].IsInstance():
-			reason = instanceWaitReason(byKey[k], nodeJobs[byKey[k].Instance.Node], w.Reason == scheduler.ReasonReserved, w.Head)
+			return instanceWaitReason(byKey[k], nodeJobs[byKey[k].Instance.Node], w.Reason == scheduler.ReasonReserved, w.Head)
 		case serverlessWaits[k] != "":
-			reason = serverlessWaits[k]
+			return serverlessWaits[k]
 		case maxNodes[k] == 0:
-			reason = pausedReason(byKey[k])
-		case unsched[w.Job] != "":
-			reason = unsched[w.Job]
+			return pausedReason(byKey[k])
+		case unsched[size{k, w.Need}] != "":
+			return unsched[size{k, w.Need}]
 		case b.Failures > 0 && b.Blocks(now):
-			reason = fmt.Sprintf("waiting for %d node(s): provisioning is failing (%d failure(s), last: %s); retrying at %s",
+			return fmt.Sprintf("waiting for %d node(s): provisioning is failing (%d failure(s), last: %s); retrying at %s",
 				w.Need, b.Failures, b.Last, b.Until.UTC().Format(time.TimeOnly))
 		case w.Reason == scheduler.ReasonReserved:
-			reason = fmt.Sprintf("waiting behind %s (higher in the queue), which holds the free nodes of its compute", strings.SplitN(w.Head, "/", 2)[1])
+			return fmt.Sprintf("waiting behind %s (higher in the queue), which holds the free nodes of its compute", jobName(w.Head))
 		case starting[k] > 0:
-			reason = fmt.Sprintf("waiting for %d node(s): %d starting since %s",
+			reason := fmt.Sprintf("waiting for %d node(s): %d starting since %s",
 				w.Need, starting[k], startingSince[k].UTC().Format(time.TimeOnly))
 			if typical := c.startTimes[k]; typical > 0 {
 				// An estimate, where tide has one: the nodes of this
@@ -98,16 +109,56 @@ func (c *Controller) explain(ctx context.Context, waiting []scheduler.Waiting, p
 			if n := startingWhy[k]; n != nil {
 				reason += fmt.Sprintf("; node %s: %s", n.ID, n.Error)
 			}
+			return reason
 		case existing[k] >= maxNodes[k]:
 			// Place gave the free nodes to the jobs ahead: all are busy.
-			reason = fmt.Sprintf("compute at max_instances (%d node(s), all busy)", maxNodes[k])
+			return fmt.Sprintf("compute at max_instances (%d node(s), all busy)", maxNodes[k])
 		default:
-			reason = fmt.Sprintf("waiting for %d node(s)", w.Need)
-		}
-		if j := queued[w.Job]; j == nil || j.PendingReason != reason {
-			changed[w.Job] = reason
+			return fmt.Sprintf("waiting for %d node(s)", w.Need)
 		}
 	}
+	changed := map[string]string{}
+	note := func(job, reason string) {
+		if stored, ok := q.reasons[job]; !ok || stored != reason {
+			changed[job] = reason
+		}
+	}
+	visited := make(map[string]bool, len(waiting))
+	for _, w := range waiting {
+		visited[w.Job] = true
+		note(w.Job, reasonOf(w))
+	}
+	// The jobs a placement did not visit wait as their compute's Rest
+	// says, by their size.
+	restReasons := make(map[string]map[int]string, len(rests))
+	same := map[string]bool{} // computes whose rest's reasons did not change
+	for _, r := range rests {
+		bySize := map[int]string{}
+		fit, _ := q.q.Demand(r.Compute, -1)
+		for _, f := range fit {
+			bySize[f.Instances] = reasonOf(r.Wait(scheduler.Job{Compute: r.Compute, Instances: f.Instances}))
+		}
+		restReasons[r.Compute] = bySize
+		if maps.Equal(bySize, q.restReasons[r.Compute]) {
+			same[r.Compute] = true
+			continue
+		}
+		for j := range q.q.Unvisited(r) {
+			note(j.Key, bySize[max(j.Instances, 1)])
+		}
+	}
+	// Of a compute whose rest's reasons are the same as last turn, only a
+	// job written or visited since can differ from them.
+	for _, set := range []map[string]bool{q.dirty, q.visited} {
+		for jk := range set {
+			j, ok := q.q.Job(jk)
+			if !ok || visited[jk] || !same[j.Compute] {
+				continue
+			}
+			note(jk, restReasons[j.Compute][max(j.Instances, 1)])
+		}
+	}
+	q.dirty, q.visited, q.restReasons = map[string]bool{}, visited, restReasons
 	if len(changed) == 0 {
 		return nil
 	}
@@ -133,6 +184,11 @@ func (c *Controller) explain(ctx context.Context, waiting []scheduler.Waiting, p
 		}
 		return nil
 	})
+	if err != nil {
+		// What the rests' jobs store is no longer known: look at them
+		// all next turn.
+		q.restReasons = map[string]map[int]string{}
+	}
 	return err
 }
 

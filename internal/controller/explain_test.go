@@ -54,11 +54,7 @@ func TestPendingReasonEstimatesStart(t *testing.T) {
 		}
 		c.learnStartTimes(s.nodes) // as Step does before deciding
 		w := []scheduler.Waiting{{Job: "default/j", Compute: "default/c", Need: 1, Reason: scheduler.ReasonInsufficientNodes}}
-		queued := map[string]*api.Job{}
-		for i := range s.jobs {
-			queued[key(s.jobs[i].Workspace, s.jobs[i].Name)] = &s.jobs[i]
-		}
-		if err := c.explain(ctx, w, autoscaler.Result{}, s, queued, nil, now); err != nil {
+		if err := c.explain(ctx, w, nil, autoscaler.Result{}, s, nil, now); err != nil {
 			t.Fatal(err)
 		}
 		var j *api.Job

@@ -73,6 +73,15 @@ func (g *gapTracker) observe(s *snapshot, computes map[string]*api.Compute, boot
 			per[k] = append(per[k], obs{at: j.CreatedOn, nodes: j.InstanceCount()})
 		}
 	}
+	if s.queue != nil {
+		for k := range per {
+			for j := range s.queue.q.Jobs(k) {
+				if at := time.Unix(0, j.Seq).UTC(); at.After(g.watermk[k]) {
+					per[k] = append(per[k], obs{at: at, nodes: j.Instances})
+				}
+			}
+		}
+	}
 	for k, list := range per {
 		h := g.byKey[k]
 		if h == nil && g.load != nil {

@@ -57,11 +57,22 @@ func (c *Controller) deleting(ctx context.Context, s *snapshot, comp api.Compute
 			ofCluster[cp.Name] = true
 		}
 	}
+	var end []string // job names
 	for _, j := range s.jobs {
-		if j.Workspace != comp.Workspace || j.Compute != comp.Name && !ofCluster[j.Compute] {
-			continue
+		if j.Workspace == comp.Workspace && (j.Compute == comp.Name || ofCluster[j.Compute]) {
+			end = append(end, j.Name)
 		}
-		if _, err := service.ForceEnd(ctx, c.store, j.Workspace, j.Name, api.JobCanceled, "compute "+comp.Name+" was "+gone, now); err != nil {
+	}
+	for name := range ofCluster {
+		for j := range s.queue.q.Jobs(key(comp.Workspace, name)) {
+			end = append(end, jobName(j.Key))
+		}
+	}
+	for j := range s.queue.q.Jobs(key(comp.Workspace, comp.Name)) {
+		end = append(end, jobName(j.Key))
+	}
+	for _, name := range end {
+		if _, err := service.ForceEnd(ctx, c.store, comp.Workspace, name, api.JobCanceled, "compute "+comp.Name+" was "+gone, now); err != nil {
 			return err
 		}
 	}

@@ -14,8 +14,9 @@ import (
 
 // TestLoadFollowsChanges checks that a turn's snapshot, built from the
 // store's change feed after the first turn, holds exactly the unfinished
-// jobs in creation order: new ones join, finished ones leave, changed ones
-// are the stored version, and many jobs finishing does not reorder the rest.
+// jobs, the queued ones in its queue and the others in creation order: new
+// ones join, finished ones leave, changed ones are the stored version, and
+// many jobs finishing does not reorder the rest.
 func TestLoadFollowsChanges(t *testing.T) {
 	ctx := context.Background()
 	st := openSQLite(t)
@@ -49,6 +50,9 @@ func TestLoadFollowsChanges(t *testing.T) {
 		for _, j := range s.jobs {
 			got = append(got, j.Name+":"+j.Status)
 		}
+		for j := range s.queue.q.All() {
+			got = append(got, jobName(j.Key)+":queue")
+		}
 		if !slices.Equal(got, want) {
 			t.Errorf("%s: snapshot jobs = %v, want %v", what, got, want)
 		}
@@ -56,7 +60,7 @@ func TestLoadFollowsChanges(t *testing.T) {
 	}
 	a, b, done := job("a", api.JobQueued), job("b", api.JobRunning), job("done", api.JobCompleted)
 	put(a, b, done)
-	check("first load", "a:Queued", "b:Running")
+	check("first load", "b:Running", "a:queue")
 	if c.cursor == "" {
 		t.Fatal("no cursor after the first load")
 	}
@@ -64,20 +68,23 @@ func TestLoadFollowsChanges(t *testing.T) {
 	b.Status = api.JobCompleted
 	a.PendingReason = "waiting"
 	put(a, b, job("c", api.JobQueued))
-	s := check("after a change", "a:Queued", "c:Queued")
-	if s.jobs[0].PendingReason != "waiting" {
-		t.Errorf("job a's pending reason = %q, want the stored %q", s.jobs[0].PendingReason, "waiting")
+	s := check("after a change", "a:queue", "c:queue")
+	if r := s.queue.reasons["ws/a"]; r != "waiting" {
+		t.Errorf("job a's pending reason = %q, want the stored %q", r, "waiting")
 	}
-	check("nothing written", "a:Queued", "c:Queued")
+	check("nothing written", "a:queue", "c:queue")
 
 	// A finished job that comes back (requeued) is listed once, in its
-	// place.
+	// place; a job that leaves the queue leaves it.
 	b.Status = api.JobQueued
 	put(b)
-	check("b requeued", "a:Queued", "b:Queued", "c:Queued")
+	check("b requeued", "a:queue", "b:queue", "c:queue")
+	b.Status = api.JobRunning
+	put(b)
+	check("b running", "b:Running", "a:queue", "c:queue")
 	b.Status = api.JobCompleted
 	put(b)
-	check("b finished again", "a:Queued", "c:Queued")
+	check("b finished again", "a:queue", "c:queue")
 
 	// Enough jobs come and go that the order is compacted.
 	var many []*api.Job
@@ -86,11 +93,15 @@ func TestLoadFollowsChanges(t *testing.T) {
 	}
 	put(many...)
 	for _, j := range many {
+		j.Status = api.JobRunning
+	}
+	put(many...)
+	for _, j := range many {
 		j.Status = api.JobCanceled
 	}
 	put(many...)
 	put(job("d", api.JobQueued))
-	check("after 100 jobs came and went", "a:Queued", "c:Queued", "d:Queued")
+	check("after 100 jobs came and went", "a:queue", "c:queue", "d:queue")
 	if len(c.order) > 2*len(c.jobs)+64 {
 		t.Errorf("order holds %d keys for %d jobs: finished jobs were not dropped", len(c.order), len(c.jobs))
 	}

@@ -11,7 +11,6 @@ import (
 
 	"github.com/tideml/tide/api"
 	"github.com/tideml/tide/internal/provider"
-	"github.com/tideml/tide/internal/scheduler"
 	"github.com/tideml/tide/internal/service"
 	"github.com/tideml/tide/internal/spec"
 	"github.com/tideml/tide/internal/store"
@@ -24,7 +23,7 @@ func (c *Controller) isInflight(id string) bool {
 }
 
 // createNodes records new nodes as preparing and asks the provider for them.
-func (c *Controller) createNodes(ctx context.Context, cp *api.Compute, count int, reason string, waiting []scheduler.Waiting, now time.Time) {
+func (c *Controller) createNodes(ctx context.Context, cp *api.Compute, count int, reason string, waiting waitingJobs, now time.Time) {
 	k := key(cp.Workspace, cp.Name)
 	c.mu.Lock()
 	b := c.backoff[k]
@@ -49,13 +48,9 @@ func (c *Controller) createNodes(ctx context.Context, cp *api.Compute, count int
 		it := cp.Kubernetes.Properties.InstanceTypes[name]
 		size, runAs, instanceType = spec.KubernetesSize(name, it), c.cfg.Attached.RunAs, &it
 	}
-	var jobs []string
-	for _, w := range waiting {
-		jobs = append(jobs, strings.SplitN(w.Job, "/", 2)[1])
-	}
 	msg := fmt.Sprintf("scaling up by %d node(s): %s", count, reason)
-	if len(jobs) > 0 {
-		msg += fmt.Sprintf(" (queued: %s)", strings.Join(firstN(jobs, 5), ", "))
+	if len(waiting.first) > 0 {
+		msg += fmt.Sprintf(" (queued: %s)", strings.Join(firstN(waiting.first, waiting.total), ", "))
 	}
 	for i := 0; i < count; i++ {
 		n := api.Node{
@@ -198,11 +193,12 @@ func (c *Controller) release(id string) {
 	c.Notify()
 }
 
-func firstN(s []string, n int) []string {
-	if len(s) > n {
-		return append(s[:n:n], fmt.Sprintf("and %d more", len(s)-n))
+// firstN returns names, the first of total, with how many more there are.
+func firstN(names []string, total int) []string {
+	if total > len(names) {
+		return append(names[:len(names):len(names)], fmt.Sprintf("and %d more", total-len(names)))
 	}
-	return s
+	return names
 }
 
 // recordFailure notes a provisioning failure on the compute and backs off

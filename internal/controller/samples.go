@@ -56,11 +56,13 @@ func computeSamples(s *snapshot, at time.Time) map[string]api.ComputeSample {
 			continue
 		}
 		switch j.Status {
-		case api.JobQueued:
-			smp.Queued++
 		case api.JobRunning, api.JobPreparing, api.JobFinalizing:
 			smp.Running++
 		}
+		out[k] = smp
+	}
+	for k, smp := range out {
+		smp.Queued += s.queue.q.Count(k)
 		out[k] = smp
 	}
 	for k, g := range gpus {

@@ -19,28 +19,35 @@ import (
 // compute key, why each compute not admitted waits.
 func (c *Controller) serverless(ctx context.Context, s *snapshot, now time.Time) (map[string]string, error) {
 	// The jobs of serverless computes, by key: looked up by workspace and
-	// name, so that the queue costs no key strings.
-	jobs := map[string]*api.Job{}
+	// name, in the queue first, so that the queue costs no key strings.
+	jobs := map[string]*serverlessJob{}
 	want := map[[2]string]bool{}
 	for _, cp := range s.computes {
-		if cp.ServerlessJob != "" {
+		if cp.ServerlessJob == "" {
+			continue
+		}
+		jk := key(cp.Workspace, cp.ServerlessJob)
+		if j, ok := s.queue.job(jk); ok {
+			jobs[jk] = &serverlessJob{compute: j.Compute, instances: j.Instances, priority: j.Priority, seq: j.Seq}
+		} else {
 			want[[2]string{cp.Workspace, cp.ServerlessJob}] = true
 		}
 	}
 	for i := 0; i < len(s.jobs) && len(want) > 0; i++ {
 		if j := &s.jobs[i]; want[[2]string{j.Workspace, j.Name}] {
-			jobs[key(j.Workspace, j.Name)] = j
+			jobs[key(j.Workspace, j.Name)] = &serverlessJob{compute: key(j.Workspace, j.Compute), instances: j.InstanceCount(),
+				priority: j.Priority(), seq: j.CreatedOn.UnixNano()}
 		}
 	}
 	var live []api.Compute // what holds quota: every compute not being deleted
 	var requests []catalog.Request
-	var reqJobs []*api.Job
+	var reqJobs []*serverlessJob
 	for _, cp := range s.computes {
 		if cp.ProvisioningState == api.ProvisioningDeleting {
 			continue
 		}
 		j := jobs[key(cp.Workspace, cp.ServerlessJob)]
-		if cp.ServerlessJob != "" && (j == nil || j.Compute != cp.Name) {
+		if cp.ServerlessJob != "" && (j == nil || j.compute != key(cp.Workspace, cp.Name)) {
 			if err := c.endServerless(ctx, cp, now); err != nil {
 				return nil, err
 			}
@@ -48,7 +55,7 @@ func (c *Controller) serverless(ctx context.Context, s *snapshot, now time.Time)
 		}
 		live = append(live, cp)
 		if cp.ServerlessJob != "" && cp.MaxInstances == 0 {
-			requests = append(requests, catalog.Request{Compute: cp, Instances: j.InstanceCount()})
+			requests = append(requests, catalog.Request{Compute: cp, Instances: j.instances})
 			reqJobs = append(reqJobs, j)
 		}
 	}
@@ -58,7 +65,7 @@ func (c *Controller) serverless(ctx context.Context, s *snapshot, now time.Time)
 		order[i] = i
 	}
 	slices.SortStableFunc(order, func(a, b int) int {
-		return cmp.Or(cmp.Compare(reqJobs[b].Priority(), reqJobs[a].Priority()), reqJobs[a].CreatedOn.Compare(reqJobs[b].CreatedOn))
+		return cmp.Or(cmp.Compare(reqJobs[b].priority, reqJobs[a].priority), cmp.Compare(reqJobs[a].seq, reqJobs[b].seq))
 	})
 	sorted := make([]catalog.Request, len(order))
 	for i, o := range order {
@@ -83,6 +90,14 @@ func (c *Controller) serverless(ctx context.Context, s *snapshot, now time.Time)
 		waits[key(r.Compute.Workspace, r.Compute.Name)] = serverlessWaitReason(r, w, jobOfCompute(s.computes, r.Compute.Workspace, w.Behind))
 	}
 	return waits, nil
+}
+
+// serverlessJob is what serverless needs of a serverless compute's job.
+type serverlessJob struct {
+	compute   string // key
+	instances int
+	priority  int
+	seq       int64 // creation, in nanoseconds
 }
 
 // endServerless deletes the hidden compute of a serverless job that ended:

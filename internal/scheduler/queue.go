@@ -211,3 +211,39 @@ func (q *Queue) All() iter.Seq[Job] {
 		}
 	}
 }
+
+// Unvisited yields the jobs r stands for, in placement order: the last
+// r.Jobs queued jobs of r.Compute, as the Place that returned r left them.
+func (q *Queue) Unvisited(r Rest) iter.Seq[Job] {
+	return func(yield func(Job) bool) {
+		cq := q.computes[r.Compute]
+		if cq == nil {
+			return
+		}
+		skip := cq.order.Len() - r.Jobs
+		cq.order.Ascend(func(j Job) bool {
+			if skip > 0 {
+				skip--
+				return true
+			}
+			return yield(j)
+		})
+	}
+}
+
+// Jobs yields the queued jobs of one compute in placement order.
+func (q *Queue) Jobs(compute string) iter.Seq[Job] {
+	return func(yield func(Job) bool) {
+		if cq := q.computes[compute]; cq != nil {
+			cq.order.Ascend(yield)
+		}
+	}
+}
+
+// Count returns the number of queued jobs of one compute.
+func (q *Queue) Count(compute string) int {
+	if cq := q.computes[compute]; cq != nil {
+		return cq.order.Len()
+	}
+	return 0
+}

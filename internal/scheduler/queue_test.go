@@ -81,6 +81,7 @@ func compareQueue(t *testing.T, at string, q *Queue, queue []Job, nodes []Node, 
 		rest[r.Compute] = r
 	}
 	stood := map[string]int{}
+	standsFor := map[string][]string{}
 	for _, w := range want.Waiting {
 		g, ok := waits[w.Job]
 		if !ok {
@@ -91,6 +92,7 @@ func compareQueue(t *testing.T, at string, q *Queue, queue []Job, nodes []Node, 
 			j, _ := q.Job(w.Job)
 			g = r.Wait(j)
 			stood[w.Compute]++
+			standsFor[w.Compute] = append(standsFor[w.Compute], w.Job)
 		}
 		if g != w {
 			t.Fatalf("%s: job %s waits as %+v, want %+v (waiting %v)", at, w.Job, g, w, strings.Join(wantW, " "))
@@ -99,6 +101,13 @@ func compareQueue(t *testing.T, at string, q *Queue, queue []Job, nodes []Node, 
 	for _, r := range rests {
 		if stood[r.Compute] != r.Jobs {
 			t.Fatalf("%s: rest of %s stands for %d jobs, want %d", at, r.Compute, r.Jobs, stood[r.Compute])
+		}
+		var unvisited []string
+		for j := range q.Unvisited(r) {
+			unvisited = append(unvisited, j.Key)
+		}
+		if !slices.Equal(unvisited, standsFor[r.Compute]) {
+			t.Fatalf("%s: Unvisited(rest of %s) = %v, want %v", at, r.Compute, unvisited, standsFor[r.Compute])
 		}
 	}
 }
@@ -118,6 +127,16 @@ func TestQueueDemand(t *testing.T) {
 	}
 	if len(over) != 1 || over[0].Key != "j6" {
 		t.Errorf("over = %v, want j6", over)
+	}
+	if n := q.Count("c"); n != 7 {
+		t.Errorf("Count(c) = %d, want 7", n)
+	}
+	var keys []string
+	for j := range q.Jobs("c") {
+		keys = append(keys, j.Key)
+	}
+	if want := []string{"j0", "j1", "j2", "j3", "j4", "j5", "j6"}; !slices.Equal(keys, want) {
+		t.Errorf("Jobs(c) = %v, want %v", keys, want)
 	}
 	if fit, over := q.Demand("c", -1); len(fit) != 4 || over != nil {
 		t.Errorf("unlimited: fit %v over %v", fit, over)
