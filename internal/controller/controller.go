@@ -160,8 +160,9 @@ func New(o Options) *Controller {
 		c.now = time.Now
 	}
 	if c.silent == nil {
-		wait := o.Config.UnusableAfter + service.BeatWritePeriod(o.Config)
-		c.silent = func(x store.NodeSeen, now time.Time) (time.Time, bool) { return x.LastSeen, now.Sub(x.LastSeen) > wait }
+		c.silent = func(x store.NodeSeen, now time.Time) (time.Time, bool) {
+			return x.LastSeen, now.Sub(x.LastSeen) > c.cfg.UnusableAfter+service.BeatWritePeriod(c.cfg)
+		}
 	}
 	c.rand = o.Rand
 	if c.rand == nil {

@@ -369,18 +369,21 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, &api.Problem{Status: 400, Code: api.CodeValidation, Field: "order", Detail: "order " + q.Get("order") + ": newest (the default) or oldest"})
 		return
 	}
-	var js []api.Job
-	var err error
 	if parent := q.Get("parent"); parent != "" {
-		js, err = s.svc.ChildJobs(r.Context(), f.Workspace, parent)
-	} else {
-		js, err = s.svc.Jobs(r.Context(), f)
+		js, err := s.svc.ChildJobs(r.Context(), f.Workspace, parent)
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		writeJSON(w, 200, list(js))
+		return
 	}
+	js, err := s.svc.Jobs(r.Context(), f)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, 200, list(js))
+	writeJobList(w, js)
 }
 
 func (s *Server) getJob(w http.ResponseWriter, r *http.Request) {

@@ -34,15 +34,19 @@ import (
 
 // BeatWritePeriod is how long a replica may leave a node's last_seen in
 // the store unwritten while the node keeps heartbeating to it:
-// UnusableAfter less two heartbeat intervals. A replica that holds a node's latest
+// UnusableAfter less two heartbeat intervals and beatLinger. A replica that holds a node's latest
 // heartbeat can then judge the node silent after UnusableAfter even if
 // the node moved on to another replica: that one writes within the period
 // and an interval, before UnusableAfter has passed (Silent). Zero (every
-// heartbeat written) when the configuration is unset.
+// heartbeat written at once) when that is shorter than an interval, as
+// with the tests' 3 s unusable_after, or the configuration is unset.
 func BeatWritePeriod(c config.Server) time.Duration {
 	// Agents heartbeat every whole second, at least one (Register).
 	interval := max(c.HeartbeatInterval, time.Second)
-	return max(c.UnusableAfter-2*interval, 0)
+	if p := c.UnusableAfter - 2*interval - beatLinger; p >= interval {
+		return p
+	}
+	return 0
 }
 
 // beatMemo is what one node's heartbeats last told this replica.
@@ -85,12 +89,19 @@ type beatMemos struct {
 	pruned time.Time
 }
 
-// arrive notes heartbeat hb of node id at now. It reports whether the
+// What arrive says of a heartbeat.
+const (
+	beatAnswered = iota // from memory: nothing new, written within the period
+	beatDue             // nothing new, but its period ran out: written with others (beatLinger)
+	beatNow             // something new: written at once
+)
+
+// arrive notes heartbeat hb of node id at now. It says whether the
 // heartbeat may be answered without the store (and then counts it as the
-// node's last), and the memo's generation for written. Once a minute it
-// drops the memos of nodes not heard of for keep (gone, or heartbeating
-// to another replica).
-func (ms *beatMemos) arrive(id string, hb api.AgentHeartbeat, now time.Time, period, keep time.Duration) (gen uint64, answered bool) {
+// node's last) or must be written, and the memo's generation for written.
+// Once a minute it drops the memos of nodes not heard of for keep (gone,
+// or heartbeating to another replica).
+func (ms *beatMemos) arrive(id string, hb api.AgentHeartbeat, now time.Time, period, keep time.Duration) (gen uint64, write int) {
 	ms.mu.Lock()
 	defer ms.mu.Unlock()
 	if ms.m == nil {
@@ -109,12 +120,15 @@ func (ms *beatMemos) arrive(id string, hb api.AgentHeartbeat, now time.Time, per
 		e = &beatMemo{}
 		ms.m[id] = e
 	}
-	if !e.quiet || now.Sub(e.written) >= period || hb.Activity != nil || len(hb.Refused) > 0 ||
-		!sameSet(e.running, hb.Running) || bucketOf(hb.Utilization) != e.util || (hb.Cache != nil && *hb.Cache != e.cache) {
-		return e.gen, false
+	switch {
+	case period <= 0 || !e.quiet || hb.Activity != nil || len(hb.Refused) > 0 || !sameSet(e.running, hb.Running) ||
+		bucketOf(hb.Utilization) != e.util || (hb.Cache != nil && *hb.Cache != e.cache):
+		return e.gen, beatNow
+	case now.Sub(e.written) >= period:
+		return e.gen, beatDue
 	}
 	e.last = now
-	return e.gen, true
+	return e.gen, beatAnswered
 }
 
 // written records that node id's heartbeat hb, which arrived at
@@ -126,6 +140,9 @@ func (ms *beatMemos) written(id string, hb api.AgentHeartbeat, gen uint64, at ti
 	if e == nil { // pruned meanwhile: a Recheck may have been lost with it
 		e = &beatMemo{gen: gen + 1}
 		ms.m[id] = e
+	}
+	if at.Before(e.written) {
+		return // a later heartbeat was written first
 	}
 	e.written = at
 	if at.After(e.last) {

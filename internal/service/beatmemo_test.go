@@ -2,7 +2,9 @@ package service
 
 import (
 	"context"
+	"fmt"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -12,7 +14,7 @@ import (
 )
 
 // beatConfig heartbeats every second and makes a node unusable after 10 s
-// of silence: BeatWritePeriod is 8 s.
+// of silence: BeatWritePeriod is 7.5 s.
 var beatConfig = config.Server{HeartbeatInterval: time.Second, UnusableAfter: 10 * time.Second}
 
 // TestQuietHeartbeatsAreNotWritten: a heartbeat that says what the last
@@ -31,8 +33,8 @@ func TestQuietHeartbeatsAreNotWritten(t *testing.T) {
 	release := make(chan struct{})
 	close(release)
 	g := &gatedStore{Store: st, release: release}
-	if p := BeatWritePeriod(beatConfig); p != 8*time.Second {
-		t.Fatalf("BeatWritePeriod = %s, want 8s", p)
+	if p := BeatWritePeriod(beatConfig); p != 7500*time.Millisecond {
+		t.Fatalf("BeatWritePeriod = %s, want 7.5s", p)
 	}
 	s := &Service{Store: g, Config: beatConfig, Now: func() time.Time { return now }}
 	beat := func(what string, hb api.AgentHeartbeat, wantWritten bool) Beat {
@@ -55,7 +57,7 @@ func TestQuietHeartbeatsAreNotWritten(t *testing.T) {
 		beat("a heartbeat that says nothing new", hb, false)
 	}
 	now = now.Add(time.Second)
-	beat("the heartbeat 8 s after the last written one", hb, true)
+	beat("the heartbeat 8 s after the last written one", hb, true) // after beatLinger
 	seen := lastSeen(t, st, "n")
 	if !seen.Equal(now) || !seen.After(first) {
 		t.Errorf("last_seen %s, want %s", seen, now)
@@ -165,6 +167,53 @@ func TestSilentAcrossReplicas(t *testing.T) {
 	}
 	if toB <= ua-beatConfig.HeartbeatInterval || toB > ua+w {
 		t.Errorf("silent to B %s after its last heartbeat, want between %s and %s", toB, ua-beatConfig.HeartbeatInterval, ua+w)
+	}
+}
+
+// TestDueHeartbeatsShareATransaction: heartbeats written only because
+// their write period ran out wait beatLinger for others and are written
+// together; one that says something new is written at once, with them.
+func TestDueHeartbeatsShareATransaction(t *testing.T) {
+	ctx := context.Background()
+	now := time.Date(2026, 11, 27, 3, 0, 0, 0, time.UTC)
+	var nodes []*api.Node
+	for i := range 10 {
+		nodes = append(nodes, &api.Node{ID: fmt.Sprintf("n%d", i), Workspace: "default", Compute: "c", State: api.NodeIdle})
+	}
+	st := seedStore(t, &api.Compute{Name: "c", Workspace: "default", MaxInstances: 10}, nodes,
+		&api.Job{Workspace: "default", Name: "done", Type: "command", Command: "true", Compute: "c", Status: api.JobCompleted})
+	release := make(chan struct{})
+	close(release)
+	g := &gatedStore{Store: st, release: release}
+	s := &Service{Store: g, Config: beatConfig, Now: func() time.Time { return now }}
+	beatAll := func(n int, hb api.AgentHeartbeat) {
+		t.Helper()
+		var wg sync.WaitGroup
+		for _, nd := range nodes[:n] {
+			wg.Go(func() {
+				if _, err := s.Heartbeat(ctx, nd.ID, hb); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+		wg.Wait()
+	}
+	beatAll(10, api.AgentHeartbeat{}) // new: written at once, however many transactions
+	now = now.Add(8 * time.Second)
+	before := g.updates.Load()
+	t0 := time.Now()
+	beatAll(10, api.AgentHeartbeat{})
+	if n := g.updates.Load() - before; n != 1 {
+		t.Errorf("%d transactions for 10 heartbeats due at once, want 1", n)
+	}
+	if d := time.Since(t0); d < beatLinger {
+		t.Errorf("heartbeats due were written after %s, want after beatLinger (%s)", d, beatLinger)
+	}
+	now = now.Add(time.Second)
+	t0 = time.Now()
+	beatAll(1, api.AgentHeartbeat{Running: []string{"default/x/1"}})
+	if d := time.Since(t0); d >= beatLinger {
+		t.Errorf("a heartbeat that says something new was answered after %s, want at once", d)
 	}
 }
 

@@ -27,6 +27,13 @@ import (
 // heartbeats it held retry at their next beat.
 const heartbeatWriteTimeout = 30 * time.Second
 
+// beatLinger is how long a batch that holds only heartbeats written
+// because their write period ran out (beatMemos.arrive) waits for others
+// before it is written: at 10,000 nodes a few hundred a second are due,
+// and each transaction's begin and commit cost more than its rows. A
+// heartbeat that says something new is written at once, with the batch.
+const beatLinger = 500 * time.Millisecond
+
 // heartbeats collects the heartbeats waiting for the writer.
 type heartbeats struct {
 	mu      sync.Mutex
@@ -37,13 +44,23 @@ type heartbeats struct {
 
 // beatBatch is the heartbeats of one transaction.
 type beatBatch struct {
-	beats map[string]api.AgentHeartbeat // by node: a later beat replaces an earlier one
-	gens  map[string]uint64             // by node: its memo's generation when the beat arrived
-	at    time.Time                     // the heartbeats' time, as written
-	done  chan struct{}                 // closed once written (or failed)
-	err   error                         // the transaction's
-	errs  map[string]error              // by node: its record is gone
-	beat  map[string]Beat               // by node: what the heartbeat found
+	beats map[string]pendingBeat // by node: a later beat replaces an earlier one
+	born  time.Time              // when its first heartbeat joined (monotonic)
+	// urgent is closed once a heartbeat that says something new joins:
+	// the batch is then written without lingering.
+	urgent   chan struct{}
+	isUrgent bool
+	done     chan struct{}    // closed once written (or failed)
+	err      error            // the transaction's
+	errs     map[string]error // by node: its record is gone
+	beat     map[string]Beat  // by node: what the heartbeat found
+}
+
+// pendingBeat is a heartbeat waiting for its write.
+type pendingBeat struct {
+	hb  api.AgentHeartbeat
+	gen uint64    // its node's memo generation when it arrived
+	at  time.Time // when it arrived: the last heartbeat it writes
 }
 
 // Beat is what a heartbeat found when it reconciled what the agent reports
@@ -63,19 +80,23 @@ type Beat struct {
 // that says nothing new is answered from memory (beatmemo.go).
 func (s *Service) Heartbeat(ctx context.Context, nodeID string, hb api.AgentHeartbeat) (Beat, error) {
 	g := &s.beats
+	now := s.now()
 	period := BeatWritePeriod(s.Config)
-	gen, answered := g.memo.arrive(nodeID, hb, s.now(), period, 2*(s.Config.UnusableAfter+period)+time.Minute)
-	if answered {
+	gen, write := g.memo.arrive(nodeID, hb, now, period, 2*(s.Config.UnusableAfter+period)+time.Minute)
+	if write == beatAnswered {
 		return Beat{}, nil
 	}
 	g.mu.Lock()
 	b := g.next
 	if b == nil {
-		b = &beatBatch{beats: map[string]api.AgentHeartbeat{}, gens: map[string]uint64{}, done: make(chan struct{})}
+		b = &beatBatch{beats: map[string]pendingBeat{}, born: time.Now(), urgent: make(chan struct{}), done: make(chan struct{})}
 		g.next = b
 	}
-	b.beats[nodeID] = hb
-	b.gens[nodeID] = gen
+	b.beats[nodeID] = pendingBeat{hb: hb, gen: gen, at: now}
+	if write == beatNow && !b.isUrgent {
+		b.isUrgent = true
+		close(b.urgent)
+	}
 	if !g.writing {
 		g.writing = true
 		go s.writeHeartbeats()
@@ -89,12 +110,7 @@ func (s *Service) Heartbeat(ctx context.Context, nodeID string, hb api.AgentHear
 	if b.err != nil {
 		return Beat{}, b.err
 	}
-	if err := b.errs[nodeID]; err != nil {
-		g.memo.forget(nodeID)
-		return Beat{}, err
-	}
-	g.memo.written(nodeID, b.beats[nodeID], b.gens[nodeID], b.at, b.beat[nodeID])
-	return b.beat[nodeID], nil
+	return b.beat[nodeID], b.errs[nodeID]
 }
 
 // writeHeartbeats writes the waiting batch, then the one collected
@@ -104,21 +120,31 @@ func (s *Service) writeHeartbeats() {
 	for {
 		g.mu.Lock()
 		b := g.next
-		g.next = nil
 		if b == nil {
 			g.writing = false
 			g.mu.Unlock()
 			return
 		}
+		if !b.isUrgent {
+			g.mu.Unlock()
+			t := time.NewTimer(time.Until(b.born.Add(beatLinger)))
+			select {
+			case <-b.urgent:
+			case <-t.C:
+			}
+			t.Stop()
+			g.mu.Lock()
+		}
+		g.next = nil
 		g.mu.Unlock()
 		ctx, cancel := context.WithTimeout(context.Background(), heartbeatWriteTimeout)
 		b.err = s.Store.Update(ctx, func(tx store.Tx) error {
 			b.errs, b.beat = map[string]error{}, map[string]Beat{} // PostgreSQL may run this again
-			b.at = s.now()
 			// In key order, so that two transactions never lock nodes in
 			// opposite orders.
 			for _, id := range slices.Sorted(maps.Keys(b.beats)) {
-				beat, err := s.heartbeat(ctx, tx, id, b.beats[id], b.at)
+				p := b.beats[id]
+				beat, err := s.heartbeat(ctx, tx, id, p.hb, p.at)
 				b.beat[id] = beat
 				if store.IsNotFound(err) {
 					b.errs[id] = notFound("node", id, "the node was deleted; stop this agent")
@@ -131,6 +157,15 @@ func (s *Service) writeHeartbeats() {
 			return nil
 		})
 		cancel()
+		if b.err == nil {
+			for id, p := range b.beats {
+				if b.errs[id] != nil {
+					g.memo.forget(id)
+					continue
+				}
+				g.memo.written(id, p.hb, p.gen, p.at, b.beat[id])
+			}
+		}
 		close(b.done)
 	}
 }

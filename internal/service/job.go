@@ -168,6 +168,7 @@ func (s *Service) checkAdmission(ctx context.Context, tx store.Tx, ws string, j 
 		return err
 	}
 	n := len(ps)
+	var c *api.Compute // the job's compute, when resolveCompute read it
 	if spec.IsServerless(j) && preUpload {
 		// Its nodes are made when it is submitted; now only their shape
 		// is checked.
@@ -176,8 +177,12 @@ func (s *Service) checkAdmission(ctx context.Context, tx store.Tx, ws string, j 
 			return err
 		}
 		n = -1
-	} else if err := ps.add(s.resolveCompute(ctx, tx, ws, j, preUpload)); err != nil {
-		return err
+	} else {
+		var err error
+		c, err = s.resolveCompute(ctx, tx, ws, j, preUpload)
+		if err := ps.add(err); err != nil {
+			return err
+		}
 	}
 	computeOK := len(ps) == n
 	if err := ps.add(s.resolveEnvironment(ctx, tx, ws, j)); err != nil {
@@ -187,9 +192,12 @@ func (s *Service) checkAdmission(ctx context.Context, tx store.Tx, ws string, j 
 		return err
 	}
 	if computeOK {
-		c, err := tx.GetCompute(ctx, ws, j.Compute)
-		if err != nil {
-			return err
+		if c == nil {
+			// A serverless or Kubernetes job's hidden compute, made now.
+			var err error
+			if c, err = tx.GetCompute(ctx, ws, j.Compute); err != nil {
+				return err
+			}
 		}
 		if err := ps.add(s.checkGPUs(c)); err != nil {
 			return err
@@ -302,29 +310,29 @@ func (s *Service) runtimes() []string {
 	return out
 }
 
-// resolveCompute checks the job's compute, or, for a serverless job (no
-// compute, or compute: serverless) and a job on an attached Kubernetes
-// cluster, creates the hidden compute of its nodes (preUpload: only
-// checks it could).
-func (s *Service) resolveCompute(ctx context.Context, tx store.Tx, ws string, j *api.Job, preUpload bool) error {
+// resolveCompute checks the job's compute and returns it, or, for a
+// serverless job (no compute, or compute: serverless) and a job on an
+// attached Kubernetes cluster, creates the hidden compute of its nodes
+// (preUpload: only checks it could) and returns nil.
+func (s *Service) resolveCompute(ctx context.Context, tx store.Tx, ws string, j *api.Job, preUpload bool) (*api.Compute, error) {
 	if spec.IsServerless(j) {
-		return s.serverless(ctx, tx, ws, j)
+		return nil, s.serverless(ctx, tx, ws, j)
 	}
 	j.Serverless = nil
 	// One row on the way of every submission; the list only for the hint.
 	c, err := tx.GetCompute(ctx, ws, j.Compute)
 	if err != nil && !store.IsNotFound(err) {
-		return err
+		return nil, err
 	}
 	if err == nil && c.ProvisioningState != api.ProvisioningDeleting && c.ServerlessJob == "" {
 		if c.IsKubernetes() {
-			return s.kubernetesJob(ctx, tx, ws, j, c, preUpload)
+			return nil, s.kubernetesJob(ctx, tx, ws, j, c, preUpload)
 		}
-		return nil
+		return c, nil
 	}
 	computes, err := tx.ListComputes(ctx, ws)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	var names []string
 	for _, c := range computes {
@@ -339,9 +347,9 @@ func (s *Service) resolveCompute(ctx context.Context, tx store.Tx, ws string, j 
 		}
 		e := errorf(400, api.CodeValidation, "compute: compute %q not found in workspace %s; %s", j.Compute, ws, hint)
 		e.Field = "compute"
-		return e
+		return nil, e
 	}
-	return nil
+	return nil, nil
 }
 
 func (s *Service) job(ctx context.Context, tx store.Tx, ws, name string) (*api.Job, error) {
@@ -380,11 +388,14 @@ func (s *Service) Job(ctx context.Context, ws, name string) (*api.Job, error) {
 	return out, err
 }
 
-// setQueuePositions tells each queued job of js its place in its compute's
-// queue, in the scheduler's order (higher priority first, then older). It
-// reads the queue's keys and priorities, not the jobs' documents, so a
-// `job show` costs little even when thousands of jobs wait.
-func setQueuePositions(ctx context.Context, tx store.Tx, ws string, js []api.Job, set func(i, pos int)) error {
+// setQueuePositions tells each queued job of js, listed by f, its place
+// in its compute's queue, in the scheduler's order (higher priority first,
+// then older). When f lists every queued job of the computes it lists (no
+// limit, no keys, Queued among its statuses), the positions come from js
+// itself; otherwise from the queue's keys and priorities (JobVersions),
+// not the jobs' documents, so a `job list` costs little even when
+// thousands of jobs wait.
+func setQueuePositions(ctx context.Context, tx store.Tx, f store.JobFilter, js []ListedJob) error {
 	computes := map[string]bool{}
 	for _, j := range js {
 		if j.Status == api.JobQueued {
@@ -394,18 +405,30 @@ func setQueuePositions(ctx context.Context, tx store.Tx, ws string, js []api.Job
 	if len(computes) == 0 {
 		return nil
 	}
-	f := store.JobFilter{Workspace: ws, Statuses: []string{api.JobQueued}}
-	if len(computes) == 1 {
-		for c := range computes {
-			f.Compute = c
+	// The queue in creation order.
+	var queued []store.JobVersion
+	if f.Limit == 0 && len(f.Keys) == 0 && (len(f.Statuses) == 0 || slices.Contains(f.Statuses, api.JobQueued)) {
+		for _, j := range js {
+			if j.Status == api.JobQueued {
+				queued = append(queued, store.JobVersion{JobKey: store.JobKey{Name: j.Name}, Compute: j.Compute, Priority: j.Priority})
+			}
+		}
+		if f.Newest {
+			slices.Reverse(queued)
+		}
+	} else {
+		q := store.JobFilter{Workspace: f.Workspace, Statuses: []string{api.JobQueued}}
+		if len(computes) == 1 {
+			for c := range computes {
+				q.Compute = c
+			}
+		}
+		var err error
+		if queued, err = tx.JobVersions(ctx, q); err != nil {
+			return err
 		}
 	}
-	queued, err := tx.JobVersions(ctx, f)
-	if err != nil {
-		return err
-	}
-	// JobVersions lists in creation order; a stable sort keeps it within
-	// a priority.
+	// A stable sort keeps the creation order within a priority.
 	slices.SortStableFunc(queued, func(a, b store.JobVersion) int { return cmp.Compare(b.Priority, a.Priority) })
 	pos, next := map[string]int{}, map[string]int{}
 	for _, j := range queued {
@@ -414,27 +437,39 @@ func setQueuePositions(ctx context.Context, tx store.Tx, ws string, js []api.Job
 	}
 	for i, j := range js {
 		if p, ok := pos[j.Name]; ok && j.Status == api.JobQueued {
-			set(i, p)
+			js[i].QueuePosition = p
 		}
 	}
 	return nil
 }
 
-// Jobs lists a workspace's jobs, newest last.
-func (s *Service) Jobs(ctx context.Context, f store.JobFilter) ([]api.Job, error) {
-	var out []api.Job
-	err := s.Store.View(ctx, func(tx store.Tx) (err error) {
+// ListedJob is one job of a list: its document as stored, undecoded (the
+// server sends it on as it is), and its place in its compute's queue when
+// it is queued (0 otherwise), which the document does not hold.
+type ListedJob struct {
+	store.JobDoc
+	QueuePosition int
+}
+
+// Jobs lists the jobs f selects, as stored: a list of 560 jobs spent most
+// of its time decoding their documents and encoding them again, for a
+// client that decodes them itself.
+func (s *Service) Jobs(ctx context.Context, f store.JobFilter) ([]ListedJob, error) {
+	var out []ListedJob
+	err := s.Store.View(ctx, func(tx store.Tx) error {
 		if _, err := s.workspace(ctx, tx, f.Workspace); err != nil {
 			return err
 		}
-		if out, err = tx.ListJobs(ctx, f); err != nil {
+		docs, err := tx.ListJobDocs(ctx, f)
+		if err != nil {
 			return err
 		}
-		return setQueuePositions(ctx, tx, f.Workspace, out, func(i, pos int) { out[i].QueuePosition = pos })
+		out = make([]ListedJob, len(docs))
+		for i, d := range docs {
+			out[i].JobDoc = d
+		}
+		return setQueuePositions(ctx, tx, f, out)
 	})
-	if out == nil {
-		out = []api.Job{}
-	}
 	return out, err
 }
 

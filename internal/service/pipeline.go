@@ -192,7 +192,7 @@ func (s *Service) checkStep(ctx context.Context, tx store.Tx, ws string, p *api.
 			return prefixed(err, field)
 		}
 		probe.Compute = "serverless"
-	} else if err := s.resolveCompute(ctx, tx, ws, probe, true); err != nil {
+	} else if _, err := s.resolveCompute(ctx, tx, ws, probe, true); err != nil {
 		return prefixed(err, field)
 	}
 	step.Compute = probe.Compute

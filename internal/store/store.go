@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/tideml/tide/api"
@@ -72,6 +73,10 @@ type Tx interface {
 
 	GetJob(ctx context.Context, workspace, name string) (*api.Job, error)
 	ListJobs(ctx context.Context, f JobFilter) ([]api.Job, error)
+	// ListJobDocs lists what ListJobs lists, in its order, with each job's
+	// document as stored, undecoded: a caller that sends the jobs on as
+	// JSON (the API's job list) neither decodes nor encodes them.
+	ListJobDocs(ctx context.Context, f JobFilter) ([]JobDoc, error)
 	// JobVersions lists the jobs f selects, in the order of ListJobs, by
 	// key, etag, compute and priority only. A caller that keeps decoded jobs (the controller)
 	// reads the documents of just the jobs whose etag changed, with
@@ -267,6 +272,16 @@ type JobVersion struct {
 	Priority int
 }
 
+// JobDoc is a job as stored: its JSON object undecoded (Doc, without its
+// etag), and the columns a list needs beside it (Priority is
+// api.Job.Priority).
+type JobDoc struct {
+	Name, Compute, Status string
+	Priority              int
+	Etag                  string
+	Doc                   []byte
+}
+
 // Token is an API credential of a user. Only a hash of the secret is
 // stored.
 type Token struct {
@@ -341,4 +356,27 @@ func InSavepoint(exec func(q string) error, after *[]func(), fn func() error) er
 		return fmt.Errorf("releasing a savepoint: %w", err)
 	}
 	return nil
+}
+
+// ScanJobDocs reads the rows of ListJobDocs' columns (name, compute,
+// status, priority, etag, doc) of a SQL backend.
+func ScanJobDocs(rows interface {
+	Next() bool
+	Scan(dest ...any) error
+	Err() error
+}) ([]JobDoc, error) {
+	var out []JobDoc
+	for rows.Next() {
+		var d JobDoc
+		var etag int64
+		if err := rows.Scan(&d.Name, &d.Compute, &d.Status, &d.Priority, &etag, &d.Doc); err != nil {
+			return nil, fmt.Errorf("listing jobs: %w", err)
+		}
+		d.Etag = strconv.FormatInt(etag, 10)
+		out = append(out, d)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("listing jobs: %w", err)
+	}
+	return out, nil
 }

@@ -42,6 +42,16 @@ func (x *tx) ListJobs(ctx context.Context, f store.JobFilter) ([]api.Job, error)
 	return scanDocs(rows, "jobs", func(j *api.Job, etag int64) { j.Etag = strconv.FormatInt(etag, 10) })
 }
 
+// ListJobDocs implements store.Tx.
+func (x *tx) ListJobDocs(ctx context.Context, f store.JobFilter) ([]store.JobDoc, error) {
+	rows, err := x.queryJobs(ctx, "name, compute, status, priority, etag, doc", f)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	return store.ScanJobDocs(rows)
+}
+
 // JobVersions implements store.Tx.
 func (x *tx) JobVersions(ctx context.Context, f store.JobFilter) ([]store.JobVersion, error) {
 	rows, err := x.queryJobs(ctx, "workspace, name, etag, compute, priority", f)

@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"encoding/json"
 	"errors"
 	"reflect"
 	"testing"
@@ -168,6 +169,24 @@ func testListJobs(t *testing.T, open Opener) {
 				if v.Workspace != js[i].Workspace || v.Name != js[i].Name || v.Etag != js[i].Etag ||
 					v.Compute != js[i].Compute || v.Priority != js[i].Priority() {
 					t.Errorf("%s: JobVersions[%d] = %+v, want %s/%s etag %s", tt.name, i, v, js[i].Workspace, js[i].Name, js[i].Etag)
+				}
+			}
+			// ListJobDocs too, each document the job without its etag.
+			ds, err := tx.ListJobDocs(ctx, tt.f)
+			if err != nil {
+				t.Fatalf("%s: ListJobDocs: %v", tt.name, err)
+			}
+			if len(ds) != len(js) {
+				t.Fatalf("%s: ListJobDocs = %d jobs, want %d", tt.name, len(ds), len(js))
+			}
+			for i, d := range ds {
+				var j api.Job
+				if err := json.Unmarshal(d.Doc, &j); err != nil {
+					t.Fatalf("%s: ListJobDocs[%d]: %v: %s", tt.name, i, err, d.Doc)
+				}
+				j.Etag = d.Etag
+				if !reflect.DeepEqual(&j, &js[i]) || d.Name != j.Name || d.Compute != j.Compute || d.Status != j.Status || d.Priority != j.Priority() {
+					t.Errorf("%s: ListJobDocs[%d] = %+v (%s), want %+v", tt.name, i, d, d.Doc, js[i])
 				}
 			}
 		}

@@ -1,0 +1,101 @@
+package controller
+
+import (
+	"context"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/tideml/tide/api"
+	"github.com/tideml/tide/internal/config"
+	"github.com/tideml/tide/internal/service"
+	"github.com/tideml/tide/internal/store"
+)
+
+// TestLivenessAllowsForTheWritePeriod: heartbeats reach the store at least
+// every service.BeatWritePeriod, so a controller that did not receive a
+// node's heartbeats (a leader whose replica does not, or one after a
+// failover) judges it silent once its last_seen is unusable_after plus
+// that period old, not before; one given the receiving service's judgement
+// (Options.Silent) judges by the last heartbeat that service answered.
+func TestLivenessAllowsForTheWritePeriod(t *testing.T) {
+	ctx := context.Background()
+	cfg := config.Server{HeartbeatInterval: time.Second, UnusableAfter: 10 * time.Second, ProvisionTimeout: time.Hour}
+	w := service.BeatWritePeriod(cfg) // 8 s
+	t0 := time.Date(2026, 11, 27, 3, 0, 0, 0, time.UTC)
+	for _, c := range []struct {
+		name    string
+		receive bool // the controller's replica received the heartbeats
+		alive   time.Duration
+		silent  time.Duration
+	}{
+		// last_seen is 3 s older than the last heartbeat: judged by it
+		// alone, the node would be silent at unusable_after.
+		{"another replica's nodes", false, cfg.UnusableAfter, cfg.UnusableAfter + w},
+		{"this replica's nodes", true, cfg.UnusableAfter, cfg.UnusableAfter + time.Second},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			st := openSQLite(t)
+			now := t0
+			clock := func() time.Time { return now }
+			svc := &service.Service{Store: st, Config: cfg, Now: clock}
+			o := Options{Store: st, Config: cfg, Log: slog.New(slog.DiscardHandler), Now: clock}
+			if c.receive {
+				o.Silent = svc.Silent
+			}
+			ctrl := New(o)
+			if err := st.Update(ctx, func(tx store.Tx) error {
+				return tx.PutNode(ctx, &api.Node{ID: "n", Workspace: "ws", Compute: "cpu", State: api.NodeIdle, CreatedOn: t0, LastHeartbeat: t0})
+			}); err != nil {
+				t.Fatal(err)
+			}
+			// Heartbeats every second for 20 s, written at 1, 9 and 17 s:
+			// the last three are answered from memory.
+			for i := 1; i <= 20; i++ {
+				now = t0.Add(time.Duration(i) * time.Second)
+				if _, err := svc.Heartbeat(ctx, "n", api.AgentHeartbeat{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			last := now
+			state := func(after time.Duration) string {
+				t.Helper()
+				now = last.Add(after)
+				s, err := ctrl.load(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := ctrl.liveness(ctx, s, now); err != nil {
+					t.Fatal(err)
+				}
+				var n *api.Node
+				if err := st.View(ctx, func(tx store.Tx) (err error) { n, err = tx.GetNode(ctx, "n"); return err }); err != nil {
+					t.Fatal(err)
+				}
+				return n.State
+			}
+			ctrl.started = t0
+			if seen := last.Add(-3 * time.Second); !ctrlSeen(t, st).Equal(seen) {
+				t.Fatalf("last_seen %s, want %s", ctrlSeen(t, st), seen)
+			}
+			if got := state(c.alive); got != api.NodeIdle {
+				t.Errorf("%s after the last heartbeat: %s, want idle", c.alive, got)
+			}
+			if got := state(c.silent); got != api.NodeUnusable {
+				t.Errorf("%s after the last heartbeat: %s, want unusable", c.silent, got)
+			}
+		})
+	}
+}
+
+func ctrlSeen(t *testing.T, st store.Store) time.Time {
+	t.Helper()
+	var b store.NodeBeat
+	if err := st.View(context.Background(), func(tx store.Tx) (err error) {
+		_, b, err = tx.GetNodeBeat(context.Background(), "n")
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return b.LastHeartbeat
+}
