@@ -35,6 +35,13 @@ func (c *Controller) explain(ctx context.Context, waiting []scheduler.Waiting, r
 	for _, u := range plan.Unschedulable {
 		unsched[size{u.Compute, u.Instances}] = u.Reason
 	}
+	maxNodes := map[string]int{}
+	byKey := map[string]*api.Compute{}
+	for i, cp := range s.computes {
+		maxNodes[key(cp.Workspace, cp.Name)] = cp.MaxInstances
+		byKey[key(cp.Workspace, cp.Name)] = &s.computes[i]
+	}
+	nodeJobs := map[string]string{} // the instances' nodes' jobs
 	// Reasons name what changes slowly (node counts, not which node is
 	// free this instant), so that a step rewrites only the reasons that
 	// really changed.
@@ -48,6 +55,9 @@ func (c *Controller) explain(ctx context.Context, waiting []scheduler.Waiting, r
 	startingWhy := map[string]*api.Node{}
 	for _, n := range s.nodes {
 		k := key(n.Workspace, n.Compute)
+		if cp := byKey[k]; cp != nil && cp.IsInstance() {
+			nodeJobs[n.ID] = n.Job
+		}
 		switch n.State {
 		case api.NodePreparing:
 			if w := startingWhy[k]; n.Error != "" && (w == nil || n.ID < w.ID) {
@@ -64,16 +74,6 @@ func (c *Controller) explain(ctx context.Context, waiting []scheduler.Waiting, r
 		case api.NodeIdle, api.NodeRunning:
 			existing[k]++
 		}
-	}
-	maxNodes := map[string]int{}
-	byKey := map[string]*api.Compute{}
-	for i, cp := range s.computes {
-		maxNodes[key(cp.Workspace, cp.Name)] = cp.MaxInstances
-		byKey[key(cp.Workspace, cp.Name)] = &s.computes[i]
-	}
-	nodeJobs := map[string]string{}
-	for _, n := range s.nodes {
-		nodeJobs[n.ID] = n.Job
 	}
 	c.mu.Lock()
 	failing := map[string]autoscaler.Backoff{}

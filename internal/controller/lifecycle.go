@@ -245,9 +245,9 @@ func (c *Controller) markUnusable(ctx context.Context, n api.Node, reason string
 // stopping pushes cancels to the nodes of jobs being canceled or failing,
 // and ends jobs whose nodes are gone.
 func (c *Controller) stopping(ctx context.Context, s *snapshot, now time.Time) error {
-	nodes := map[string]api.Node{}
-	for _, n := range s.nodes {
-		nodes[n.ID] = n
+	nodes := make(map[string]*api.Node, len(s.nodes))
+	for i := range s.nodes {
+		nodes[s.nodes[i].ID] = &s.nodes[i]
 	}
 	for _, j := range s.jobs {
 		if j.Status != api.JobCancelRequested && j.Status != api.JobFinalizing && j.Status != api.JobPreparing && j.Status != api.JobRunning {

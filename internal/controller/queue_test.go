@@ -53,15 +53,8 @@ func TestQueueFollowsStore(t *testing.T) {
 		if _, err := c.load(ctx); err != nil {
 			t.Fatal(err)
 		}
-		var stored []api.Job
-		if err := st.View(ctx, func(tx store.Tx) (err error) {
-			stored, err = tx.ListJobs(ctx, store.JobFilter{Statuses: []string{api.JobQueued}})
-			return err
-		}); err != nil {
-			t.Fatal(err)
-		}
 		want, wantReasons := map[string]scheduler.Job{}, map[string]string{}
-		for _, j := range stored {
+		for _, j := range storedQueue(t, st) {
 			if j.Type == api.JobTypePipeline || j.Type == api.JobTypeSweep {
 				continue
 			}
@@ -173,15 +166,8 @@ func TestExplainLooksAtWhatChanged(t *testing.T) {
 	}
 	reasons := func() map[string]string {
 		t.Helper()
-		var js []api.Job
-		if err := st.View(ctx, func(tx store.Tx) (err error) {
-			js, err = tx.ListJobs(ctx, store.JobFilter{Statuses: []string{api.JobQueued}})
-			return err
-		}); err != nil {
-			t.Fatal(err)
-		}
 		out := map[string]string{}
-		for _, j := range js {
+		for _, j := range storedQueue(t, st) {
 			out[j.Name] = j.PendingReason
 		}
 		return out
@@ -222,4 +208,17 @@ func TestExplainLooksAtWhatChanged(t *testing.T) {
 		return tx.PutNode(ctx, &api.Node{ID: "n3", Workspace: "ws", Compute: "cpu", State: api.NodePreparing, CreatedOn: now})
 	})
 	agree("a node starting", "waiting for 1 node(s): 1 starting since 03:00:00")
+}
+
+// storedQueue returns the jobs st holds in status Queued.
+func storedQueue(t *testing.T, st store.Store) []api.Job {
+	t.Helper()
+	var js []api.Job
+	if err := st.View(context.Background(), func(tx store.Tx) (err error) {
+		js, err = tx.ListJobs(context.Background(), store.JobFilter{Statuses: []string{api.JobQueued}})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return js
 }

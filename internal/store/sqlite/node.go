@@ -98,6 +98,15 @@ func (x *tx) DeleteNode(ctx context.Context, id string) error {
 // (see JobCursor).
 func (x *tx) NodeCursor(ctx context.Context) (string, error) { return x.JobCursor(ctx) }
 
+// changedNodesQuery lists the nodes written after a revision, and
+// nodesSeenBeforeQuery the nodes silent since a time. "+id", as in
+// changedJobsQuery: ordered by the primary key, SQLite scanned every node;
+// this way it reads the few from nodes_by_rev or nodes_by_last_seen.
+const (
+	changedNodesQuery    = `SELECT doc, beat FROM nodes WHERE rev > ? ORDER BY +id`
+	nodesSeenBeforeQuery = `SELECT id, last_seen FROM nodes WHERE last_seen < ? ORDER BY +id`
+)
+
 // ChangedNodes implements store.Tx.
 func (x *tx) ChangedNodes(ctx context.Context, cursor string) ([]api.Node, int, string, error) {
 	after, err := strconv.ParseInt(cursor, 10, 64)
@@ -112,7 +121,7 @@ func (x *tx) ChangedNodes(ctx context.Context, cursor string) ([]api.Node, int, 
 	if err := x.queryRow(ctx, `SELECT count(*) FROM nodes`).Scan(&total); err != nil {
 		return nil, 0, "", fmt.Errorf("counting nodes: %w", err)
 	}
-	rows, err := x.query(ctx, `SELECT doc, beat FROM nodes WHERE rev > ? ORDER BY id`, after)
+	rows, err := x.query(ctx, changedNodesQuery, after)
 	if err != nil {
 		return nil, 0, "", fmt.Errorf("listing changed nodes: %w", err)
 	}
@@ -166,7 +175,7 @@ func (x *tx) PutNodeBeat(ctx context.Context, id string, b store.NodeBeat) error
 
 // NodesSeenBefore implements store.Tx.
 func (x *tx) NodesSeenBefore(ctx context.Context, t time.Time) ([]store.NodeSeen, error) {
-	rows, err := x.query(ctx, `SELECT id, last_seen FROM nodes WHERE last_seen < ? ORDER BY id`, t.UnixNano())
+	rows, err := x.query(ctx, nodesSeenBeforeQuery, t.UnixNano())
 	if err != nil {
 		return nil, fmt.Errorf("listing silent nodes: %w", err)
 	}
