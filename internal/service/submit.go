@@ -87,10 +87,12 @@ func (s *Service) writeSubmissions() {
 	}
 }
 
-// writeSubmitBatch writes one batch. A submission's own refusal (a user
-// error, a conflict) rolls back its savepoint only; any other error (the
-// store failing, a serialization conflict PostgreSQL retries) is the
-// whole transaction's, and every submission of the batch gets it.
+// writeSubmitBatch writes one batch. A submission's error rolls back its
+// savepoint only and is its own: a refusal, a conflict, a value the store
+// rejects, a bug. Only an error that breaks the transaction (the store
+// unreachable, a conflict PostgreSQL retries whole, the batch's deadline)
+// is the batch's, and every submission of it gets that error, which names
+// no submission.
 func (s *Service) writeSubmitBatch(batch []*submission) {
 	ctx, cancel := context.WithTimeout(context.Background(), submitWriteTimeout)
 	defer cancel()
@@ -102,7 +104,7 @@ func (s *Service) writeSubmitBatch(batch []*submission) {
 			m.err = tx.Savepoint(ctx, func() error { return runSubmission(mctx, tx, m.fn) })
 			if m.err == nil {
 				committed = true
-			} else if !ownError(m.err) {
+			} else if batchError(ctx, m.err) {
 				return m.err
 			}
 		}
@@ -119,9 +121,9 @@ func (s *Service) writeSubmitBatch(batch []*submission) {
 	}
 }
 
-// runSubmission runs fn, turning a panic into an error of the batch: a
-// bug in one submission must not take the server down, as it would not
-// have when it ran in its own request.
+// runSubmission runs fn, turning a panic into that submission's error: a
+// bug in one submission must neither take the server down nor fail the
+// others of its batch, as it would not have when it ran in its own request.
 func runSubmission(ctx context.Context, tx store.Tx, fn func(context.Context, store.Tx) error) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
@@ -131,12 +133,13 @@ func runSubmission(ctx context.Context, tx store.Tx, fn func(context.Context, st
 	return fn(ctx, tx)
 }
 
-// ownError reports whether err, returned by one submission of a batch,
-// concerns it alone: a refusal to its user, or a store conflict on its
-// own resources. Its savepoint undid its writes and the batch goes on.
-func ownError(err error) bool {
-	var e *Error
-	return errors.As(err, &e) || errors.Is(err, store.ErrPrecondition) || errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrExists)
+// batchError reports whether err, returned by one submission's savepoint,
+// is the whole transaction's: the savepoint could not undo the
+// submission, the store is unreachable, PostgreSQL must retry the
+// transaction, or the batch's own deadline passed. Any other error was
+// undone with the submission's savepoint and concerns it alone.
+func batchError(ctx context.Context, err error) bool {
+	return errors.Is(err, store.ErrTxBroken) || errors.Is(err, store.ErrUnavailable) || ctx.Err() != nil
 }
 
 // requestValues is a batch's context (its deadline, its cancellation)

@@ -1,9 +1,11 @@
 package service
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 
@@ -119,4 +121,80 @@ func waiting(s *Service) int {
 	s.submits.mu.Lock()
 	defer s.submits.mu.Unlock()
 	return len(s.submits.next)
+}
+
+// TestSubmissionErrorsStayTheirOwn: in one batch, a submission that
+// panics and one whose write the store rejects (as PostgreSQL rejects a
+// NUL in jsonb) each get their own error, and the others of the batch are
+// written and answered as if they had been alone: no submission is failed
+// by, or shown, another's error.
+func TestSubmissionErrorsStayTheirOwn(t *testing.T) {
+	ctx := t.Context()
+	st := seedStore(t, &api.Compute{Name: "cpu", Workspace: "default", Type: "amlcompute", Size: "Standard_DS3_v2", MaxInstances: 4},
+		nil, &api.Job{Name: "first-job", Workspace: "default", Compute: "cpu", Status: api.JobCompleted})
+	g := &gatedStore{Store: st, release: make(chan struct{})}
+	s := &Service{Store: g, Catalog: catalog.Default()}
+	put := func(name string) func(context.Context, store.Tx) error {
+		return func(ctx context.Context, tx store.Tx) error {
+			return tx.PutJob(ctx, &api.Job{Name: name, Workspace: "default", Compute: "cpu", Status: api.JobQueued}, "")
+		}
+	}
+	subs := []func(context.Context, store.Tx) error{
+		put("alone"), // written alone, held by the gate
+		put("good-1"),
+		func(ctx context.Context, tx store.Tx) error {
+			if err := put("panics")(ctx, tx); err != nil {
+				return err
+			}
+			var m map[string]int
+			m["x"] = 1 // a bug
+			return nil
+		},
+		put("good-2"),
+		func(ctx context.Context, tx store.Tx) error {
+			if err := put("rejected")(ctx, tx); err != nil {
+				return err
+			}
+			return errors.New("putting job rejected: unsupported Unicode escape sequence")
+		},
+		put("good-3"),
+	}
+	errs := make([]error, len(subs))
+	var wg sync.WaitGroup
+	submit := func(i int) {
+		defer wg.Done()
+		errs[i] = s.inSubmitBatch(ctx, subs[i])
+	}
+	wg.Add(1)
+	go submit(0)
+	for g.updates.Load() == 0 {
+		runtime.Gosched()
+	}
+	for i := 1; i < len(subs); i++ {
+		wg.Add(1)
+		go submit(i)
+		for waiting(s) != i {
+			runtime.Gosched()
+		}
+	}
+	close(g.release)
+	wg.Wait()
+	if n := g.updates.Load(); n != 2 {
+		t.Errorf("%d write transactions, want 2 (one alone, then the rest together)", n)
+	}
+	for i, name := range []string{"alone", "good-1", "panics", "good-2", "rejected", "good-3"} {
+		bad := name == "panics" || name == "rejected"
+		switch {
+		case bad && errs[i] == nil:
+			t.Errorf("submission %s succeeded, want its own error", name)
+		case bad && !strings.Contains(errs[i].Error(), map[string]string{"panics": "panicked", "rejected": "rejected"}[name]):
+			t.Errorf("submission %s: %v, want its own error", name, errs[i])
+		case !bad && errs[i] != nil:
+			t.Errorf("submission %s: %v, want it written: another submission's error failed it", name, errs[i])
+		}
+		err := st.View(ctx, func(tx store.Tx) error { _, err := tx.GetJob(ctx, "default", name); return err })
+		if stored := err == nil; stored == bad {
+			t.Errorf("job %s stored: %v (%v), want %v", name, stored, err, !bad)
+		}
+	}
 }

@@ -84,10 +84,37 @@ func (d *decoder) parse(data []byte, sets []string) *yaml.Node {
 	for _, s := range sets {
 		d.applySet(root, s)
 	}
+	d.refuseNUL(root, "")
 	if len(d.errs) > 0 {
 		return nil
 	}
 	return root
+}
+
+// refuseNUL records every key or value under n that holds a NUL character
+// (JSON's \u0000): no store keeps one (PostgreSQL's jsonb refuses it), and
+// no field means anything with it.
+func (d *decoder) refuseNUL(n *yaml.Node, path string) {
+	switch n.Kind {
+	case yaml.ScalarNode:
+		if strings.ContainsRune(n.Value, 0) {
+			d.add(n.Line, path, "holds a NUL character (\\u0000), which tide cannot keep; remove it")
+		}
+	case yaml.MappingNode:
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, v := n.Content[i], n.Content[i+1]
+			p := join(path, k.Value)
+			if strings.ContainsRune(k.Value, 0) {
+				d.add(k.Line, p, "the key holds a NUL character (\\u0000), which tide cannot keep; remove it")
+				continue
+			}
+			d.refuseNUL(v, p)
+		}
+	case yaml.SequenceNode:
+		for i, c := range n.Content {
+			d.refuseNUL(c, fmt.Sprintf("%s[%d]", path, i))
+		}
+	}
 }
 
 func (d *decoder) syntax(err error) {

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/tideml/tide/api"
@@ -323,4 +324,20 @@ func FuzzParseJob(f *testing.F) {
 			t.Fatalf("error is not an Errors: %T %v", err, err)
 		}
 	})
+}
+
+// A NUL character cannot be stored (PostgreSQL's jsonb refuses \u0000), so
+// the parser refuses it, naming the field, before any store sees it.
+func TestNULRefused(t *testing.T) {
+	for body, want := range map[string]string{
+		`{"type": "command", "command": "echo a\u0000b", "compute": "c"}`:                                                                                                               "command: holds a NUL character",
+		`{"type": "command", "command": "echo", "compute": "c", "environment_variables": {"A": "\u0000"}}`:                                                                              "environment_variables.A: holds a NUL character",
+		`{"type": "command", "command": "echo", "compute": "c", "tags": {"a\u0000": "x"}}`:                                                                                              "the key holds a NUL character",
+		`{"type": "command", "command": "echo", "compute": "c", "outputs": {"o": {"type": "uri_folder", "path": "x"}}, "services": null, "display_name": "x", "description": "\u0000"}`: "description: holds a NUL character",
+	} {
+		_, err := ParseJob("", []byte(body), nil)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("ParseJob(%s) = %v, want an error with %q", body, err, want)
+		}
+	}
 }

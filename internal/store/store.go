@@ -58,6 +58,9 @@ type Tx interface {
 	// it registered are dropped, and the transaction goes on; fn's error
 	// is returned. It is how one transaction holds several independent
 	// requests (submissions written together), each of which may fail.
+	// When the transaction itself cannot go on (the savepoint could not be
+	// taken or rolled back, a conflict the store retries whole), the
+	// error wraps ErrTxBroken and the caller must return it.
 	Savepoint(ctx context.Context, fn func() error) error
 
 	GetWorkspace(ctx context.Context, name string) (*api.Workspace, error)
@@ -307,6 +310,10 @@ type AuditFilter struct {
 	Limit int
 }
 
+// ErrTxBroken marks an error of Tx.Savepoint that is the transaction's,
+// not fn's alone: the transaction must be given up (and may be retried).
+var ErrTxBroken = errors.New("the transaction cannot go on")
+
 // ErrUnavailable means the store cannot be reached (a database restarting,
 // a network failure). The request may succeed when retried.
 var ErrUnavailable = errors.New("store unavailable")
@@ -339,21 +346,21 @@ type Cluster interface {
 // aborted state a failed statement leaves a PostgreSQL transaction in.
 func InSavepoint(exec func(q string) error, after *[]func(), fn func() error) error {
 	if err := exec(`SAVEPOINT tide_sp`); err != nil {
-		return fmt.Errorf("taking a savepoint: %w", err)
+		return fmt.Errorf("%w: taking a savepoint: %w", ErrTxBroken, err)
 	}
 	n := len(*after)
 	if err := fn(); err != nil {
 		*after = (*after)[:n]
 		if rerr := exec(`ROLLBACK TO SAVEPOINT tide_sp`); rerr != nil {
-			return errors.Join(err, fmt.Errorf("rolling back to a savepoint: %w", rerr))
+			return fmt.Errorf("%w: rolling back to a savepoint: %w (after: %w)", ErrTxBroken, rerr, err)
 		}
 		if rerr := exec(`RELEASE SAVEPOINT tide_sp`); rerr != nil {
-			return errors.Join(err, fmt.Errorf("releasing a savepoint: %w", rerr))
+			return fmt.Errorf("%w: releasing a savepoint: %w (after: %w)", ErrTxBroken, rerr, err)
 		}
 		return err
 	}
 	if err := exec(`RELEASE SAVEPOINT tide_sp`); err != nil {
-		return fmt.Errorf("releasing a savepoint: %w", err)
+		return fmt.Errorf("%w: releasing a savepoint: %w", ErrTxBroken, err)
 	}
 	return nil
 }

@@ -27,10 +27,16 @@ var _ store.Tx = (*tx)(nil)
 
 // Savepoint implements store.Tx.
 func (t *tx) Savepoint(ctx context.Context, fn func() error) error {
-	return store.InSavepoint(func(q string) error {
+	err := store.InSavepoint(func(q string) error {
 		_, err := t.tx.Exec(ctx, q)
 		return err
 	}, &t.after, fn)
+	if err != nil && retryable(err) && !errors.Is(err, store.ErrTxBroken) {
+		// A serialization failure or deadlock is the whole
+		// transaction's: Update retries it from the start.
+		return fmt.Errorf("%w: %w", store.ErrTxBroken, err)
+	}
+	return err
 }
 
 // pgTime is t as PostgreSQL keeps it: to the microsecond. Truncating here,
