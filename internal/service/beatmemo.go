@@ -1,6 +1,7 @@
 package service
 
 import (
+	"math"
 	"slices"
 	"sync"
 	"time"
@@ -51,10 +52,10 @@ func BeatWritePeriod(c config.Server) time.Duration {
 
 // beatMemo is what one node's heartbeats last told this replica.
 type beatMemo struct {
-	last    time.Time // the last heartbeat answered
-	written time.Time // the last heartbeat written to the store
-	running []string  // what the agent ran then, sorted
-	util    utilBucket
+	last    time.Time            // the last heartbeat answered
+	written time.Time            // the last heartbeat written to the store
+	running []string             // what the agent ran then, sorted
+	util    *api.NodeUtilization // as last written
 	cache   api.NodeCache
 	// quiet: that write's reconciliation found nothing to do.
 	quiet bool
@@ -63,23 +64,24 @@ type beatMemo struct {
 	gen uint64
 }
 
-// utilBucket is a node's utilization coarsely: a heartbeat whose bucket
-// changed is written (what charts and `node list` show).
-type utilBucket struct {
-	set         bool
-	cpu, gpu    int // tens of percent; gpu -1 unmeasured
-	mem, gpuMem int64
-}
-
-func bucketOf(u *api.NodeUtilization) utilBucket {
-	if u == nil {
-		return utilBucket{}
+// utilMoved reports whether utilization b differs enough from a, the
+// last written, to be written now (what charts and `node list` show): by
+// a fifth and at least 10 % of a core or 256 MiB, or 10 points of GPU.
+// Against the last written value, not fixed buckets, so that a reading
+// that hovers at a bucket's edge is not written at every heartbeat.
+func utilMoved(a, b *api.NodeUtilization) bool {
+	if a == nil || b == nil {
+		return (a == nil) != (b == nil)
 	}
-	b := utilBucket{set: true, cpu: int(u.CPUPercent / 10), gpu: -1, mem: u.MemoryBytes >> 28, gpuMem: u.GPUMemoryBytes >> 28}
-	if u.GPUPercent != nil {
-		b.gpu = int(*u.GPUPercent / 10)
+	moved := func(x, y, least float64) bool {
+		d := math.Abs(x - y)
+		return d >= least && d >= max(x, y)/5
 	}
-	return b
+	if (a.GPUPercent == nil) != (b.GPUPercent == nil) || a.GPUPercent != nil && math.Abs(*a.GPUPercent-*b.GPUPercent) >= 10 {
+		return true
+	}
+	return moved(a.CPUPercent, b.CPUPercent, 10) || moved(float64(a.MemoryBytes), float64(b.MemoryBytes), 1<<28) ||
+		moved(float64(a.GPUMemoryBytes), float64(b.GPUMemoryBytes), 1<<28)
 }
 
 // beatMemos are this replica's memos, by node.
@@ -122,7 +124,7 @@ func (ms *beatMemos) arrive(id string, hb api.AgentHeartbeat, now time.Time, per
 	}
 	switch {
 	case period <= 0 || !e.quiet || hb.Activity != nil || len(hb.Refused) > 0 || !sameSet(e.running, hb.Running) ||
-		bucketOf(hb.Utilization) != e.util || (hb.Cache != nil && *hb.Cache != e.cache):
+		utilMoved(e.util, hb.Utilization) || (hb.Cache != nil && *hb.Cache != e.cache):
 		return e.gen, beatNow
 	case now.Sub(e.written) >= period:
 		return e.gen, beatDue
@@ -149,7 +151,7 @@ func (ms *beatMemos) written(id string, hb api.AgentHeartbeat, gen uint64, at ti
 		e.last = at
 	}
 	e.running = slices.Sorted(slices.Values(hb.Running))
-	e.util = bucketOf(hb.Utilization)
+	e.util = hb.Utilization
 	if hb.Cache != nil {
 		e.cache = *hb.Cache
 	}

@@ -19,7 +19,7 @@ var beatConfig = config.Server{HeartbeatInterval: time.Second, UnusableAfter: 10
 
 // TestQuietHeartbeatsAreNotWritten: a heartbeat that says what the last
 // written one said is answered from memory for BeatWritePeriod; one that
-// says something new (what the agent runs, a utilization bucket) is
+// says something new (what the agent runs, a utilization that moved) is
 // written, as is every heartbeat after the controller sent the node
 // something (Recheck), and that one's answer comes from the store.
 func TestQuietHeartbeatsAreNotWritten(t *testing.T) {
@@ -65,9 +65,13 @@ func TestQuietHeartbeatsAreNotWritten(t *testing.T) {
 
 	now = now.Add(time.Second)
 	hb.Utilization = &api.NodeUtilization{CPUPercent: 5}
-	beat("a utilization change within its bucket", hb, false)
+	beat("a utilization that moved by less than 10 % of a core", hb, false)
 	hb.Utilization = &api.NodeUtilization{CPUPercent: 55}
-	beat("a utilization change to another bucket", hb, true)
+	beat("a utilization that moved by 52 % of a core", hb, true)
+	hb.Utilization = &api.NodeUtilization{CPUPercent: 48}
+	beat("a utilization that moved back by 7 % of a core", hb, false)
+	hb.Utilization = &api.NodeUtilization{CPUPercent: 55, MemoryBytes: 1 << 30}
+	beat("memory that grew by 1 GiB", hb, true)
 
 	// The job is canceled and the cancel pushed: the node's next
 	// heartbeat reconciles with the store, and so does every one until
