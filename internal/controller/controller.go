@@ -433,7 +433,7 @@ func (c *Controller) decide(ctx context.Context, s *snapshot, serverlessWaits ma
 			}
 		}
 	}
-	if err := c.explain(ctx, placed.Waiting, rests, plan, s, serverlessWaits, now); err != nil {
+	if err := c.explain(ctx, placed, rests, plan, s, serverlessWaits, now); err != nil {
 		return time.Time{}, err
 	}
 	if err := c.status(ctx, s, plan, now); err != nil {

@@ -15,15 +15,15 @@ import (
 )
 
 // explain stores why each queued job waits, when that changed: what it
-// waits for, with the numbers a user needs to judge how long. waiting are
-// the jobs the placement visited and rests stand for the others (see
-// scheduler.Queue.Place). A job's reason is a function of its compute and
+// waits for, with the numbers a user needs to judge how long. placed is
+// what the placement decided for the jobs it visited and rests stand for
+// the others (see scheduler.Queue.Place). A job's reason is a function of its compute and
 // the nodes it needs, so explain looks only at the jobs whose reason can
 // have changed: the visited ones, the rest of a compute whose reason for
 // some size changed since the last turn, and of the other computes the jobs
 // written or visited since then. It compares with the stored reasons
 // (s.queue) and writes what differs.
-func (c *Controller) explain(ctx context.Context, waiting []scheduler.Waiting, rests []scheduler.Rest, plan autoscaler.Result, s *snapshot, serverlessWaits map[string]string, now time.Time) error {
+func (c *Controller) explain(ctx context.Context, placed scheduler.Result, rests []scheduler.Rest, plan autoscaler.Result, s *snapshot, serverlessWaits map[string]string, now time.Time) error {
 	q := s.queue
 	// An unschedulable job's reason names its compute and size, not the
 	// job.
@@ -123,8 +123,8 @@ func (c *Controller) explain(ctx context.Context, waiting []scheduler.Waiting, r
 			changed[job] = reason
 		}
 	}
-	visited := make(map[string]bool, len(waiting))
-	for _, w := range waiting {
+	visited := make(map[string]bool, len(placed.Waiting)+len(placed.Assignments))
+	for _, w := range placed.Waiting {
 		visited[w.Job] = true
 		note(w.Job, reasonOf(w))
 	}
@@ -157,6 +157,12 @@ func (c *Controller) explain(ctx context.Context, waiting []scheduler.Waiting, r
 			}
 			note(jk, restReasons[j.Compute][max(j.Instances, 1)])
 		}
+	}
+	// A placed job whose assignment was not written (its node was taken
+	// meanwhile) stays queued with the reason it had: it is looked at next
+	// turn, as a visited one.
+	for _, a := range placed.Assignments {
+		visited[a.Job] = true
 	}
 	q.dirty, q.visited, q.restReasons = map[string]bool{}, visited, restReasons
 	if len(changed) == 0 {

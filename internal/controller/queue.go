@@ -113,7 +113,8 @@ type jobQueue struct {
 	reasons map[string]string
 	// What explain needs to look at only the jobs whose reason can have
 	// changed: dirty are the jobs written since its last run, visited the
-	// jobs the last placement visited, and restReasons, per compute, the
+	// jobs the last placement visited (placed ones included), and
+	// restReasons, per compute, the
 	// reason by instance count it gave the jobs the last placement did not
 	// visit (explain.go).
 	dirty       map[string]bool

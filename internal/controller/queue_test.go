@@ -112,7 +112,8 @@ func TestQueueFollowsStore(t *testing.T) {
 // leaves in the store, looking each turn only at the jobs whose reason can
 // have changed, are the ones a controller that looks at every job (a new
 // one) would write: after the first turn, after a job arrives, after a
-// stored reason is overwritten, and after the compute's nodes change.
+// stored reason is overwritten, after the compute's nodes change, and
+// after a placement whose assignment was not written.
 func TestExplainLooksAtWhatChanged(t *testing.T) {
 	ctx := context.Background()
 	st := openSQLite(t)
@@ -160,7 +161,7 @@ func TestExplainLooksAtWhatChanged(t *testing.T) {
 			nodes = append(nodes, scheduler.Node{ID: n.ID, Compute: key(n.Workspace, n.Compute), State: n.State, Job: n.Job})
 		}
 		placed, rests := s.queue.q.Place(nodes, map[string]int{"ws/cpu": 3})
-		if err := c.explain(ctx, placed.Waiting, rests, autoscaler.Result{}, s, nil, now); err != nil {
+		if err := c.explain(ctx, placed, rests, autoscaler.Result{}, s, nil, now); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -208,6 +209,26 @@ func TestExplainLooksAtWhatChanged(t *testing.T) {
 		return tx.PutNode(ctx, &api.Node{ID: "n3", Workspace: "ws", Compute: "cpu", State: api.NodePreparing, CreatedOn: now})
 	})
 	agree("a node starting", "waiting for 1 node(s): 1 starting since 03:00:00")
+	// The node turns idle and j00 is placed on it, but its assignment is
+	// not written (here: never; in decide: the node was taken meanwhile).
+	update(func(tx store.Tx) error {
+		return tx.PutNode(ctx, &api.Node{ID: "n3", Workspace: "ws", Compute: "cpu", State: api.NodeIdle, CreatedOn: now})
+	})
+	agree("a job placed", "waiting for 1 node(s)")
+	// The node is taken and a job of higher priority arrives ahead of
+	// j00, which the placement then does not visit: its reason from before
+	// it was placed is stale all the same.
+	update(func(tx store.Tx) error {
+		if err := tx.PutNode(ctx, &api.Node{ID: "n3", Workspace: "ws", Compute: "cpu", State: api.NodeRunning, Job: "y", CreatedOn: now}); err != nil {
+			return err
+		}
+		return tx.PutJob(ctx, &api.Job{Workspace: "ws", Name: "urgent", Type: api.JobTypeCommand, Compute: "cpu", Status: api.JobQueued,
+			CreatedOn: now.Add(time.Hour), QueueSettings: &api.QueueSettings{Priority: "high"}}, "")
+	})
+	agree("the placement not written", "waiting for 1 node(s)")
+	if r := reasons()["j00"]; r != "waiting for 1 node(s)" {
+		t.Errorf("j00, placed but not assigned, waits as %q", r)
+	}
 }
 
 // storedQueue returns the jobs st holds in status Queued.
