@@ -462,15 +462,17 @@ func (a *agent) heartbeatLoop(ctx context.Context) {
 		a.refused = nil
 		jobs := make([]*job, 0, len(a.jobs))
 		for id, j := range a.jobs {
-			if j.ended() {
-				// Its final status is on its way: the server ends the
-				// rank on that report, and a job listed here that it
-				// no longer places on the node is answered with a
-				// cancel that stops nothing.
-				continue
-			}
+			// A job whose command ended is listed until its final
+			// status is delivered: left out, the server would take a
+			// rank that had not reported running (a short command
+			// reports once, at its end) for one the agent never
+			// started, and end it so, or send it again. Once the
+			// server ended the rank, it answers with a cancel that
+			// stops nothing.
 			hb.Running = append(hb.Running, id)
-			jobs = append(jobs, j)
+			if !j.ended() {
+				jobs = append(jobs, j)
+			}
 		}
 		a.mu.Unlock()
 		hb.Usage, hb.Utilization = a.measure(ctx, jobs)

@@ -379,6 +379,82 @@ func TestAgentRestart(t *testing.T) {
 	checkDense(t, srv.lines(as.ID), st.LastNodeSeq)
 }
 
+// TestStartedSurvivesAgentRestart: a command that ended before the agent
+// reported it running is reported once, its final status saying it
+// started. If the agent stops before the server takes that status, the
+// next agent sends it from the state file, still saying so: without it
+// the server would record a job that ran as never started.
+func TestStartedSurvivesAgentRestart(t *testing.T) {
+	srv := newFakeServer(t)
+	dir := t.TempDir()
+	as := assignment("quick", `echo go; sleep 0.3`)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, Config{ServerURLs: []string{srv.srv.URL}, NodeID: "node-1", Token: srv.token, Dir: dir, RunningWait: time.Minute,
+			MinBackoff: 20 * time.Millisecond, MaxBackoff: 50 * time.Millisecond, ShutdownTimeout: 100 * time.Millisecond})
+	}()
+	srv.push("assign", as)
+	waitFor(t, 10*time.Second, "the first line", func() bool { return len(srv.lines(as.ID)) >= 1 })
+	srv.setDown(true)
+	time.Sleep(2 * time.Second) // the command ends; its final status cannot be delivered
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := srv.final(as.ID); ok {
+		t.Fatal("final status reported while the server was down")
+	}
+	srv.setDown(false)
+	startAgent(t, srv, dir)
+	waitFor(t, 10*time.Second, "the final status from the new agent", func() bool { _, ok := srv.final(as.ID); return ok })
+	st, _ := srv.final(as.ID)
+	if st.Status != api.JobCompleted || !st.Started {
+		t.Errorf("final = %s, started %v; want Completed, started", st.Status, st.Started)
+	}
+}
+
+// TestEndedJobListedUntilDelivered: a job whose command ended is listed
+// as running in heartbeats until the server takes its final status. A
+// short command has not reported running (it reports once, at its end),
+// so a heartbeat without it would tell the server the agent never started
+// it, and the server would end the rank so, or send the job again.
+func TestEndedJobListedUntilDelivered(t *testing.T) {
+	srv := newFakeServer(t)
+	srv.mu.Lock()
+	srv.statusDown = true
+	srv.mu.Unlock()
+	startAgentWith(t, srv, t.TempDir(), time.Minute)
+	as := assignment("quick", "true")
+	srv.push("assign", as)
+	waitFor(t, 10*time.Second, "a heartbeat after the command ended", func() bool {
+		srv.mu.Lock()
+		defer srv.mu.Unlock()
+		return len(srv.beats) >= 3 && len(srv.statuses[as.ID]) == 0
+	})
+	time.Sleep(300 * time.Millisecond) // heartbeats every 100 ms; the command ended long before
+	srv.mu.Lock()
+	last := srv.beats[len(srv.beats)-1]
+	srv.statusDown = false
+	srv.mu.Unlock()
+	if !slices.Contains(last.Running, as.ID) {
+		t.Errorf("heartbeat Running = %v while the final status waits to be delivered, want %s in it", last.Running, as.ID)
+	}
+	waitFor(t, 10*time.Second, "the final status", func() bool { _, ok := srv.final(as.ID); return ok })
+	if st, _ := srv.final(as.ID); !st.Started {
+		t.Errorf("final status %+v, want it to say the job started", st)
+	}
+	beats := func() int { srv.mu.Lock(); defer srv.mu.Unlock(); return len(srv.beats) }
+	n := beats()
+	waitFor(t, 10*time.Second, "two more heartbeats", func() bool { return beats() >= n+2 })
+	srv.mu.Lock()
+	last = srv.beats[len(srv.beats)-1]
+	srv.mu.Unlock()
+	if slices.Contains(last.Running, as.ID) {
+		t.Errorf("heartbeat Running = %v after the final status was delivered, want it gone", last.Running)
+	}
+}
+
 func TestBindCommand(t *testing.T) {
 	tests := []struct {
 		command, want, wantErr string

@@ -31,7 +31,8 @@ type fakeServer struct {
 	silent      chan struct{} // non-nil: requests get no answer until closed
 	hellos      []api.AgentHello
 	heartbeats  int
-	refused     int // requests answered 503 while down
+	refused     int  // requests answered 503 while down
+	statusDown  bool // status reports answered 503, the rest served
 	logs        map[string]map[int64]api.LogLine
 	statuses    map[string][]api.AssignmentStatus
 	artifacts   map[string][]byte
@@ -225,8 +226,12 @@ func (f *fakeServer) postStatus(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.statusDown {
+		http.Error(w, "restarting", http.StatusServiceUnavailable)
+		return
+	}
 	f.statuses[r.PathValue("id")] = append(f.statuses[r.PathValue("id")], st)
-	f.mu.Unlock()
 }
 
 // push sends an event on the current (or next) stream.

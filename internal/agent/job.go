@@ -455,6 +455,12 @@ func (j *job) finish(st api.AssignmentStatus) {
 	} else if err := j.a.retry(ctx, "uploading artifacts", j.uploadArtifacts); err != nil {
 		j.log.Error("artifacts not uploaded", slog.Any("error", err))
 	}
+	if st.Started || len(st.EmptyArtifacts) > 0 {
+		// An agent restarted before the server takes the status sends
+		// what its state file holds: that the job started, and its empty
+		// artifacts, must be in it.
+		j.saveState()
+	}
 	if err := j.saveCheckpoint(ctx); err != nil {
 		j.log.Error("checkpoint not uploaded", slog.Any("error", err))
 	}

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"path"
 	"strings"
 	"time"
 
@@ -212,104 +211,6 @@ func (s *Service) AppendLogs(ctx context.Context, nodeID, assignment string, lin
 		}
 		return tx.AddMetrics(ctx, ws, name, ms)
 	})
-}
-
-// EmptyArtifacts keeps the empty files and folders an agent reports in
-// place of an artifacts upload (api.AssignmentStatus.EmptyArtifacts).
-type EmptyArtifacts interface {
-	// PutEmptyArtifacts records names (paths below the job's artifacts;
-	// folders end in "/") as empty files and folders of job's artifacts,
-	// replacing files of the same name, as an upload would.
-	PutEmptyArtifacts(ctx context.Context, ws, job string, names []string) error
-}
-
-// checkReport checks what only a final status carries: started, and
-// empty_artifacts, each a clean path below outputs/ or logs/.
-func (s *Service) checkReport(st api.AssignmentStatus) error {
-	if st.Started && !api.JobTerminal(st.Status) {
-		return errorf(400, api.CodeBadRequest, "started: only a final status carries it (got status %s); report Running instead", st.Status)
-	}
-	if len(st.EmptyArtifacts) == 0 {
-		return nil
-	}
-	switch {
-	case s.Artifacts == nil:
-		return errorf(400, api.CodeNotSupported, "empty_artifacts: not supported by this server; upload the artifacts")
-	case !api.JobTerminal(st.Status):
-		return errorf(400, api.CodeBadRequest, "empty_artifacts: only a final status carries them (got status %s)", st.Status)
-	case len(st.EmptyArtifacts) > api.MaxEmptyArtifacts:
-		return errorf(400, api.CodeBadRequest, "empty_artifacts: at most %d names (got %d); upload the artifacts", api.MaxEmptyArtifacts, len(st.EmptyArtifacts))
-	}
-	for _, n := range st.EmptyArtifacts {
-		p := strings.TrimSuffix(n, "/")
-		if path.Clean(p) != p || (!strings.HasPrefix(p, "outputs/") && !strings.HasPrefix(p, "logs/")) {
-			return errorf(400, api.CodeBadRequest, "empty_artifacts: %q must be a clean path below outputs/ or logs/", n)
-		}
-	}
-	return nil
-}
-
-// ReportStatus records what a node reports about its rank of a job attempt
-// and moves the job along: Running when a rank starts; at the end Completed
-// when every rank exited 0, Failed with the first failure, Canceled when
-// canceled. A failing rank makes the controller stop the others.
-func (s *Service) ReportStatus(ctx context.Context, nodeID string, st api.AssignmentStatus) error {
-	ws, name, attempt, err := ParseAssignmentID(st.ID)
-	if err != nil {
-		return err
-	}
-	if err := s.checkReport(st); err != nil {
-		return err
-	}
-	err = s.Store.Update(ctx, func(tx store.Tx) error {
-		j, err := tx.GetJob(ctx, ws, name)
-		if store.IsNotFound(err) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		if j.Attempt != attempt || st.NodeRank < 0 || st.NodeRank >= len(j.Ranks) || j.Ranks[st.NodeRank].Node != nodeID {
-			return nil // a stale report of an earlier attempt: nothing to do
-		}
-		now := s.now()
-		r := &j.Ranks[st.NodeRank]
-		if api.JobTerminal(r.Status) {
-			return nil
-		}
-		if len(st.EmptyArtifacts) > 0 {
-			// Kept before the status is, as an upload is: whoever sees the
-			// job ended finds its artifacts. (Idempotent, so a transaction
-			// run again writes them again.)
-			if err := s.Artifacts.PutEmptyArtifacts(ctx, ws, name, st.EmptyArtifacts); err != nil {
-				return fmt.Errorf("keeping the empty artifacts of job %s: %w", name, err)
-			}
-		}
-		r.Status, r.ExitCode, r.Error, r.LastNodeSeq, r.NodeFailure = st.Status, st.ExitCode, st.Error, st.LastNodeSeq, st.Preempted
-		if st.Usage != nil {
-			r.Usage = st.Usage
-		}
-		if (st.Status == api.JobRunning || st.Started) && j.Status == api.JobPreparing {
-			// (A final status that says Started stands for the Running
-			// report its agent did not send: the job starts and ends in
-			// one transaction.)
-			j.Status, j.StartTime, j.PendingReason = api.JobRunning, now, ""
-			if err := tx.AddEvent(ctx, ws, "job/"+name, &api.Event{Time: now, Kind: "Running", Message: fmt.Sprintf("started on node %s", nodeID)}); err != nil {
-				return err
-			}
-		}
-		if api.JobTerminal(st.Status) {
-			if err := finishRank(ctx, tx, j, st.NodeRank, now); err != nil {
-				return err
-			}
-		}
-		return tx.PutJob(ctx, j, "")
-	})
-	if err != nil {
-		return err
-	}
-	s.notify()
-	return nil
 }
 
 // finishRank frees the rank's node and, when every rank has ended, ends the job.
