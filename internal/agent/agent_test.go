@@ -348,31 +348,8 @@ func TestServerRestart(t *testing.T) {
 // one on the same folder: the new agent reports the job from its state file.
 func TestAgentRestart(t *testing.T) {
 	srv := newFakeServer(t)
-	dir := t.TempDir()
 	as := assignment("orphan", `echo one; echo two; sleep 30`)
-
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	srv.setDown(false)
-	go func() {
-		done <- Run(ctx, Config{ServerURLs: []string{srv.srv.URL}, NodeID: "node-1", Token: srv.token, Dir: dir,
-			MinBackoff: 20 * time.Millisecond, MaxBackoff: 50 * time.Millisecond, ShutdownTimeout: 100 * time.Millisecond})
-	}()
-	srv.push("assign", as)
-	waitFor(t, 10*time.Second, "two lines", func() bool { return len(srv.lines(as.ID)) >= 2 })
-	// The server goes away, then the agent is stopped: its last report fails.
-	srv.setDown(true)
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
-	if _, ok := srv.final(as.ID); ok {
-		t.Fatal("final status reported while the server was down")
-	}
-	srv.setDown(false)
-	startAgent(t, srv, dir)
-	waitFor(t, 10*time.Second, "the final status from the new agent", func() bool { _, ok := srv.final(as.ID); return ok })
-	st, _ := srv.final(as.ID)
+	st := restartBeforeDelivery(t, srv, as, 0, func() bool { return len(srv.lines(as.ID)) >= 2 }, 0)
 	if st.Status != api.JobFailed || !strings.Contains(st.Error, "agent is stopping") {
 		t.Errorf("final = %+v", st)
 	}
@@ -386,18 +363,32 @@ func TestAgentRestart(t *testing.T) {
 // the server would record a job that ran as never started.
 func TestStartedSurvivesAgentRestart(t *testing.T) {
 	srv := newFakeServer(t)
-	dir := t.TempDir()
 	as := assignment("quick", `echo go; sleep 0.3`)
+	// The command ends while the server is down: its final status
+	// cannot be delivered.
+	st := restartBeforeDelivery(t, srv, as, time.Minute, func() bool { return len(srv.lines(as.ID)) >= 1 }, 2*time.Second)
+	if st.Status != api.JobCompleted || !st.Started {
+		t.Errorf("final = %s, started %v; want Completed, started", st.Status, st.Started)
+	}
+}
+
+// restartBeforeDelivery runs an agent and gives it as; once ready holds,
+// the server goes away and, settle later, the agent is stopped, so its
+// last report fails. A new agent on the same folder then reports the job
+// from its state file: restartBeforeDelivery returns that final status.
+func restartBeforeDelivery(t *testing.T, srv *fakeServer, as api.Assignment, runningWait time.Duration, ready func() bool, settle time.Duration) api.AssignmentStatus {
+	t.Helper()
+	dir := t.TempDir()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- Run(ctx, Config{ServerURLs: []string{srv.srv.URL}, NodeID: "node-1", Token: srv.token, Dir: dir, RunningWait: time.Minute,
+		done <- Run(ctx, Config{ServerURLs: []string{srv.srv.URL}, NodeID: "node-1", Token: srv.token, Dir: dir, RunningWait: runningWait,
 			MinBackoff: 20 * time.Millisecond, MaxBackoff: 50 * time.Millisecond, ShutdownTimeout: 100 * time.Millisecond})
 	}()
 	srv.push("assign", as)
-	waitFor(t, 10*time.Second, "the first line", func() bool { return len(srv.lines(as.ID)) >= 1 })
+	waitFor(t, 10*time.Second, "the job's first lines", ready)
 	srv.setDown(true)
-	time.Sleep(2 * time.Second) // the command ends; its final status cannot be delivered
+	time.Sleep(settle)
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
@@ -409,50 +400,7 @@ func TestStartedSurvivesAgentRestart(t *testing.T) {
 	startAgent(t, srv, dir)
 	waitFor(t, 10*time.Second, "the final status from the new agent", func() bool { _, ok := srv.final(as.ID); return ok })
 	st, _ := srv.final(as.ID)
-	if st.Status != api.JobCompleted || !st.Started {
-		t.Errorf("final = %s, started %v; want Completed, started", st.Status, st.Started)
-	}
-}
-
-// TestEndedJobListedUntilDelivered: a job whose command ended is listed
-// as running in heartbeats until the server takes its final status. A
-// short command has not reported running (it reports once, at its end),
-// so a heartbeat without it would tell the server the agent never started
-// it, and the server would end the rank so, or send the job again.
-func TestEndedJobListedUntilDelivered(t *testing.T) {
-	srv := newFakeServer(t)
-	srv.mu.Lock()
-	srv.statusDown = true
-	srv.mu.Unlock()
-	startAgentWith(t, srv, t.TempDir(), time.Minute)
-	as := assignment("quick", "true")
-	srv.push("assign", as)
-	waitFor(t, 10*time.Second, "a heartbeat after the command ended", func() bool {
-		srv.mu.Lock()
-		defer srv.mu.Unlock()
-		return len(srv.beats) >= 3 && len(srv.statuses[as.ID]) == 0
-	})
-	time.Sleep(300 * time.Millisecond) // heartbeats every 100 ms; the command ended long before
-	srv.mu.Lock()
-	last := srv.beats[len(srv.beats)-1]
-	srv.statusDown = false
-	srv.mu.Unlock()
-	if !slices.Contains(last.Running, as.ID) {
-		t.Errorf("heartbeat Running = %v while the final status waits to be delivered, want %s in it", last.Running, as.ID)
-	}
-	waitFor(t, 10*time.Second, "the final status", func() bool { _, ok := srv.final(as.ID); return ok })
-	if st, _ := srv.final(as.ID); !st.Started {
-		t.Errorf("final status %+v, want it to say the job started", st)
-	}
-	beats := func() int { srv.mu.Lock(); defer srv.mu.Unlock(); return len(srv.beats) }
-	n := beats()
-	waitFor(t, 10*time.Second, "two more heartbeats", func() bool { return beats() >= n+2 })
-	srv.mu.Lock()
-	last = srv.beats[len(srv.beats)-1]
-	srv.mu.Unlock()
-	if slices.Contains(last.Running, as.ID) {
-		t.Errorf("heartbeat Running = %v after the final status was delivered, want it gone", last.Running)
-	}
+	return st
 }
 
 func TestBindCommand(t *testing.T) {
