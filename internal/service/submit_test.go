@@ -43,31 +43,12 @@ func TestSubmissionsShareTransactions(t *testing.T) {
 			subs = append(subs, sub{job: &api.Job{Name: "job-2", Command: "true", Compute: "cpu"}, status: 409})
 		}
 	}
-	errs := make([]error, len(subs))
-	var wg sync.WaitGroup
-	submit := func(i int) {
-		defer wg.Done()
-		_, errs[i] = s.SubmitJob(ctx, "default", subs[i].job)
-	}
-	wg.Add(1)
-	go submit(0)
-	for g.updates.Load() == 0 { // the first batch's transaction has begun
-		runtime.Gosched()
-	}
 	// In order, so that which jobs find the queue full is known: the
 	// first batch holds one, so the 20th accepted is job-18.
-	for i := 1; i < len(subs); i++ {
-		wg.Add(1)
-		go submit(i)
-		for waiting(s) != i {
-			runtime.Gosched()
-		}
-	}
-	close(g.release)
-	wg.Wait()
-	if n := g.updates.Load(); n != 2 {
-		t.Errorf("%d write transactions for %d submissions, want 2 (one alone, then the rest together)", n, len(subs))
-	}
+	errs := submitInTwoBatches(t, s, g, len(subs), func(i int) error {
+		_, err := s.SubmitJob(ctx, "default", subs[i].job)
+		return err
+	})
 	accepted := map[string]bool{}
 	for i, sb := range subs {
 		want := sb.status
@@ -116,6 +97,39 @@ func TestSubmissionsShareTransactions(t *testing.T) {
 	}
 }
 
+// submitInTwoBatches makes n submissions, submit(0) to submit(n-1): the
+// first is written alone, its transaction held by g until the others
+// wait, in order, for the writer; then all of them go in one more
+// transaction. It returns each submission's error.
+func submitInTwoBatches(t *testing.T, s *Service, g *gatedStore, n int, submit func(i int) error) []error {
+	t.Helper()
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	start := func(i int) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = submit(i)
+		}()
+	}
+	start(0)
+	for g.updates.Load() == 0 { // the first batch's transaction has begun
+		runtime.Gosched()
+	}
+	for i := 1; i < n; i++ {
+		start(i)
+		for waiting(s) != i {
+			runtime.Gosched()
+		}
+	}
+	close(g.release)
+	wg.Wait()
+	if u := g.updates.Load(); u != 2 {
+		t.Errorf("%d write transactions for %d submissions, want 2 (one alone, then the rest together)", u, n)
+	}
+	return errs
+}
+
 // waiting is how many submissions wait for the writer.
 func waiting(s *Service) int {
 	s.submits.mu.Lock()
@@ -159,29 +173,7 @@ func TestSubmissionErrorsStayTheirOwn(t *testing.T) {
 		},
 		put("good-3"),
 	}
-	errs := make([]error, len(subs))
-	var wg sync.WaitGroup
-	submit := func(i int) {
-		defer wg.Done()
-		errs[i] = s.inSubmitBatch(ctx, subs[i])
-	}
-	wg.Add(1)
-	go submit(0)
-	for g.updates.Load() == 0 {
-		runtime.Gosched()
-	}
-	for i := 1; i < len(subs); i++ {
-		wg.Add(1)
-		go submit(i)
-		for waiting(s) != i {
-			runtime.Gosched()
-		}
-	}
-	close(g.release)
-	wg.Wait()
-	if n := g.updates.Load(); n != 2 {
-		t.Errorf("%d write transactions, want 2 (one alone, then the rest together)", n)
-	}
+	errs := submitInTwoBatches(t, s, g, len(subs), func(i int) error { return s.inSubmitBatch(ctx, subs[i]) })
 	for i, name := range []string{"alone", "good-1", "panics", "good-2", "rejected", "good-3"} {
 		bad := name == "panics" || name == "rejected"
 		switch {
