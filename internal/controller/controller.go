@@ -159,6 +159,9 @@ func New(o Options) *Controller {
 	if c.now == nil {
 		c.now = time.Now
 	}
+	if c.hub == nil {
+		c.hub = NewHub() // no agent connects: pushes are dropped, as to an agent not connected
+	}
 	if c.silent == nil {
 		c.silent = func(x store.NodeSeen, now time.Time) (time.Time, bool) {
 			return x.LastSeen, now.Sub(x.LastSeen) > c.cfg.UnusableAfter+service.BeatWritePeriod(c.cfg)

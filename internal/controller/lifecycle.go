@@ -238,6 +238,10 @@ func (c *Controller) markUnusable(ctx context.Context, n api.Node, reason string
 			}
 		}
 	}
+	// Its agent, if it still runs, learns from the store at once (its
+	// stream sends what is pending; its next heartbeat is reconciled),
+	// not at the heartbeat that next falls due to be written.
+	c.hub.Push(n.ID, Message{Kind: KindSync})
 	c.log.Warn("node unusable", "node", n.ID, "reason", reason)
 	return nil
 }

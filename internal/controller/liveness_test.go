@@ -39,7 +39,7 @@ func TestLivenessAllowsForTheWritePeriod(t *testing.T) {
 			now := t0
 			clock := func() time.Time { return now }
 			svc := &service.Service{Store: st, Config: cfg, Now: clock}
-			o := Options{Store: st, Config: cfg, Log: slog.New(slog.DiscardHandler), Now: clock}
+			o := Options{Store: st, Config: cfg, Hub: NewHub(), Log: slog.New(slog.DiscardHandler), Now: clock}
 			if c.receive {
 				o.Silent = svc.Silent
 			}
@@ -85,6 +85,46 @@ func TestLivenessAllowsForTheWritePeriod(t *testing.T) {
 				t.Errorf("%s after the last heartbeat: %s, want unusable", c.silent, got)
 			}
 		})
+	}
+}
+
+// TestUnusableNodeIsRecheckedAtOnce: a node the controller makes unusable
+// (or removes) while its agent still heartbeats is told at its next
+// heartbeat, which is written and reconciled with the store, not answered
+// from the replica's memory until the write period runs out.
+func TestUnusableNodeIsRecheckedAtOnce(t *testing.T) {
+	ctx := context.Background()
+	cfg := config.Server{HeartbeatInterval: time.Second, UnusableAfter: 10 * time.Second, ProvisionTimeout: time.Hour}
+	t0 := time.Date(2026, 11, 27, 3, 0, 0, 0, time.UTC)
+	st := openSQLite(t)
+	now := t0
+	clock := func() time.Time { return now }
+	svc := &service.Service{Store: st, Config: cfg, Now: clock}
+	hub := NewHub()
+	hub.Sent = svc.Recheck // as the server wires it
+	ctrl := New(Options{Store: st, Config: cfg, Hub: hub, Log: slog.New(slog.DiscardHandler), Now: clock})
+	n := api.Node{ID: "n", Workspace: "ws", Compute: "cpu", State: api.NodeIdle, CreatedOn: t0, LastHeartbeat: t0}
+	if err := st.Update(ctx, func(tx store.Tx) error { return tx.PutNode(ctx, &n) }); err != nil {
+		t.Fatal(err)
+	}
+	beat := func(s int) {
+		t.Helper()
+		now = t0.Add(time.Duration(s) * time.Second)
+		if _, err := svc.Heartbeat(ctx, "n", api.AgentHeartbeat{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	beat(1) // written: the first
+	beat(2) // answered from memory
+	if seen := ctrlSeen(t, st); !seen.Equal(t0.Add(time.Second)) {
+		t.Fatalf("last_seen %s after a quiet heartbeat, want the first one's (%s)", seen, t0.Add(time.Second))
+	}
+	if err := ctrl.markUnusable(ctx, n, "its disk failed", now); err != nil {
+		t.Fatal(err)
+	}
+	beat(3)
+	if seen := ctrlSeen(t, st); !seen.Equal(now) {
+		t.Errorf("last_seen %s after the node was made unusable, want the heartbeat at %s written", seen, now)
 	}
 }
 

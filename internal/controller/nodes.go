@@ -246,6 +246,7 @@ func (c *Controller) removeNode(ctx context.Context, n api.Node, reason string) 
 			cur.State, cur.StateSince = api.NodeLeaving, c.now().UTC()
 			return tx.PutNode(ctx, cur)
 		})
+		c.hub.Push(n.ID, Message{Kind: KindSync}) // as markUnusable
 	}
 	go func() {
 		defer c.release(n.ID)
