@@ -349,7 +349,7 @@ func TestServerRestart(t *testing.T) {
 func TestAgentRestart(t *testing.T) {
 	srv := newFakeServer(t)
 	as := assignment("orphan", `echo one; echo two; sleep 30`)
-	st := restartBeforeDelivery(t, srv, as, 0, func() bool { return len(srv.lines(as.ID)) >= 2 }, 0)
+	st := restartBeforeDelivery(t, srv, as, 0, func() bool { return len(srv.lines(as.ID)) >= 2 }, 0, nil)
 	if st.Status != api.JobFailed || !strings.Contains(st.Error, "agent is stopping") {
 		t.Errorf("final = %+v", st)
 	}
@@ -363,20 +363,35 @@ func TestAgentRestart(t *testing.T) {
 // the server would record a job that ran as never started.
 func TestStartedSurvivesAgentRestart(t *testing.T) {
 	srv := newFakeServer(t)
-	as := assignment("quick", `echo go; sleep 0.3`)
+	// It writes a file, so its artifacts are uploaded: while that retries
+	// (the server is down), the state file must already say it started,
+	// as an agent killed then would send what it holds.
+	as := assignment("quick", `echo go; echo x > logs/extra.txt; sleep 0.3`)
+	duringUpload := func(dir string) {
+		ents, _ := os.ReadDir(filepath.Join(dir, "state"))
+		for _, e := range ents {
+			if b, _ := os.ReadFile(filepath.Join(dir, "state", e.Name())); !bytes.Contains(b, []byte(`"started":true`)) {
+				t.Errorf("state file %s while the artifacts upload retries: %s; want it to say the job started", e.Name(), b)
+			}
+		}
+		if len(ents) == 0 {
+			t.Error("no state file while the artifacts upload retries")
+		}
+	}
 	// The command ends while the server is down: its final status
 	// cannot be delivered.
-	st := restartBeforeDelivery(t, srv, as, time.Minute, func() bool { return len(srv.lines(as.ID)) >= 1 }, 2*time.Second)
+	st := restartBeforeDelivery(t, srv, as, time.Minute, func() bool { return len(srv.lines(as.ID)) >= 1 }, 2*time.Second, duringUpload)
 	if st.Status != api.JobCompleted || !st.Started {
 		t.Errorf("final = %s, started %v; want Completed, started", st.Status, st.Started)
 	}
 }
 
 // restartBeforeDelivery runs an agent and gives it as; once ready holds,
-// the server goes away and, settle later, the agent is stopped, so its
-// last report fails. A new agent on the same folder then reports the job
-// from its state file: restartBeforeDelivery returns that final status.
-func restartBeforeDelivery(t *testing.T, srv *fakeServer, as api.Assignment, runningWait time.Duration, ready func() bool, settle time.Duration) api.AssignmentStatus {
+// the server goes away and, settle later (when during, if set, looks at
+// the agent's folder), the agent is stopped, so its last report fails. A
+// new agent on the same folder then reports the job from its state file:
+// restartBeforeDelivery returns that final status.
+func restartBeforeDelivery(t *testing.T, srv *fakeServer, as api.Assignment, runningWait time.Duration, ready func() bool, settle time.Duration, during func(dir string)) api.AssignmentStatus {
 	t.Helper()
 	dir := t.TempDir()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -389,6 +404,9 @@ func restartBeforeDelivery(t *testing.T, srv *fakeServer, as api.Assignment, run
 	waitFor(t, 10*time.Second, "the job's first lines", ready)
 	srv.setDown(true)
 	time.Sleep(settle)
+	if during != nil {
+		during(dir)
+	}
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
@@ -401,6 +419,20 @@ func restartBeforeDelivery(t *testing.T, srv *fakeServer, as api.Assignment, run
 	waitFor(t, 10*time.Second, "the final status from the new agent", func() bool { _, ok := srv.final(as.ID); return ok })
 	st, _ := srv.final(as.ID)
 	return st
+}
+
+// TestNULsInOutputAreReplaced: a job printing binary data sends no NUL
+// character, which no store keeps (a refused batch of lines would be sent
+// again for ever, and the job would never end): U+FFFD stands for it.
+func TestNULsInOutputAreReplaced(t *testing.T) {
+	srv := newFakeServer(t)
+	startAgent(t, srv, t.TempDir())
+	as := assignment("bin", `printf 'a\000b\n'`)
+	srv.push("assign", as)
+	waitFor(t, 10*time.Second, "the final status", func() bool { _, ok := srv.final(as.ID); return ok })
+	if got := texts(srv.lines(as.ID), "stdout"); !slices.Contains(got, "a\uFFFDb") {
+		t.Errorf("stdout lines %q, want \"a\\uFFFDb\"", got)
+	}
 }
 
 func TestBindCommand(t *testing.T) {

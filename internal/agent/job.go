@@ -447,6 +447,11 @@ func (j *job) finish(st api.AssignmentStatus) {
 		j.mu.Lock()
 		st.Started = j.startUnreported
 		j.mu.Unlock()
+		if st.Started {
+			// Before the upload, which may retry for long: an agent
+			// killed meanwhile sends what its state file holds.
+			j.saveState()
+		}
 	}
 	if empty, ok := j.emptyArtifacts(); ok {
 		j.mu.Lock() // j.final is &st
@@ -455,10 +460,9 @@ func (j *job) finish(st api.AssignmentStatus) {
 	} else if err := j.a.retry(ctx, "uploading artifacts", j.uploadArtifacts); err != nil {
 		j.log.Error("artifacts not uploaded", slog.Any("error", err))
 	}
-	if st.Started || len(st.EmptyArtifacts) > 0 {
+	if len(st.EmptyArtifacts) > 0 {
 		// An agent restarted before the server takes the status sends
-		// what its state file holds: that the job started, and its empty
-		// artifacts, must be in it.
+		// what its state file holds: its empty artifacts must be in it.
 		j.saveState()
 	}
 	if err := j.saveCheckpoint(ctx); err != nil {

@@ -79,6 +79,9 @@ func (s *shipper) add(stream, text string) {
 	for _, m := range s.j.as.Masks {
 		text = strings.ReplaceAll(text, m, "***")
 	}
+	// No store keeps a NUL (PostgreSQL refuses it), and a refused batch
+	// would be sent again for ever: a job printing binary data must end.
+	text = strings.ReplaceAll(text, "\x00", "\uFFFD")
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()

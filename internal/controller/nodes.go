@@ -246,7 +246,6 @@ func (c *Controller) removeNode(ctx context.Context, n api.Node, reason string) 
 			cur.State, cur.StateSince = api.NodeLeaving, c.now().UTC()
 			return tx.PutNode(ctx, cur)
 		})
-		c.hub.Push(n.ID, Message{Kind: KindSync}) // as markUnusable
 	}
 	go func() {
 		defer c.release(n.ID)
@@ -299,6 +298,9 @@ func (c *Controller) forget(ctx context.Context, id string) {
 		}
 		return tx.DeleteNode(ctx, id)
 	})
+	// Its agent, if it still runs, is told at its next heartbeat that
+	// the node is gone, not when that heartbeat falls due to be written.
+	c.hub.Push(id, Message{Kind: KindSync})
 }
 
 // recovered forgets a compute's provisioning failures once a node created

@@ -161,6 +161,9 @@ func (s *Service) AppendLogs(ctx context.Context, nodeID, assignment string, lin
 	}
 	for i := range lines {
 		lines[i].Attempt = attempt
+		// As the agent does (an older one may not): no store keeps a NUL.
+		lines[i].Text = noNUL(lines[i].Text)
+		lines[i].Stream = noNUL(lines[i].Stream)
 	}
 	trialMetrics := false
 	defer func() {
@@ -527,4 +530,13 @@ func mergeStrings(m, add map[string]string) map[string]string {
 	}
 	maps.Copy(m, add)
 	return m
+}
+
+// noNUL replaces NUL characters, which no store keeps (PostgreSQL refuses
+// them in text and jsonb), with U+FFFD, as an invalid byte is shown.
+func noNUL(s string) string {
+	if !strings.ContainsRune(s, 0) {
+		return s
+	}
+	return strings.ReplaceAll(s, "\x00", "\uFFFD")
 }

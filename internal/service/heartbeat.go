@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -79,6 +80,9 @@ type Beat struct {
 // and reconciles the assignments it reports with the store's. A heartbeat
 // that says nothing new is answered from memory (beatmemo.go).
 func (s *Service) Heartbeat(ctx context.Context, nodeID string, hb api.AgentHeartbeat) (Beat, error) {
+	if err := checkHeartbeat(hb); err != nil {
+		return Beat{}, err
+	}
 	g := &s.beats
 	now := s.now()
 	period := BeatWritePeriod(s.Config)
@@ -113,6 +117,27 @@ func (s *Service) Heartbeat(ctx context.Context, nodeID string, hb api.AgentHear
 	return b.beat[nodeID], b.errs[nodeID]
 }
 
+// maxBeatAssignments bounds the assignments a heartbeat lists as running
+// or refused: an agent runs one job at a time, and a few it is stopping.
+const maxBeatAssignments = 64
+
+// checkHeartbeat refuses a heartbeat whose lists no agent sends: too long,
+// or naming an assignment that cannot be one. It would cost the batch it
+// joins a read per name, or fail it.
+func checkHeartbeat(hb api.AgentHeartbeat) error {
+	for field, ids := range map[string][]string{"running": hb.Running, "refused": hb.Refused} {
+		if len(ids) > maxBeatAssignments {
+			return &Error{Status: 400, Code: api.CodeValidation, Msg: fmt.Sprintf("heartbeat: %s: %d assignments, at most %d", field, len(ids), maxBeatAssignments)}
+		}
+		for _, id := range ids {
+			if _, _, _, err := ParseAssignmentID(id); err != nil || strings.ContainsRune(id, 0) {
+				return &Error{Status: 400, Code: api.CodeValidation, Msg: fmt.Sprintf("heartbeat: %s: %q is not an assignment ID (WORKSPACE/JOB/ATTEMPT)", field, id)}
+			}
+		}
+	}
+	return nil
+}
+
 // writeHeartbeats writes the waiting batch, then the one collected
 // meanwhile, until none is left.
 func (s *Service) writeHeartbeats() {
@@ -144,14 +169,20 @@ func (s *Service) writeHeartbeats() {
 			// opposite orders.
 			for _, id := range slices.Sorted(maps.Keys(b.beats)) {
 				p := b.beats[id]
-				beat, err := s.heartbeat(ctx, tx, id, p.hb, p.at)
-				b.beat[id] = beat
-				if store.IsNotFound(err) {
-					b.errs[id] = notFound("node", id, "the node was deleted; stop this agent")
-					continue
-				}
-				if err != nil {
+				// Each in its own savepoint: one node's error is its own,
+				// not the batch's (as submissions, submit.go).
+				err := tx.Savepoint(ctx, func() (err error) {
+					b.beat[id], err = s.heartbeat(ctx, tx, id, p.hb, p.at)
 					return err
+				})
+				switch {
+				case err == nil:
+				case store.IsNotFound(err):
+					b.errs[id] = notFound("node", id, "the node was deleted; stop this agent")
+				case errors.Is(err, store.ErrTxBroken) || errors.Is(err, store.ErrUnavailable) || ctx.Err() != nil:
+					return err
+				default:
+					b.errs[id] = err
 				}
 			}
 			return nil

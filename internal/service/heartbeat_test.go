@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -32,10 +33,28 @@ func (g *gatedStore) Update(ctx context.Context, fn func(store.Tx) error) error 
 	return g.Store.Update(ctx, fn)
 }
 
+// failingJobs is a store whose reads of job "broken" fail, as PostgreSQL
+// fails a read it cannot make.
+type failingJobs struct{ store.Store }
+
+func (f failingJobs) Update(ctx context.Context, fn func(store.Tx) error) error {
+	return f.Store.Update(ctx, func(tx store.Tx) error { return fn(failingJobsTx{tx}) })
+}
+
+type failingJobsTx struct{ store.Tx }
+
+func (t failingJobsTx) GetJob(ctx context.Context, ws, name string) (*api.Job, error) {
+	if name == "broken" {
+		return nil, errors.New("ERROR: invalid byte sequence (SQLSTATE 22021)")
+	}
+	return t.Tx.GetJob(ctx, ws, name)
+}
+
 // TestHeartbeatsShareTransactions: heartbeats that arrive while one is
 // being written are written together in the next transaction, each
-// answered once that committed, and a node whose record is gone gets its
-// own not-found answer without failing the others.
+// answered once that committed; a node whose record is gone gets its own
+// not-found answer, and one whose heartbeat the store fails on gets its
+// own error, without failing the others.
 func TestHeartbeatsShareTransactions(t *testing.T) {
 	ctx := t.Context()
 	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "tide.db"), slog.New(slog.DiscardHandler))
@@ -54,18 +73,23 @@ func TestHeartbeatsShareTransactions(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	g := &gatedStore{Store: st, release: make(chan struct{})}
+	g := &gatedStore{Store: failingJobs{st}, release: make(chan struct{})}
 	s := &Service{Store: g}
 	ids := []string{"first"} // written alone, held by the gate
 	for i := range nodes {
 		ids = append(ids, fmt.Sprintf("n%d", i))
 	}
+	const broken = 7 // n6 runs a job the store fails to read
 	ids = append(ids, "gone")
 	errs := make([]error, len(ids))
 	var wg sync.WaitGroup
 	beat := func(i int) {
 		defer wg.Done()
-		_, errs[i] = s.Heartbeat(ctx, ids[i], api.AgentHeartbeat{NodeID: ids[i], Utilization: &api.NodeUtilization{CPUPercent: float64(i)}})
+		hb := api.AgentHeartbeat{NodeID: ids[i], Utilization: &api.NodeUtilization{CPUPercent: float64(i)}}
+		if i == broken {
+			hb.Running = []string{"default/broken/1"}
+		}
+		_, errs[i] = s.Heartbeat(ctx, ids[i], hb)
 	}
 	wg.Add(1)
 	go beat(0)
@@ -106,8 +130,14 @@ func TestHeartbeatsShareTransactions(t *testing.T) {
 	}
 	if err := st.View(ctx, func(tx store.Tx) error {
 		for i := 1; i <= nodes; i++ {
+			if i == broken {
+				if errs[i] == nil || !strings.Contains(errs[i].Error(), "22021") {
+					t.Errorf("heartbeat of %s, whose job the store fails to read: %v, want that error", ids[i], errs[i])
+				}
+				continue
+			}
 			if errs[i] != nil {
-				t.Errorf("heartbeat of %s: %v", ids[i], errs[i])
+				t.Errorf("heartbeat of %s: %v (another node's error failed it?)", ids[i], errs[i])
 			}
 			n, err := tx.GetNode(ctx, ids[i])
 			if err != nil {

@@ -57,6 +57,7 @@ func (s *Service) ReportStatus(ctx context.Context, nodeID string, st api.Assign
 	if err := s.checkReport(st); err != nil {
 		return err
 	}
+	st.Error = noNUL(st.Error)
 	if len(st.EmptyArtifacts) > 0 {
 		// Kept before the status is, as an upload is, so that whoever
 		// sees the job ended finds its artifacts; and outside the

@@ -2,6 +2,8 @@ package service
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -130,5 +132,70 @@ func TestFinalStatusThatStartedStartsTheJob(t *testing.T) {
 	}
 	if n.Job != "" || n.State != api.NodeIdle {
 		t.Errorf("node: job %q, %s; want free and idle", n.Job, n.State)
+	}
+}
+
+// TestNULsAreNotStored: a job printing binary data sends NUL characters,
+// which PostgreSQL refuses in text: a refused batch of log lines would be
+// sent again for ever and the job would never end. The server stores
+// them as U+FFFD, in log lines and in a final status's error.
+func TestNULsAreNotStored(t *testing.T) {
+	ctx := t.Context()
+	st := seedStore(t, &api.Compute{Name: "c", Workspace: "default", MaxInstances: 1},
+		[]*api.Node{{ID: "n", Workspace: "default", Compute: "c", State: api.NodeRunning, Job: "default/bin/1"}},
+		&api.Job{Workspace: "default", Name: "bin", Type: "command", Command: "cat /bin/true", Compute: "c", Status: api.JobRunning, Attempt: 1,
+			Ranks: []api.JobRank{{Node: "n"}}})
+	s := &Service{Store: st, Now: time.Now}
+	if err := s.AppendLogs(ctx, "n", "default/bin/1", []api.LogLine{{NodeSeq: 1, Stream: "stdout", Text: "ELF\x00\x00x"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.ReportStatus(ctx, "n", api.AssignmentStatus{ID: "default/bin/1", Status: api.JobFailed, Error: "said \x00", LastNodeSeq: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.View(ctx, func(tx store.Tx) error {
+		lines, err := tx.ReadLog(ctx, "default", "bin", 0, 0)
+		if err != nil {
+			return err
+		}
+		if len(lines) != 1 || lines[0].Text != "ELF\uFFFD\uFFFDx" {
+			t.Errorf("log lines %+v, want one with the NULs as U+FFFD", lines)
+		}
+		j, err := tx.GetJob(ctx, "default", "bin")
+		if err != nil {
+			return err
+		}
+		if strings.ContainsRune(j.Ranks[0].Error, 0) || !strings.Contains(j.Ranks[0].Error, "said \uFFFD") {
+			t.Errorf("rank error %q, want the NUL as U+FFFD", j.Ranks[0].Error)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestHeartbeatListsChecked: a heartbeat listing more assignments than an
+// agent runs, or a name that is no assignment, is refused before it joins
+// a batch, where it would cost a read per name or fail the batch.
+func TestHeartbeatListsChecked(t *testing.T) {
+	st := seedStore(t, &api.Compute{Name: "c", Workspace: "default", MaxInstances: 1},
+		[]*api.Node{{ID: "n", Workspace: "default", Compute: "c", State: api.NodeIdle}}, &api.Job{Workspace: "default", Name: "done", Compute: "c", Status: api.JobCompleted})
+	s := &Service{Store: st, Now: time.Now}
+	many := make([]string, maxBeatAssignments+1)
+	for i := range many {
+		many[i] = fmt.Sprintf("default/j%d/1", i)
+	}
+	for name, hb := range map[string]api.AgentHeartbeat{
+		"too many running": {Running: many},
+		"a NUL":            {Running: []string{"default/a\x00/1"}},
+		"not an ID":        {Refused: []string{"x"}},
+	} {
+		_, err := s.Heartbeat(t.Context(), "n", hb)
+		var e *Error
+		if !errors.As(err, &e) || e.Status != 400 {
+			t.Errorf("%s: %v, want a 400", name, err)
+		}
+	}
+	if _, err := s.Heartbeat(t.Context(), "n", api.AgentHeartbeat{Running: many[:3]}); err != nil {
+		t.Errorf("a heartbeat listing 3 assignments: %v", err)
 	}
 }

@@ -110,6 +110,14 @@ func (s *Service) writeSubmitBatch(batch []*submission) {
 		}
 		return nil
 	})
+	if err != nil {
+		// One error for all, naming no submission: it may have come from
+		// one of them, of any workspace. Nothing was written; retry.
+		if s.Log != nil {
+			s.Log.Warn("a batch of submissions was not written", "submissions", len(batch), "err", err)
+		}
+		err = fmt.Errorf("%w: this submission was written together with %d others and the store could not write them (see the server's log); nothing was written, retry", store.ErrUnavailable, len(batch)-1)
+	}
 	for _, m := range batch {
 		if err != nil {
 			m.err = err

@@ -352,10 +352,10 @@ func InSavepoint(exec func(q string) error, after *[]func(), fn func() error) er
 	if err := fn(); err != nil {
 		*after = (*after)[:n]
 		if rerr := exec(`ROLLBACK TO SAVEPOINT tide_sp`); rerr != nil {
-			return fmt.Errorf("%w: rolling back to a savepoint: %w (after: %w)", ErrTxBroken, rerr, err)
+			return fmt.Errorf("%w: rolling back to a savepoint: %w", ErrTxBroken, rerr)
 		}
 		if rerr := exec(`RELEASE SAVEPOINT tide_sp`); rerr != nil {
-			return fmt.Errorf("%w: releasing a savepoint: %w (after: %w)", ErrTxBroken, rerr, err)
+			return fmt.Errorf("%w: releasing a savepoint: %w", ErrTxBroken, rerr)
 		}
 		return err
 	}
