@@ -111,12 +111,18 @@ func (s *Service) writeSubmitBatch(batch []*submission) {
 		return nil
 	})
 	if err != nil {
-		// One error for all, naming no submission: it may have come from
-		// one of them, of any workspace. Nothing was written; retry.
 		if s.Log != nil {
 			s.Log.Warn("a batch of submissions was not written", "submissions", len(batch), "err", err)
 		}
-		err = fmt.Errorf("%w: this submission was written together with %d others and the store could not write them (see the server's log); nothing was written, retry", store.ErrUnavailable, len(batch)-1)
+		if ownError(err) || ctx.Err() != nil {
+			// One of the submissions' own errors (of any workspace)
+			// failed the batch with it: every submission gets one
+			// error naming none of them. Nothing was written; retry.
+			err = fmt.Errorf("%w: this submission was written together with %d others and the store could not write them (see the server's log); nothing was written, retry", store.ErrUnavailable, len(batch)-1)
+		}
+		// Else the store's own error (a full disk, a broken
+		// transaction, the database unreachable) names no submission,
+		// and says what to do.
 	}
 	for _, m := range batch {
 		if err != nil {
@@ -139,6 +145,13 @@ func runSubmission(ctx context.Context, tx store.Tx, fn func(context.Context, st
 		}
 	}()
 	return fn(ctx, tx)
+}
+
+// ownError reports whether err is, or wraps, an error of one submission:
+// a refusal to its user or a conflict on its resources.
+func ownError(err error) bool {
+	var e *Error
+	return errors.As(err, &e) || errors.Is(err, store.ErrPrecondition) || errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrExists)
 }
 
 // batchError reports whether err, returned by one submission's savepoint,
