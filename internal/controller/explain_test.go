@@ -3,7 +3,6 @@ package controller
 import (
 	"context"
 	"log/slog"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -13,7 +12,6 @@ import (
 	"github.com/tideml/tide/internal/config"
 	"github.com/tideml/tide/internal/scheduler"
 	"github.com/tideml/tide/internal/store"
-	"github.com/tideml/tide/internal/store/sqlite"
 )
 
 // TestPendingReasonEstimatesStart checks the estimate in the "nodes
@@ -23,20 +21,10 @@ import (
 // never seen a node of the compute start.
 func TestPendingReasonEstimatesStart(t *testing.T) {
 	ctx := context.Background()
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "tide.db"), slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := openSQLite(t)
 	now := time.Date(2026, 11, 22, 7, 0, 0, 0, time.UTC)
 	t0 := now.Add(-time.Hour)
-	put := func(fn func(tx store.Tx) error) {
-		t.Helper()
-		if err := st.Update(ctx, fn); err != nil {
-			t.Fatal(err)
-		}
-	}
-	put(func(tx store.Tx) error {
+	mustUpdate(t, st, func(tx store.Tx) error {
 		if err := tx.PutWorkspace(ctx, &api.Workspace{Name: "default"}); err != nil {
 			return err
 		}
@@ -69,14 +57,14 @@ func TestPendingReasonEstimatesStart(t *testing.T) {
 		return n
 	}
 
-	put(func(tx store.Tx) error {
+	mustUpdate(t, st, func(tx store.Tx) error {
 		return tx.PutNode(ctx, node("s1", api.NodePreparing, now.Add(-3*time.Second), 0))
 	})
 	if r := reason(); r != "waiting for 1 node(s): 1 starting since 06:59:57" {
 		t.Errorf("no node ever started: reason %q, want no estimate", r)
 	}
 
-	put(func(tx store.Tx) error {
+	mustUpdate(t, st, func(tx store.Tx) error {
 		for i, took := range []time.Duration{10 * time.Second, 12 * time.Second, 30 * time.Second} {
 			if err := tx.PutNode(ctx, node("r"+string(rune('1'+i)), api.NodeIdle, t0, took)); err != nil {
 				return err
@@ -89,7 +77,7 @@ func TestPendingReasonEstimatesStart(t *testing.T) {
 		t.Errorf("reason %q,\nwant %q", r, want)
 	}
 	// The nodes that started are gone: the estimate stays.
-	put(func(tx store.Tx) error {
+	mustUpdate(t, st, func(tx store.Tx) error {
 		for _, id := range []string{"r1", "r2", "r3"} {
 			if err := tx.DeleteNode(ctx, id); err != nil {
 				return err
@@ -101,7 +89,7 @@ func TestPendingReasonEstimatesStart(t *testing.T) {
 		t.Errorf("after scale-down: reason %q, want the estimate kept", r)
 	}
 	// What the provider says a starting node waits for is the job's too.
-	put(func(tx store.Tx) error {
+	mustUpdate(t, st, func(tx store.Tx) error {
 		n := node("s2", api.NodePreparing, now.Add(-2*time.Second), 0)
 		n.Error = "0/3 nodes are available: 3 Insufficient nvidia.com/gpu"
 		return tx.PutNode(ctx, n)

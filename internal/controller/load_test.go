@@ -117,3 +117,11 @@ func openSQLite(t *testing.T) store.Store {
 	t.Cleanup(func() { st.Close() })
 	return st
 }
+
+// mustUpdate runs fn in a write transaction of st, failing the test on error.
+func mustUpdate(t *testing.T, st store.Store, fn func(tx store.Tx) error) {
+	t.Helper()
+	if err := st.Update(context.Background(), fn); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -22,15 +22,9 @@ func TestLoadFollowsNodeChanges(t *testing.T) {
 	now := time.Date(2026, 11, 27, 0, 0, 0, 0, time.UTC)
 	c := New(Options{Store: st, Log: slog.New(slog.DiscardHandler), Now: func() time.Time { return now }})
 	c.cfg.UnusableAfter, c.cfg.ProvisionTimeout = time.Minute, time.Hour
-	update := func(fn func(tx store.Tx) error) {
-		t.Helper()
-		if err := st.Update(ctx, fn); err != nil {
-			t.Fatal(err)
-		}
-	}
 	put := func(ns ...*api.Node) {
 		t.Helper()
-		update(func(tx store.Tx) error {
+		mustUpdate(t, st, func(tx store.Tx) error {
 			for i := range ns {
 				if err := tx.PutNode(ctx, ns[i]); err != nil {
 					return err
@@ -67,7 +61,7 @@ func TestLoadFollowsNodeChanges(t *testing.T) {
 	put(a, node("c", api.NodePreparing))
 	check("after a change and a new node", "a:running", "b:idle", "c:preparing")
 	check("nothing written", "a:running", "b:idle", "c:preparing")
-	update(func(tx store.Tx) error { return tx.DeleteNode(ctx, "b") })
+	mustUpdate(t, st, func(tx store.Tx) error { return tx.DeleteNode(ctx, "b") })
 	put(node("0", api.NodeIdle)) // one more, one less: as many as before
 	check("after a deletion and a new node", "0:idle", "a:running", "c:preparing")
 
@@ -75,7 +69,7 @@ func TestLoadFollowsNodeChanges(t *testing.T) {
 	// preparing, which liveness judges by its creation).
 	c.started = now
 	now = now.Add(2 * time.Minute)
-	update(func(tx store.Tx) error { return tx.PutNodeBeat(ctx, "a", store.NodeBeat{LastHeartbeat: now}) })
+	mustUpdate(t, st, func(tx store.Tx) error { return tx.PutNodeBeat(ctx, "a", store.NodeBeat{LastHeartbeat: now}) })
 	s := check("after a heartbeat", "0:idle", "a:running", "c:preparing")
 	if err := c.liveness(ctx, s, now); err != nil {
 		t.Fatal(err)

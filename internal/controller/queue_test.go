@@ -118,13 +118,7 @@ func TestExplainLooksAtWhatChanged(t *testing.T) {
 	ctx := context.Background()
 	st := openSQLite(t)
 	now := time.Date(2026, 11, 27, 3, 0, 0, 0, time.UTC)
-	update := func(fn func(tx store.Tx) error) {
-		t.Helper()
-		if err := st.Update(ctx, fn); err != nil {
-			t.Fatal(err)
-		}
-	}
-	update(func(tx store.Tx) error {
+	mustUpdate(t, st, func(tx store.Tx) error {
 		if err := tx.PutWorkspace(ctx, &api.Workspace{Name: "ws"}); err != nil {
 			return err
 		}
@@ -189,11 +183,11 @@ func TestExplainLooksAtWhatChanged(t *testing.T) {
 		}
 	}
 	agree("first turn", "compute at max_instances (3 node(s), all busy)")
-	update(func(tx store.Tx) error {
+	mustUpdate(t, st, func(tx store.Tx) error {
 		return tx.PutJob(ctx, &api.Job{Workspace: "ws", Name: "new", Type: api.JobTypeCommand, Compute: "cpu", Status: api.JobQueued, CreatedOn: now.Add(time.Hour)}, "")
 	})
 	agree("a job arrived", "")
-	update(func(tx store.Tx) error {
+	mustUpdate(t, st, func(tx store.Tx) error {
 		j, err := tx.GetJob(ctx, "ws", "j20")
 		if err != nil {
 			return err
@@ -202,7 +196,7 @@ func TestExplainLooksAtWhatChanged(t *testing.T) {
 		return tx.PutJob(ctx, j, "")
 	})
 	agree("a reason overwritten", "compute at max_instances (3 node(s), all busy)")
-	update(func(tx store.Tx) error {
+	mustUpdate(t, st, func(tx store.Tx) error {
 		if err := tx.PutCompute(ctx, &api.Compute{Workspace: "ws", Name: "cpu", MaxInstances: 5, ProvisioningState: api.ProvisioningSucceeded}, ""); err != nil {
 			return err
 		}
@@ -211,14 +205,14 @@ func TestExplainLooksAtWhatChanged(t *testing.T) {
 	agree("a node starting", "waiting for 1 node(s): 1 starting since 03:00:00")
 	// The node turns idle and j00 is placed on it, but its assignment is
 	// not written (here: never; in decide: the node was taken meanwhile).
-	update(func(tx store.Tx) error {
+	mustUpdate(t, st, func(tx store.Tx) error {
 		return tx.PutNode(ctx, &api.Node{ID: "n3", Workspace: "ws", Compute: "cpu", State: api.NodeIdle, CreatedOn: now})
 	})
 	agree("a job placed", "waiting for 1 node(s)")
 	// The node is taken and a job of higher priority arrives ahead of
 	// j00, which the placement then does not visit: its reason from before
 	// it was placed is stale all the same.
-	update(func(tx store.Tx) error {
+	mustUpdate(t, st, func(tx store.Tx) error {
 		if err := tx.PutNode(ctx, &api.Node{ID: "n3", Workspace: "ws", Compute: "cpu", State: api.NodeRunning, Job: "y", CreatedOn: now}); err != nil {
 			return err
 		}

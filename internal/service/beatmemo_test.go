@@ -25,11 +25,7 @@ var beatConfig = config.Server{HeartbeatInterval: time.Second, UnusableAfter: 10
 func TestQuietHeartbeatsAreNotWritten(t *testing.T) {
 	ctx := context.Background()
 	now := time.Date(2026, 11, 27, 3, 0, 0, 0, time.UTC)
-	id := AssignmentID("default", "a", 1)
-	st := seedStore(t, &api.Compute{Name: "c", Workspace: "default", MaxInstances: 1},
-		[]*api.Node{{ID: "n", Workspace: "default", Compute: "c", State: api.NodeRunning, Job: id}},
-		&api.Job{Workspace: "default", Name: "a", Type: "command", Command: "true", Compute: "c",
-			Status: api.JobRunning, Attempt: 1, Ranks: []api.JobRank{{Node: "n", Status: api.JobRunning}}})
+	st, id := seedRank(t, "a", api.JobRunning, api.JobRunning)
 	release := make(chan struct{})
 	close(release)
 	g := &gatedStore{Store: st, release: release}

@@ -125,7 +125,11 @@ const maxBeatAssignments = 64
 // or naming an assignment that cannot be one. It would cost the batch it
 // joins a read per name, or fail it.
 func checkHeartbeat(hb api.AgentHeartbeat) error {
-	for field, ids := range map[string][]string{"running": hb.Running, "refused": hb.Refused} {
+	for _, l := range [...]struct {
+		field string
+		ids   []string
+	}{{"running", hb.Running}, {"refused", hb.Refused}} {
+		field, ids := l.field, l.ids
 		if len(ids) > maxBeatAssignments {
 			return &Error{Status: 400, Code: api.CodeValidation, Msg: fmt.Sprintf("heartbeat: %s: %d assignments, at most %d", field, len(ids), maxBeatAssignments)}
 		}

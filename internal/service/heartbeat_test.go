@@ -171,11 +171,7 @@ func TestHeartbeatEndsARankCanceledBeforeItStarted(t *testing.T) {
 		{api.JobCancelRequested, false, api.JobCanceled},
 		{api.JobPreparing, true, api.JobPreparing},
 	} {
-		id := AssignmentID("default", "b", 1)
-		st := seedStore(t, &api.Compute{Name: "c", Workspace: "default", MaxInstances: 1},
-			[]*api.Node{{ID: "n", Workspace: "default", Compute: "c", State: api.NodeRunning, Job: id}},
-			&api.Job{Workspace: "default", Name: "b", Type: "command", Command: "true", Compute: "c",
-				Status: c.status, Attempt: 1, Ranks: []api.JobRank{{Node: "n"}}})
+		st, _ := seedRank(t, "b", c.status, "")
 		s := &Service{Store: st, Now: func() time.Time { return now }}
 		beat, err := s.Heartbeat(ctx, "n", api.AgentHeartbeat{})
 		if err != nil {

@@ -28,11 +28,7 @@ func (r *recordedArtifacts) PutEmptyArtifacts(ctx context.Context, ws, job strin
 func TestReportStatusKeepsEmptyArtifacts(t *testing.T) {
 	ctx := context.Background()
 	now := time.Date(2026, 11, 27, 3, 0, 0, 0, time.UTC)
-	id := AssignmentID("default", "quiet", 1)
-	st := seedStore(t, &api.Compute{Name: "c", Workspace: "default", MaxInstances: 1},
-		[]*api.Node{{ID: "n", Workspace: "default", Compute: "c", State: api.NodeRunning, Job: id}},
-		&api.Job{Workspace: "default", Name: "quiet", Type: "command", Command: "true", Compute: "c",
-			Status: api.JobRunning, Attempt: 1, Ranks: []api.JobRank{{Node: "n", Status: api.JobRunning}}})
+	st, id := seedRank(t, "quiet", api.JobRunning, api.JobRunning)
 	rec := &recordedArtifacts{got: map[string][]string{}}
 	s := &Service{Store: st, Now: func() time.Time { return now }, Artifacts: rec}
 	zero := 0
@@ -94,11 +90,7 @@ func TestReportStatusKeepsEmptyArtifacts(t *testing.T) {
 func TestFinalStatusThatStartedStartsTheJob(t *testing.T) {
 	ctx := context.Background()
 	now := time.Date(2026, 11, 27, 3, 0, 0, 0, time.UTC)
-	id := AssignmentID("default", "quick", 1)
-	st := seedStore(t, &api.Compute{Name: "c", Workspace: "default", MaxInstances: 1},
-		[]*api.Node{{ID: "n", Workspace: "default", Compute: "c", State: api.NodeRunning, Job: id}},
-		&api.Job{Workspace: "default", Name: "quick", Type: "command", Command: "true", Compute: "c",
-			Status: api.JobPreparing, Attempt: 1, Ranks: []api.JobRank{{Node: "n"}}})
+	st, id := seedRank(t, "quick", api.JobPreparing, "")
 	s := &Service{Store: st, Now: func() time.Time { return now }}
 	if err := s.ReportStatus(ctx, "n", api.AssignmentStatus{ID: id, Status: api.JobRunning, Started: true}); err == nil || !strings.Contains(err.Error(), "started: only a final status") {
 		t.Errorf("started on Running: err = %v", err)
@@ -141,15 +133,12 @@ func TestFinalStatusThatStartedStartsTheJob(t *testing.T) {
 // them as U+FFFD, in log lines and in a final status's error.
 func TestNULsAreNotStored(t *testing.T) {
 	ctx := t.Context()
-	st := seedStore(t, &api.Compute{Name: "c", Workspace: "default", MaxInstances: 1},
-		[]*api.Node{{ID: "n", Workspace: "default", Compute: "c", State: api.NodeRunning, Job: "default/bin/1"}},
-		&api.Job{Workspace: "default", Name: "bin", Type: "command", Command: "cat /bin/true", Compute: "c", Status: api.JobRunning, Attempt: 1,
-			Ranks: []api.JobRank{{Node: "n"}}})
+	st, id := seedRank(t, "bin", api.JobRunning, api.JobRunning)
 	s := &Service{Store: st, Now: time.Now}
-	if err := s.AppendLogs(ctx, "n", "default/bin/1", []api.LogLine{{NodeSeq: 1, Stream: "stdout", Text: "ELF\x00\x00x"}}); err != nil {
+	if err := s.AppendLogs(ctx, "n", id, []api.LogLine{{NodeSeq: 1, Stream: "stdout", Text: "ELF\x00\x00x"}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.ReportStatus(ctx, "n", api.AssignmentStatus{ID: "default/bin/1", Status: api.JobFailed, Error: "said \x00", LastNodeSeq: 1}); err != nil {
+	if err := s.ReportStatus(ctx, "n", api.AssignmentStatus{ID: id, Status: api.JobFailed, Error: "said \x00", LastNodeSeq: 1}); err != nil {
 		t.Fatal(err)
 	}
 	if err := st.View(ctx, func(tx store.Tx) error {

@@ -39,3 +39,16 @@ func seedStore(t *testing.T, cp *api.Compute, nodes []*api.Node, job *api.Job) s
 	}
 	return st
 }
+
+// seedRank seeds a store whose node "n" of compute "c" holds the one rank
+// of attempt 1 of job name, in the job status and rank status given; it
+// returns the store and the rank's assignment ID.
+func seedRank(t *testing.T, name, jobStatus, rankStatus string) (store.Store, string) {
+	t.Helper()
+	id := AssignmentID("default", name, 1)
+	st := seedStore(t, &api.Compute{Name: "c", Workspace: "default", MaxInstances: 1},
+		[]*api.Node{{ID: "n", Workspace: "default", Compute: "c", State: api.NodeRunning, Job: id}},
+		&api.Job{Workspace: "default", Name: name, Type: "command", Command: "true", Compute: "c",
+			Status: jobStatus, Attempt: 1, Ranks: []api.JobRank{{Node: "n", Status: rankStatus}}})
+	return st, id
+}
