@@ -62,8 +62,9 @@ func (s *Service) inSubmitBatch(ctx context.Context, fn func(ctx context.Context
 	case <-m.done:
 		return m.err
 	case <-ctx.Done():
-		// It may still commit, as a request whose client left after the
-		// commit did before.
+		// Not written if its batch has not begun (writeSubmitBatch
+		// skips it); it may still commit if its batch had, as a request
+		// whose client left after the commit did before.
 		return ctx.Err()
 	}
 }
@@ -100,6 +101,14 @@ func (s *Service) writeSubmitBatch(batch []*submission) {
 	err := s.Store.Update(ctx, func(tx store.Tx) error {
 		committed = false
 		for _, m := range batch {
+			if err := m.ctx.Err(); err != nil {
+				// Its client gave up while it waited for the writer,
+				// and was answered so: writing it now would leave a
+				// job its client does not know of, and a retry of an
+				// unnamed job would make a second one.
+				m.err = err
+				continue
+			}
 			mctx := requestValues{Context: ctx, values: m.ctx}
 			m.err = tx.Savepoint(ctx, func() error { return runSubmission(mctx, tx, m.fn) })
 			if m.err == nil {

@@ -190,3 +190,36 @@ func TestSubmissionErrorsStayTheirOwn(t *testing.T) {
 		}
 	}
 }
+
+// TestLeftSubmissionsAreNotWritten: a submission whose client gave up
+// while it waited for the writer is answered with its context's error
+// and not written, so that a client's retry cannot leave two jobs; the
+// others of its batch are written.
+func TestLeftSubmissionsAreNotWritten(t *testing.T) {
+	ctx := t.Context()
+	st := seedStore(t, &api.Compute{Name: "cpu", Workspace: "default", Type: "amlcompute", Size: "Standard_DS3_v2", MaxInstances: 4},
+		nil, &api.Job{Name: "first-job", Workspace: "default", Compute: "cpu", Status: api.JobCompleted})
+	g := &gatedStore{Store: st, release: make(chan struct{})}
+	s := &Service{Store: g, Catalog: catalog.Default()}
+	left, cancel := context.WithCancel(ctx)
+	cancel()
+	names := []string{"alone", "stays-1", "left", "stays-2"}
+	errs := submitInTwoBatches(t, s, g, len(names), func(i int) error {
+		c := ctx
+		if names[i] == "left" {
+			c = left
+		}
+		_, err := s.SubmitJob(c, "default", &api.Job{Name: names[i], Command: "true", Compute: "cpu"})
+		return err
+	})
+	for i, name := range names {
+		gone := name == "left"
+		if gone != (errs[i] != nil) || gone && !errors.Is(errs[i], context.Canceled) {
+			t.Errorf("submission %s: %v", name, errs[i])
+		}
+		err := st.View(ctx, func(tx store.Tx) error { _, err := tx.GetJob(ctx, "default", name); return err })
+		if stored := err == nil; stored == gone {
+			t.Errorf("job %s stored: %v (%v), want %v", name, stored, err, !gone)
+		}
+	}
+}

@@ -78,13 +78,17 @@ func (x *tx) JobVersions(ctx context.Context, f store.JobFilter) ([]store.JobVer
 
 // queuePositionQuery counts, from the index jobs_queue_order, the queued
 // jobs of the job's compute ahead of it: two range scans as long as the
-// part of the queue ahead, not the whole queue.
+// part of the queue ahead, not the whole queue. The job itself is read by
+// its primary key, in a subquery OFFSET 0 keeps apart: with status in the
+// same WHERE, PostgreSQL walked jobs_queue_order over every queued job of
+// the workspace to find it (7 ms with 1,200 queued).
 const queuePositionQuery = `SELECT 1
 	+ (SELECT count(*) FROM jobs a WHERE a.status = 'Queued' AND a.workspace = j.workspace AND a.compute = j.compute
 		AND a.priority > j.priority)
 	+ (SELECT count(*) FROM jobs a WHERE a.status = 'Queued' AND a.workspace = j.workspace AND a.compute = j.compute
 		AND a.priority = j.priority AND a.created < j.created)
-	FROM jobs j WHERE j.workspace = $1 AND j.name = $2 AND j.status = 'Queued'`
+	FROM (SELECT workspace, compute, status, priority, created FROM jobs WHERE workspace = $1 AND name = $2 OFFSET 0) j
+	WHERE j.status = 'Queued'`
 
 // QueuePosition implements store.Tx.
 func (x *tx) QueuePosition(ctx context.Context, workspace, name string) (int, error) {
@@ -196,14 +200,55 @@ func jobsQuery(cols string, f store.JobFilter) (string, []any) {
 	return q, args
 }
 
-// PutJob implements store.Tx.
+// PutJob implements store.Tx. It is one statement, one round trip: the
+// revision is taken and the etag compared in the write itself. Only when
+// it writes nothing does a second read say why (no such job or workspace,
+// or another etag).
 func (x *tx) PutJob(ctx context.Context, j *api.Job, ifMatch string) error {
 	if j.Name == "" || j.Workspace == "" {
 		return fmt.Errorf("job %q in workspace %q: name and workspace must be set", j.Name, j.Workspace)
 	}
-	var stored, created int64
-	err := x.tx.QueryRow(ctx, `SELECT etag, created FROM jobs WHERE workspace = $1 AND name = $2`,
-		j.Workspace, j.Name).Scan(&stored, &created)
+	doc, err := json.Marshal(utcJob(*j))
+	if err != nil {
+		return fmt.Errorf("encoding job %s: %w", j.Name, err)
+	}
+	var row pgx.Row
+	if ifMatch == "" {
+		// The workspace is joined in so that a missing one writes nothing
+		// (instead of failing the foreign key, which would abort the
+		// transaction).
+		row = x.tx.QueryRow(ctx, `WITH r AS (SELECT nextval('revision') AS v)
+			INSERT INTO jobs (workspace, name, compute, status, created, etag, doc, priority, txid)
+			SELECT w.name, $2, $3, $4, r.v, r.v, $5, $6, pg_current_xact_id() FROM r, workspaces w WHERE w.name = $1
+			ON CONFLICT (workspace, name) DO UPDATE SET
+				compute = excluded.compute, status = excluded.status, etag = excluded.etag, doc = excluded.doc,
+				priority = excluded.priority, txid = excluded.txid
+			RETURNING etag`,
+			j.Workspace, j.Name, j.Compute, j.Status, string(doc), j.Priority())
+	} else {
+		row = x.tx.QueryRow(ctx, `UPDATE jobs SET compute = $3, status = $4, etag = nextval('revision'), doc = $5,
+				priority = $6, txid = pg_current_xact_id()
+			WHERE workspace = $1 AND name = $2 AND etag::text = $7
+			RETURNING etag`,
+			j.Workspace, j.Name, j.Compute, j.Status, string(doc), j.Priority(), ifMatch)
+	}
+	var rev int64
+	err = row.Scan(&rev)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return x.whyJobNotPut(ctx, j, ifMatch)
+	}
+	if err != nil {
+		return fmt.Errorf("putting job %s: %w", j.Name, err)
+	}
+	j.Etag = strconv.FormatInt(rev, 10)
+	return nil
+}
+
+// whyJobNotPut is the error of a PutJob that wrote nothing.
+func (x *tx) whyJobNotPut(ctx context.Context, j *api.Job, ifMatch string) error {
+	var stored int64
+	err := x.tx.QueryRow(ctx, `SELECT etag FROM jobs WHERE workspace = $1 AND name = $2`,
+		j.Workspace, j.Name).Scan(&stored)
 	found := err == nil
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		return fmt.Errorf("putting job %s: %w", j.Name, err)
@@ -211,33 +256,10 @@ func (x *tx) PutJob(ctx context.Context, j *api.Job, ifMatch string) error {
 	if err := checkEtag("job", j.Name, found, stored, ifMatch); err != nil {
 		return err
 	}
-	if !found {
-		if err := x.requireWorkspace(ctx, j.Workspace); err != nil {
-			return fmt.Errorf("job %s: %w", j.Name, err)
-		}
+	if err := x.requireWorkspace(ctx, j.Workspace); err != nil {
+		return fmt.Errorf("job %s: %w", j.Name, err)
 	}
-	doc, err := json.Marshal(utcJob(*j))
-	if err != nil {
-		return fmt.Errorf("encoding job %s: %w", j.Name, err)
-	}
-	rev, err := x.nextRevision(ctx)
-	if err != nil {
-		return err
-	}
-	if !found {
-		created = rev
-	}
-	_, err = x.tx.Exec(ctx, `INSERT INTO jobs (workspace, name, compute, status, created, etag, doc, priority, txid)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, pg_current_xact_id())
-		ON CONFLICT (workspace, name) DO UPDATE SET
-			compute = excluded.compute, status = excluded.status, etag = excluded.etag, doc = excluded.doc,
-			priority = excluded.priority, txid = excluded.txid`,
-		j.Workspace, j.Name, j.Compute, j.Status, created, rev, string(doc), j.Priority())
-	if err != nil {
-		return fmt.Errorf("putting job %s: %w", j.Name, err)
-	}
-	j.Etag = strconv.FormatInt(rev, 10)
-	return nil
+	return fmt.Errorf("putting job %s: nothing was written", j.Name)
 }
 
 func utcJob(j api.Job) api.Job {

@@ -132,12 +132,16 @@ func (x *tx) ReadLog(ctx context.Context, workspace, job string, after int64, li
 
 // AddEvent implements store.Tx.
 func (x *tx) AddEvent(ctx context.Context, workspace, resource string, e *api.Event) error {
-	seq, err := x.nextSeqs(ctx, workspace, "event/"+resource, 1)
-	if err != nil {
-		return err
-	}
-	_, err = x.tx.Exec(ctx, `INSERT INTO events (workspace, resource, seq, time, kind, message)
-		VALUES ($1, $2, $3, $4, $5, $6)`, workspace, resource, seq, pgTime(e.Time), e.Kind, e.Message)
+	// One statement: the resource's counter hands out the seq the insert
+	// uses (as nextSeqs does).
+	var seq int64
+	err := x.tx.QueryRow(ctx, `WITH c AS (
+			INSERT INTO counters (workspace, scope, last) VALUES ($1, $2, 1)
+			ON CONFLICT (workspace, scope) DO UPDATE SET last = counters.last + 1
+			RETURNING last)
+		INSERT INTO events (workspace, resource, seq, time, kind, message)
+			SELECT $1, $3, c.last, $4, $5, $6 FROM c
+		RETURNING seq`, workspace, "event/"+resource, resource, pgTime(e.Time), e.Kind, e.Message).Scan(&seq)
 	if err != nil {
 		return fmt.Errorf("adding event to %s: %w", resource, err)
 	}

@@ -75,6 +75,14 @@ func testJobEtags(t *testing.T, open Opener) {
 	j.Status = api.JobCanceled
 	err = s.Update(ctx, func(tx store.Tx) error { return tx.PutJob(ctx, j, first) })
 	wantErr(t, "put job with a stale etag", err, store.ErrPrecondition)
+	// A job in a missing workspace is refused, and the transaction goes
+	// on: the job put after it is kept.
+	other := newJob("default", "after", "cpu", api.JobQueued)
+	update(t, s, func(tx store.Tx) error {
+		err := tx.PutJob(ctx, newJob("nowhere", "j", "cpu", api.JobQueued), "")
+		wantErr(t, "put job in a missing workspace", err, store.ErrNotFound)
+		return tx.PutJob(ctx, other, "")
+	})
 	view(t, s, func(tx store.Tx) error {
 		got, err := tx.GetJob(ctx, "default", "j")
 		if err != nil {
@@ -82,6 +90,9 @@ func testJobEtags(t *testing.T, open Opener) {
 		}
 		if got.Status != api.JobRunning {
 			t.Errorf("status after a failed put = %s, want %s", got.Status, api.JobRunning)
+		}
+		if _, err := tx.GetJob(ctx, "default", "after"); err != nil {
+			t.Errorf("the job put after a refused one: %v", err)
 		}
 		return nil
 	})

@@ -1,0 +1,4 @@
+package postgres
+
+// QueuePositionQuery is queuePositionQuery, for the plan's test.
+const QueuePositionQuery = queuePositionQuery
