@@ -86,6 +86,13 @@ type Job struct {
 	Ranks []JobRank `json:"ranks,omitempty"`
 	// Attempt counts the times the job was started, from 1.
 	Attempt int `json:"attempt,omitempty"`
+	// EmptyArtifacts are empty files and folders among the job's
+	// artifacts (paths below them; folders end in "/") that the nodes of
+	// its first attempt reported instead of uploading them. The server
+	// keeps them here, not in its files; its artifacts list, downloads
+	// and the next pipeline step see them beside the stored files, and a
+	// stored file of the same name wins (a later attempt's).
+	EmptyArtifacts []string `json:"empty_artifacts,omitempty"`
 	// Retried counts the attempts that ended badly and were retried.
 	Retried       JobRetryCounts `json:"retried,omitzero"`
 	PendingReason string         `json:"pending_reason,omitempty"`

@@ -175,6 +175,8 @@ type agent struct {
 	cache *nodecache.Cache
 	// listings are the blob folders' latest listings (listings.go).
 	listings listings
+	// states are the jobs' state files (state.go).
+	states stateFiles
 }
 
 // maxEnded bounds the memory of finished assignments.

@@ -5,8 +5,10 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -191,9 +193,8 @@ func TestAssignmentCompletes(t *testing.T) {
 	if b, err := os.ReadFile(filepath.Join(dir, "checkpoints/ws1/job-a/c")); err != nil || string(b) != "ckpt\n" {
 		t.Errorf("checkpoint file: %q, %v", b, err)
 	}
-	waitFor(t, 5*time.Second, "the state file to be removed", func() bool {
-		entries, _ := os.ReadDir(filepath.Join(dir, "state"))
-		return len(entries) == 0
+	waitFor(t, 5*time.Second, "the state file to be emptied", func() bool {
+		return stateFilesEmpty(t, dir)
 	})
 	// Pushed again (a server that lost the final status): not run twice.
 	srv.mu.Lock()
@@ -605,7 +606,8 @@ func TestSecondAssignmentRefused(t *testing.T) {
 // which the server keeps as it would an archive's.
 func TestNothingWrittenIsReportedNotUploaded(t *testing.T) {
 	srv := newFakeServer(t)
-	startAgent(t, srv, t.TempDir())
+	dir := t.TempDir()
+	startAgent(t, srv, dir)
 	as := assignment("quiet", "true")
 	as.Outputs = []string{"model"}
 	srv.push("assign", as)
@@ -623,6 +625,9 @@ func TestNothingWrittenIsReportedNotUploaded(t *testing.T) {
 	if uploaded {
 		t.Error("an archive was uploaded for a job that wrote nothing")
 	}
+	if _, err := os.Stat(filepath.Join(dir, "jobs/ws1/quiet/1/logs/std_log.txt")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("a job that printed nothing has a log file on the node: %v", err)
+	}
 
 	// One byte anywhere, and the archive is sent as before.
 	loud := assignment("loud", "echo x > $TIDE_OUTPUTS_DIR/model/w")
@@ -633,8 +638,14 @@ func TestNothingWrittenIsReportedNotUploaded(t *testing.T) {
 	srv.mu.Lock()
 	art := srv.artifacts[loud.ID]
 	srv.mu.Unlock()
-	if st.EmptyArtifacts != nil || untar(t, art)["outputs/model/w"] != "x\n" {
-		t.Errorf("empty_artifacts = %q, archive files %v", st.EmptyArtifacts, keys(untar(t, art)))
+	files := untar(t, art)
+	if st.EmptyArtifacts != nil || files["outputs/model/w"] != "x\n" {
+		t.Errorf("empty_artifacts = %q, archive files %v", st.EmptyArtifacts, keys(files))
+	}
+	// The job printed nothing: its log file, created with the first
+	// line, is still in the archive, empty, as in a quiet job's list.
+	if log, ok := files["logs/std_log.txt"]; !ok || log != "" {
+		t.Errorf("logs/std_log.txt in the archive: %q, %v", log, ok)
 	}
 }
 

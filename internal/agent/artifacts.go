@@ -19,7 +19,10 @@ import (
 // half-written file from an earlier attempt cannot be sent.
 func (j *job) uploadArtifacts(ctx context.Context) error {
 	path := filepath.Join(j.dir, "artifacts.tar.gz")
-	if err := os.MkdirAll(j.dir, 0o755); err != nil {
+	if err := os.MkdirAll(j.logsDir, 0o755); err != nil {
+		return fmt.Errorf("packing artifacts: %w", err)
+	}
+	if err := j.keepLogFile(); err != nil {
 		return fmt.Errorf("packing artifacts: %w", err)
 	}
 	if err := writeTarGz(path, j.dir, "outputs", "logs"); err != nil {
@@ -55,6 +58,20 @@ func writeTarGz(path, root string, names ...string) (err error) {
 		}
 	}()
 	return archive.Write(f, root, names...)
+}
+
+// keepLogFile creates the job's log file, empty, when the job printed
+// nothing (the shipper creates it with the first line): every job's
+// artifacts show its log.
+func (j *job) keepLogFile() error {
+	if _, err := os.Lstat(j.logFile()); !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	f, err := os.OpenFile(j.logFile(), os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	return f.Close()
 }
 
 // errNotEmpty stops emptyArtifacts' walk at the first byte to upload.
@@ -116,6 +133,14 @@ func (j *job) emptyArtifacts() ([]string, bool) {
 		if err != nil {
 			return nil, false
 		}
+	}
+	// The log file of a job that printed nothing, not created on the node.
+	if _, err := os.Lstat(j.logFile()); errors.Is(err, fs.ErrNotExist) {
+		rel, err := filepath.Rel(j.dir, j.logFile())
+		if err != nil || len(names) >= api.MaxEmptyArtifacts {
+			return nil, false
+		}
+		names = append(names, filepath.ToSlash(rel))
 	}
 	return names, true
 }

@@ -64,7 +64,9 @@ type job struct {
 	stopReason string
 	stopGrace  time.Duration
 	final      *api.AssignmentStatus
-	// savedState is the state file's content as last written.
+	// stateFile is the job's state file (saveState); savedState its
+	// content as last written.
+	stateFile  *stateFile
 	savedState []byte
 	// cancelPrep stops fetching code and inputs when the job is stopped
 	// before its command starts.
@@ -178,9 +180,7 @@ func (j *job) execute() api.AssignmentStatus {
 			return failed(fmt.Sprintf("preparing job folder: %v", err))
 		}
 	}
-	if err := j.logs.openFile(j.logFile()); err != nil {
-		return failed(fmt.Sprintf("opening log file: %v", err))
-	}
+	j.logs.copyTo(j.logFile())
 	j.saveState()
 
 	for _, n := range as.Notes {
@@ -472,7 +472,7 @@ func (j *job) finish(st api.AssignmentStatus) {
 		j.log.Error("final status not reported; it stays in the state folder", slog.Any("error", err))
 		return
 	}
-	_ = os.Remove(j.statePath())
+	j.releaseState()
 }
 
 // ended reports whether the job's command is over (its final status is

@@ -40,11 +40,13 @@ var maxPending = 50_000
 type shipper struct {
 	j *job
 
-	mu      sync.Mutex
-	file    *os.File
-	pending []api.LogLine
-	seq     int64
-	closed  bool
+	mu sync.Mutex
+	// file is filePath once opened (copyTo).
+	file     *os.File
+	filePath string
+	pending  []api.LogLine
+	seq      int64
+	closed   bool
 	// spooled lines were written to spoolW and not yet read back through
 	// spoolR; while any are, new lines go there too, to keep the order.
 	spooled int
@@ -63,16 +65,13 @@ func newShipper(j *job) *shipper {
 	return &shipper{j: j, kick: make(chan struct{}, 1), done: make(chan struct{})}
 }
 
-// openFile makes the shipper copy every line to path.
-func (s *shipper) openFile(path string) error {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return err
-	}
+// copyTo makes the shipper copy every line to path, a file it creates
+// with the first line: a job that prints nothing costs no file here
+// (emptyArtifacts and uploadArtifacts still show it, empty).
+func (s *shipper) copyTo(path string) {
 	s.mu.Lock()
-	s.file = f
+	s.filePath = path
 	s.mu.Unlock()
-	return nil
 }
 
 // add queues one line.
@@ -96,6 +95,13 @@ func (s *shipper) add(stream, text string) {
 		s.pending = append(s.pending, line)
 	}
 	n := len(s.pending)
+	if s.file == nil && s.filePath != "" {
+		f, err := os.OpenFile(s.filePath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			s.j.log.Warn("opening the job's log file; its lines are sent, not kept on the node", slog.Any("error", err))
+		}
+		s.file, s.filePath = f, ""
+	}
 	if s.file != nil {
 		_, _ = fmt.Fprintln(s.file, text)
 	}

@@ -1,8 +1,12 @@
 package agent
 
 import (
+	"bytes"
+	"context"
 	"log/slog"
 	"os"
+	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -52,4 +56,73 @@ func TestStateFileIsOverwrittenInPlace(t *testing.T) {
 	if st, err := readState(j.statePath()); err != nil || st.Final == nil || st.Final.Status != api.JobFailed || st.Final.Error != "" {
 		t.Errorf("after a crash before the cut: %+v, %v", st, err)
 	}
+}
+
+// A job's state file is emptied when the server took its final status and
+// kept for the next job: no file is created or removed per job.
+func TestStateFilesAreReused(t *testing.T) {
+	a := &agent{cfg: Config{Dir: t.TempDir()}, log: slog.New(slog.DiscardHandler)}
+	first := newJob(a, assignment("one", "true"))
+	first.saveState()
+	path := first.statePath()
+	fi, err := os.Stat(path)
+	if err != nil || fi.Size() == 0 {
+		t.Fatalf("state file after the first save: %v, %v", fi, err)
+	}
+	first.releaseState()
+	if !stateFilesEmpty(t, a.cfg.Dir) {
+		t.Fatal("the state file was not emptied")
+	}
+	second := newJob(a, assignment("two", "true"))
+	second.saveState()
+	if second.statePath() != path {
+		t.Errorf("the second job's state file is %s, not the emptied %s", second.statePath(), path)
+	}
+	if fi2, err := os.Stat(path); err != nil || !os.SameFile(fi, fi2) {
+		t.Errorf("the state file was replaced: %v", err)
+	}
+	if st, err := readState(path); err != nil || st.Assignment.ID != second.as.ID {
+		t.Errorf("state = %+v, %v; want the second job's", st, err)
+	}
+	// Two jobs at once have a file each.
+	third := newJob(a, assignment("three", "true"))
+	third.saveState()
+	if third.statePath() == path || third.statePath() == "" {
+		t.Errorf("the third job's state file is %q", third.statePath())
+	}
+
+	// An agent started later keeps an empty file for its jobs, as a
+	// free one, not as an unreadable state to remove.
+	second.releaseState()
+	third.releaseState()
+	var logged bytes.Buffer
+	b := &agent{cfg: a.cfg, log: slog.New(slog.NewTextHandler(&logged, nil)), jobs: map[string]*job{}}
+	b.recover(context.Background())
+	if fi2, err := os.Stat(path); err != nil || !os.SameFile(fi, fi2) {
+		t.Fatalf("the empty state file was not kept: %v", err)
+	}
+	if strings.Contains(logged.String(), "unreadable") {
+		t.Errorf("recover: %s", logged.String())
+	}
+	fourth := newJob(b, assignment("four", "true"))
+	fourth.saveState()
+	if ents, _ := os.ReadDir(filepath.Join(a.cfg.Dir, "state")); len(ents) != 2 || fourth.statePath() == "" {
+		t.Errorf("after a restart, a job's state file is %s, among %d files; want one of the two empty ones", fourth.statePath(), len(ents))
+	}
+}
+
+// stateFilesEmpty reports whether every state file in the agent folder dir
+// is empty (kept for a later job).
+func stateFilesEmpty(t *testing.T, dir string) bool {
+	t.Helper()
+	ents, err := os.ReadDir(filepath.Join(dir, "state"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		if fi, err := e.Info(); err != nil || fi.Size() > 0 {
+			return false
+		}
+	}
+	return true
 }

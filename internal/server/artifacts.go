@@ -12,6 +12,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -26,11 +27,12 @@ func artifactsName(ws, job string) string { return path.Join("artifacts", ws, jo
 
 func (s *Server) listArtifacts(w http.ResponseWriter, r *http.Request) {
 	ws, name := r.PathValue("workspace"), r.PathValue("name")
-	if _, err := s.svc.Job(r.Context(), ws, name); err != nil {
+	j, err := s.svc.Job(r.Context(), ws, name)
+	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	files, err := s.files.List(r.Context(), artifactsName(ws, name))
+	files, err := jobFiles(r.Context(), s.files, j, "")
 	if err != nil {
 		s.fail(w, r, fmt.Errorf("listing the artifacts of job %s in %s: %w", name, s.files, err))
 		return
@@ -42,18 +44,55 @@ func (s *Server) listArtifacts(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, 200, list(out))
 }
 
+// jobFiles lists the files of job j's artifacts below the folder dir
+// ("" for all; "outputs/NAME" for an output), by path below it: those
+// stored in files, and the empty ones its record keeps
+// (api.Job.EmptyArtifacts), where no stored file has their name.
+func jobFiles(ctx context.Context, files filestore.Store, j *api.Job, dir string) ([]filestore.File, error) {
+	stored, err := files.List(ctx, path.Join(artifactsName(j.Workspace, j.Name), dir))
+	if err != nil {
+		return nil, err
+	}
+	prefix := ""
+	if dir != "" {
+		prefix = dir + "/"
+	}
+	n := len(stored)
+	for _, e := range j.EmptyArtifacts {
+		rel, ok := strings.CutPrefix(e, prefix)
+		if !ok || rel == "" || strings.HasSuffix(rel, "/") || slices.ContainsFunc(stored[:n], func(f filestore.File) bool { return f.Name == rel }) {
+			continue
+		}
+		stored = append(stored, filestore.File{Name: rel})
+	}
+	if len(stored) > n {
+		slices.SortFunc(stored, func(a, b filestore.File) int { return strings.Compare(a.Name, b.Name) })
+	}
+	return stored, nil
+}
+
+// hasEmptyFolder reports whether job j's record keeps dir (a folder of its
+// artifacts) or anything below it.
+func hasEmptyFolder(j *api.Job, dir string) bool {
+	return slices.ContainsFunc(j.EmptyArtifacts, func(e string) bool { return strings.HasPrefix(e, dir+"/") })
+}
+
 func (s *Server) getArtifact(w http.ResponseWriter, r *http.Request) {
 	ws, name := r.PathValue("workspace"), r.PathValue("name")
-	if _, err := s.svc.Job(r.Context(), ws, name); err != nil {
+	j, err := s.svc.Job(r.Context(), ws, name)
+	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
 	rel := path.Clean("/" + r.PathValue("path"))[1:]
 	var body io.ReadCloser
 	var size int64
-	err := fs.ErrNotExist
+	err = fs.ErrNotExist
 	if rel != "" {
 		body, size, err = s.files.Open(r.Context(), path.Join(artifactsName(ws, name), rel))
+	}
+	if errors.Is(err, fs.ErrNotExist) && rel != "" && slices.Contains(j.EmptyArtifacts, rel) {
+		body, size, err = io.NopCloser(strings.NewReader("")), 0, nil // kept in the job's record
 	}
 	if errors.Is(err, fs.ErrNotExist) {
 		writeProblem(w, &api.Problem{Status: 404, Code: api.CodeNotFound, Detail: fmt.Sprintf("artifact %q of job %s not found; run 'tide job download %s' to list what it kept", r.PathValue("path"), name, name)})

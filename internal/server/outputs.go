@@ -2,11 +2,14 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
+	"strings"
 
 	"github.com/tideml/tide/api"
 	"github.com/tideml/tide/internal/blob"
@@ -28,15 +31,15 @@ func outputName(ws, job, output string) string {
 }
 
 // PackOutput implements service.StepOutputs.
-func (o stepOutputs) PackOutput(ctx context.Context, ws, job, output string, file bool) (string, error) {
-	src := outputName(ws, job, output)
-	// The agent uploads every declared output folder, empty or not, so a
-	// missing one means the job's artifacts are gone: never hand on an
-	// empty folder in its place.
-	if ok, err := o.files.Exists(ctx, src); err != nil || !ok {
+func (o stepOutputs) PackOutput(ctx context.Context, j *api.Job, output string, file bool) (string, error) {
+	job, src := j.Name, outputName(j.Workspace, j.Name, output)
+	// The agent uploads or reports every declared output folder, empty or
+	// not, so a missing one means the job's artifacts are gone: never hand
+	// on an empty folder in its place.
+	if ok, err := o.files.Exists(ctx, src); err != nil || (!ok && !hasEmptyFolder(j, path.Join("outputs", output))) {
 		return "", fmt.Errorf("job %s kept no output %s (its artifacts are missing from %s: %v); run the step again with settings.force_rerun: true", job, output, o.files, err)
 	}
-	files, err := o.files.List(ctx, src)
+	files, err := jobFiles(ctx, o.files, j, path.Join("outputs", output))
 	if err != nil {
 		return "", err
 	}
@@ -50,7 +53,7 @@ func (o stepOutputs) PackOutput(ctx context.Context, ws, job, output string, fil
 	}
 	defer os.RemoveAll(dir)
 	for _, f := range files {
-		if err := o.fetch(ctx, path.Join(src, f.Name), filepath.Join(dir, filepath.FromSlash(f.Name))); err != nil {
+		if err := o.fetch(ctx, path.Join(src, f.Name), f, filepath.Join(dir, filepath.FromSlash(f.Name))); err != nil {
 			return "", fmt.Errorf("reading output %s of job %s: %w", output, job, err)
 		}
 	}
@@ -76,9 +79,13 @@ func (o stepOutputs) PackOutput(ctx context.Context, ws, job, output string, fil
 	return api.BlobRef(snap.Digest, name), nil
 }
 
-// fetch copies the stored file name to the local file dst.
-func (o stepOutputs) fetch(ctx context.Context, name, dst string) error {
+// fetch copies the stored file name (an empty file when f has no size
+// and is not stored: one of the job's record) to the local file dst.
+func (o stepOutputs) fetch(ctx context.Context, name string, f filestore.File, dst string) error {
 	r, _, err := o.files.Open(ctx, name)
+	if errors.Is(err, fs.ErrNotExist) && f.Size == 0 {
+		r, err = io.NopCloser(strings.NewReader("")), nil
+	}
 	if err != nil {
 		return err
 	}
@@ -86,40 +93,43 @@ func (o stepOutputs) fetch(ctx context.Context, name, dst string) error {
 	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
 		return err
 	}
-	f, err := os.Create(dst)
+	out, err := os.Create(dst)
 	if err != nil {
 		return err
 	}
-	_, err = io.Copy(f, r)
-	if cerr := f.Close(); err == nil {
+	_, err = io.Copy(out, r)
+	if cerr := out.Close(); err == nil {
 		err = cerr
 	}
 	return err
 }
 
 // CopyOutput implements service.StepOutputs.
-func (o stepOutputs) CopyOutput(ctx context.Context, ws, job, output, toJob, to string) error {
-	src, dst := outputName(ws, job, output), outputName(ws, toJob, to)
+func (o stepOutputs) CopyOutput(ctx context.Context, j *api.Job, output, toJob, to string) error {
+	src, dst := outputName(j.Workspace, j.Name, output), outputName(j.Workspace, toJob, to)
 	if err := o.files.Delete(ctx, dst); err != nil {
 		return err
 	}
 	if err := o.files.MakeFolder(ctx, dst); err != nil {
 		return err
 	}
-	files, err := o.files.List(ctx, src)
+	files, err := jobFiles(ctx, o.files, j, path.Join("outputs", output))
 	if err != nil {
 		return err
 	}
 	for _, f := range files {
-		if err := o.copy(ctx, path.Join(src, f.Name), path.Join(dst, f.Name)); err != nil {
-			return fmt.Errorf("copying output %s of job %s: %w", output, job, err)
+		if err := o.copy(ctx, path.Join(src, f.Name), f, path.Join(dst, f.Name)); err != nil {
+			return fmt.Errorf("copying output %s of job %s: %w", output, j.Name, err)
 		}
 	}
 	return nil
 }
 
-func (o stepOutputs) copy(ctx context.Context, from, to string) error {
+func (o stepOutputs) copy(ctx context.Context, from string, f filestore.File, to string) error {
 	r, _, err := o.files.Open(ctx, from)
+	if errors.Is(err, fs.ErrNotExist) && f.Size == 0 {
+		return o.files.Put(ctx, to, strings.NewReader("")) // one of the job's record
+	}
 	if err != nil {
 		return err
 	}

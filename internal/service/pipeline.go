@@ -24,10 +24,10 @@ import (
 type StepOutputs interface {
 	// PackOutput returns a blob reference to what job wrote to its output
 	// (the one file in it, as blob:HEX/FILE, when file is set).
-	PackOutput(ctx context.Context, ws, job, output string, file bool) (string, error)
+	PackOutput(ctx context.Context, job *api.Job, output string, file bool) (string, error)
 	// CopyOutput copies job's output into another job's output to (a
 	// pipeline's own outputs, downloaded with the pipeline).
-	CopyOutput(ctx context.Context, ws, job, output, toJob, to string) error
+	CopyOutput(ctx context.Context, job *api.Job, output, toJob, to string) error
 }
 
 // submitPipeline checks a pipeline job (its components resolved, each
@@ -382,7 +382,7 @@ func (s *Service) startStep(ctx context.Context, tx store.Tx, p *api.Job, name s
 		if err != nil {
 			return "", err
 		}
-		return s.Outputs.PackOutput(ctx, p.Workspace, job, out, file)
+		return s.Outputs.PackOutput(ctx, job, out, file)
 	}
 	now := s.now()
 	fail := func(msg string) error {
@@ -425,18 +425,18 @@ func (s *Service) startStep(ctx context.Context, tx store.Tx, p *api.Job, name s
 
 // outputJob is the job whose outputs are step job's: its own, or a sweep
 // step's best trial's, as in Azure.
-func outputJob(ctx context.Context, tx store.Tx, ws, job string) (string, error) {
+func outputJob(ctx context.Context, tx store.Tx, ws, job string) (*api.Job, error) {
 	j, err := tx.GetJob(ctx, ws, job)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	if j.Type != api.JobTypeSweep {
-		return job, nil
+		return j, nil
 	}
 	if j.BestTrial == "" {
-		return "", fmt.Errorf("sweep %s has no best trial to take outputs from", job)
+		return nil, fmt.Errorf("sweep %s has no best trial to take outputs from", job)
 	}
-	return j.BestTrial, nil
+	return tx.GetJob(ctx, ws, j.BestTrial)
 }
 
 // reusable finds the newest completed job with the same reuse key.
@@ -467,7 +467,7 @@ func (s *Service) endPipeline(ctx context.Context, tx store.Tx, p *api.Job, d pi
 			}
 			job, err := outputJob(ctx, tx, p.Workspace, st.Job)
 			if err == nil {
-				err = s.Outputs.CopyOutput(ctx, p.Workspace, job, out, p.Name, b.Name)
+				err = s.Outputs.CopyOutput(ctx, job, out, p.Name, b.Name)
 			}
 			if err != nil {
 				d.Status = api.JobFailed

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path"
+	"slices"
 	"strings"
 
 	"github.com/tideml/tide/api"
@@ -58,12 +59,16 @@ func (s *Service) ReportStatus(ctx context.Context, nodeID string, st api.Assign
 		return err
 	}
 	st.Error = noNUL(st.Error)
-	if len(st.EmptyArtifacts) > 0 {
-		// Kept before the status is, as an upload is, so that whoever
-		// sees the job ended finds its artifacts; and outside the
-		// status's transaction, as an upload is, so that the store's
-		// writer waits for no file store (and a retried transaction
-		// writes nothing twice).
+	if len(st.EmptyArtifacts) > 0 && attempt > 1 {
+		// A later attempt's empty files replace an earlier attempt's
+		// stored files of the same name, as its upload would: they are
+		// written to the server's files. Before the status is, as an
+		// upload is, so that whoever sees the job ended finds its
+		// artifacts; and outside the status's transaction, so that the
+		// store's writer waits for no file store (and a retried
+		// transaction writes nothing twice). The first attempt's are
+		// kept in the job's record, with the status (no earlier stored
+		// file can have their names): no file written, no read.
 		if err := s.keepEmptyArtifacts(ctx, nodeID, ws, name, attempt, st); err != nil {
 			return err
 		}
@@ -83,6 +88,13 @@ func (s *Service) ReportStatus(ctx context.Context, nodeID string, st api.Assign
 		r := &j.Ranks[st.NodeRank]
 		if api.JobTerminal(r.Status) {
 			return nil
+		}
+		if attempt == 1 {
+			for _, n := range st.EmptyArtifacts {
+				if !slices.Contains(j.EmptyArtifacts, n) {
+					j.EmptyArtifacts = append(j.EmptyArtifacts, n)
+				}
+			}
 		}
 		r.Status, r.ExitCode, r.Error, r.LastNodeSeq, r.NodeFailure = st.Status, st.ExitCode, st.Error, st.LastNodeSeq, st.Preempted
 		if st.Usage != nil {
@@ -111,8 +123,8 @@ func (s *Service) ReportStatus(ctx context.Context, nodeID string, st api.Assign
 	return nil
 }
 
-// keepEmptyArtifacts writes the empty files and folders a final status
-// names, when the status is the node's report of its own unfinished rank
+// keepEmptyArtifacts writes the empty files and folders a later attempt's
+// final status names to the server's files, when the status is the node's report of its own unfinished rank
 // of the job's attempt (read, not locked: ReportStatus checks again in
 // its transaction, and writing empty files for a report it then ignores
 // changes nothing a user sees, as an upload of it would not).

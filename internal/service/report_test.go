@@ -21,8 +21,10 @@ func (r *recordedArtifacts) PutEmptyArtifacts(ctx context.Context, ws, job strin
 	return nil
 }
 
-// A final status's empty_artifacts are kept before the status, only for
-// the node's own unfinished rank; names outside outputs/ and logs/, on a
+// A final status's empty_artifacts are kept only for the node's own
+// unfinished rank: the first attempt's in the job's record, with the
+// status; a later attempt's in the files before the status, where they
+// replace an earlier attempt's; names outside outputs/ and logs/, on a
 // Running status, or on a server that keeps none are refused, naming the
 // field.
 func TestReportStatusKeepsEmptyArtifacts(t *testing.T) {
@@ -61,20 +63,46 @@ func TestReportStatusKeepsEmptyArtifacts(t *testing.T) {
 	if err := s.ReportStatus(ctx, "n", ok); err != nil {
 		t.Fatal(err)
 	}
-	if got := rec.got["default/quiet"]; !slices.Equal(got, ok.EmptyArtifacts) {
-		t.Errorf("kept %q, want %q", got, ok.EmptyArtifacts)
+	job := func() *api.Job {
+		var j *api.Job
+		err := st.View(ctx, func(tx store.Tx) (err error) {
+			j, err = tx.GetJob(ctx, "default", "quiet")
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return j
 	}
-	var j *api.Job
-	err := st.View(ctx, func(tx store.Tx) (err error) {
-		j, err = tx.GetJob(ctx, "default", "quiet")
-		return err
+	// The first attempt's are kept in the job's record, no file written.
+	if j := job(); j.Status != api.JobCompleted || !slices.Equal(j.EmptyArtifacts, ok.EmptyArtifacts) || len(rec.got) != 0 {
+		t.Fatalf("job: %s, record %q, files %q; want Completed, the record %q and no file", j.Status, j.EmptyArtifacts, rec.got, ok.EmptyArtifacts)
+	}
+	// Reported again (the answer was lost): the rank has ended, nothing more is kept.
+	if err := s.ReportStatus(ctx, "n", ok); err != nil || len(job().EmptyArtifacts) != 2 || len(rec.got) != 0 {
+		t.Errorf("again: %v, record %q, files %q", err, job().EmptyArtifacts, rec.got)
+	}
+
+	// A later attempt's replace the earlier attempt's stored files of the
+	// same name: they are written to the files, before the status.
+	err := st.Update(ctx, func(tx store.Tx) error {
+		j, err := tx.GetJob(ctx, "default", "quiet")
+		if err != nil {
+			return err
+		}
+		j.Status, j.Attempt, j.Ranks = api.JobRunning, 2, []api.JobRank{{Node: "n", Status: api.JobRunning}}
+		return tx.PutJob(ctx, j, "")
 	})
-	if err != nil || j.Status != api.JobCompleted {
-		t.Fatalf("job: %+v, %v", j, err)
+	if err != nil {
+		t.Fatal(err)
 	}
-	// Reported again (the answer was lost): the rank has ended, nothing more is written.
-	if err := s.ReportStatus(ctx, "n", ok); err != nil || len(rec.got["default/quiet"]) != 2 {
-		t.Errorf("again: %v, kept %q", err, rec.got["default/quiet"])
+	second := ok
+	second.ID, second.EmptyArtifacts = AssignmentID("default", "quiet", 2), []string{"logs/std_log.txt"}
+	if err := s.ReportStatus(ctx, "n", second); err != nil {
+		t.Fatal(err)
+	}
+	if j := job(); j.Status != api.JobCompleted || len(j.EmptyArtifacts) != 2 || !slices.Equal(rec.got["default/quiet"], second.EmptyArtifacts) {
+		t.Errorf("second attempt: job %s, record %q, files %q; want the files %q", j.Status, j.EmptyArtifacts, rec.got, second.EmptyArtifacts)
 	}
 
 	s.Artifacts = nil

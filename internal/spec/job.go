@@ -55,7 +55,7 @@ var jobStatusFields = map[string]bool{
 	"id": true, "workspace": true, "status": true, "created_on": true, "start_time": true,
 	"end_time": true, "exit_code": true, "error": true, "log_tail": true, "ranks": true,
 	"attempt": true, "created_by": true, "pending_reason": true, "etag": true, "parent": true, "step": true, "metrics": true, "steps": true, "reuse_key": true, "resolved_environment": true, "creation_context": true, "retried": true, "queue_position": true,
-	"serverless": true, "cost": true, "usage": true, "trials": true, "best_trial": true, "parameters": true, "params": true,
+	"serverless": true, "cost": true, "usage": true, "trials": true, "best_trial": true, "parameters": true, "params": true, "empty_artifacts": true,
 }
 
 // jobTypesText says which job types tide runs, for errors.
