@@ -309,7 +309,7 @@ var warms = [...]int{0, 1, 2, 4, 8, 16, 32}
 // costs no more node time and makes jobs wait no longer in all than the
 // Reference, with the largest gain: the smaller of the relative node time
 // saved and the relative wait saved, so that both fall; the Reference when
-// none does with confidence (minGain, parts).
+// none does with confidence (confidence.go).
 func (h *GapHistory) bestSetting() candidate {
 	ref := candidate{}
 	for k := range ref.keep {
