@@ -319,12 +319,17 @@ func TestScale(t *testing.T) {
 		return err == nil && idle == sz.Nodes
 	})
 
-	// 1. Heartbeats of idle nodes.
+	// 1. Heartbeats of idle nodes. (The phases are logged as they start,
+	// for a profile of one: go test -v prints them at once.)
+	t.Logf("%s heartbeats of idle nodes for %s", time.Now().UTC().Format(time.TimeOnly), sz.Window)
 	r.beats = s.measureBeats(fleet, sz.Window)
+	t.Logf("%s heartbeats: %.1f %% of one core (%d in %s), server peak RSS so far %s MB", time.Now().UTC().Format(time.TimeOnly),
+		100*r.beats.CPU.Seconds()/r.beats.Window.Seconds(), r.beats.Heartbeats, r.beats.Window, mb(r.beats.HWMKB))
 
 	// 2. Submissions: enough to fill every node and leave Queued waiting.
 	sub := newSubmitter(s, sz.Clients)
 	r.submitted = sz.Nodes + sz.Queued
+	t.Logf("%s submissions", time.Now().UTC().Format(time.TimeOnly))
 	u0 := s.usage()
 	r.submitLat, r.submitTime = sub.submit(r.submitted, sz.Computes)
 	r.submitCPU = s.usage().CPU - u0.CPU
@@ -337,6 +342,7 @@ func TestScale(t *testing.T) {
 
 	// 3. Controller turns: each round Batch nodes complete their job and
 	// Batch jobs arrive; the round ends when Batch queued jobs started.
+	t.Logf("%s rounds", time.Now().UTC().Format(time.TimeOnly))
 	h0 := s.scrapeHistogram("tide_controller_turn_seconds")
 	for range sz.Rounds {
 		r0 := time.Now()
@@ -364,6 +370,7 @@ func TestScale(t *testing.T) {
 	r.turns = s.scrapeHistogram("tide_controller_turn_seconds").sub(h0)
 
 	// 4. What a user asks while all this is queued.
+	t.Logf("%s job list and job show", time.Now().UTC().Format(time.TimeOnly))
 	ctx := context.Background()
 	for i := range sz.Queries {
 		q0 := time.Now()

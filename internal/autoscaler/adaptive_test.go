@@ -255,11 +255,11 @@ func TestGapHistorySurvivesJSON(t *testing.T) {
 	}
 }
 
-// TestChoicesAtMostHourly: a compute closing hundreds of gaps a minute
-// chooses its setting at most once an hour (each choice replays the whole
-// log under every candidate); the choice that came due is made at the
-// first submit an hour after the last.
-func TestChoicesAtMostHourly(t *testing.T) {
+// TestChoicesAtMostEveryTwoHours: a compute closing hundreds of gaps a
+// minute chooses its setting at most once every chooseEvery (each choice
+// replays the whole log under every candidate); the choice that came due
+// is made at the first submit that long after the last.
+func TestChoicesAtMostEveryTwoHours(t *testing.T) {
 	h := NewGapHistory()
 	at := t0
 	for range 600 { // 600 gaps in 10 minutes
@@ -271,40 +271,73 @@ func TestChoicesAtMostHourly(t *testing.T) {
 	if !h.learned || first == 0 || !h.due {
 		t.Fatalf("learned %v, chosen at %v, due %v: want a first choice and a later one due", h.learned, first, h.due)
 	}
-	h.NodeIdle(t0.Add(59 * time.Minute))
-	h.Demand(t0.Add(59*time.Minute+time.Second), 1)
+	h.NodeIdle(t0.Add(119 * time.Minute))
+	h.Demand(t0.Add(119*time.Minute+time.Second), 1)
 	if h.chosen != first {
-		t.Errorf("chose again %v after the first choice, want at most once an hour", time.Duration(h.chosen-first))
+		t.Errorf("chose again %v after the first choice, want at most once every two hours", time.Duration(h.chosen-first))
 	}
-	h.NodeIdle(t0.Add(61 * time.Minute))
-	h.Demand(t0.Add(61*time.Minute+time.Second), 1)
+	h.NodeIdle(t0.Add(121 * time.Minute))
+	h.Demand(t0.Add(121*time.Minute+time.Second), 1)
 	if h.chosen == first || h.due {
-		t.Errorf("no choice an hour later (due %v)", h.due)
+		t.Errorf("no choice two hours later (due %v)", h.due)
 	}
 }
 
-// TestGainMustHoldInEveryPart: a candidate that gains over the Reference
-// in all but loses in one span of the log is not taken (one burst or one
-// night must not decide), and one no worse in every span is.
-func TestGainMustHoldInEveryPart(t *testing.T) {
-	// The Reference's outcomes at the three cuts, then in all: 10 node-s
-	// and one boot time of waiting in each span.
-	ref := []outcome{{10, 1}, {20, 2}, {30, 3}, {40, 4}}
-	buf := &replayBuf{at: []outcome{{2, 0}, {4, 0}, {16, 2}}}
-	if holdsInEveryPart(buf, outcome{18, 2}, ref) {
-		t.Error("a candidate that waits longer in the third span (2 boot times against 1) holds in every span")
+// TestGainMustBeSure: a candidate is taken only when its gains over the
+// Reference, span by span, are large against how much they vary, on node
+// time and on waiting: not one whose gain comes from one span, nor one
+// that only ties on waiting.
+func TestGainMustBeSure(t *testing.T) {
+	// The Reference costs 10 node-s and waits one boot time in each span.
+	var ref []outcome
+	for k := 1; k <= parts; k++ {
+		ref = append(ref, outcome{10 * float64(k), float64(k)})
 	}
-	buf.at = []outcome{{2, 0}, {4, 0}, {6, 1}}
-	if !holdsInEveryPart(buf, outcome{8, 2}, ref) {
-		t.Error("a candidate no worse in any span does not hold")
+	// spans returns a candidate's running outcomes (at the cuts, total)
+	// for a cost and a wait in each span.
+	spans := func(cost, wait func(k int) float64) (*replayBuf, outcome) {
+		buf := &replayBuf{}
+		var o outcome
+		for k := range parts {
+			o.cost += cost(k)
+			o.wait += wait(k)
+			buf.at = append(buf.at, o)
+		}
+		buf.at = buf.at[:parts-1]
+		return buf, o
+	}
+	steady := func(int) float64 { return 0.5 }
+	tests := []struct {
+		name       string
+		cost, wait func(k int) float64
+		want       bool
+	}{
+		{"gains in every span", func(k int) float64 { return 8 + float64(k%2) }, steady, true},
+		{"gains from one span", func(k int) float64 { return 10 - 30*float64(min(1, k/(parts-1))) }, func(k int) float64 { return 1 - float64(min(1, k/(parts-1))) }, false},
+		{"ties on waiting", func(int) float64 { return 5 }, func(int) float64 { return 1 }, false},
+		{"gains but loses one span a little", func(k int) float64 { return 7 + 4*float64(min(1, k/(parts-1))) }, steady, true},
+		{"waits longer", func(int) float64 { return 5 }, func(int) float64 { return 1.5 }, false},
+	}
+	for _, tc := range tests {
+		buf, o := spans(tc.cost, tc.wait)
+		if got := confident(buf, o, ref); got != tc.want {
+			t.Errorf("%s: confident %v, want %v", tc.name, got, tc.want)
+		}
 	}
 	// The cuts split the log into spans of as many events.
-	log := make([]logEvent, 8)
+	log := make([]logEvent, 8*parts)
 	for i := range log {
 		log[i].At = int64(i)
 	}
-	buf.cutLog(log)
-	if fmt.Sprint(buf.cuts) != "[2 4 6]" {
-		t.Errorf("cuts %v, want [2 4 6]", buf.cuts)
+	buf := &replayBuf{}
+	buf.cutLog(log, 0)
+	if len(buf.cuts) != parts-1 || buf.cuts[0] != log[len(log)/parts].At {
+		t.Errorf("cuts %v, want %d cuts from %d", buf.cuts, parts-1, log[len(log)/parts].At)
+	}
+	// A log of 4 boot times is cut in 2 spans of at least spanBoots boot
+	// times: shorter ones would split a boot's cost from the wait it ends.
+	buf.cutLog(log, time.Duration(log[len(log)-1].At-log[0].At)/4)
+	if len(buf.cuts) != 1 || buf.cuts[0] != log[len(log)/2].At {
+		t.Errorf("cuts %v of a log 4 boot times long, want one at %d", buf.cuts, log[len(log)/2].At)
 	}
 }

@@ -57,9 +57,6 @@ type replayBuf struct {
 	// outcome so far when the replay reached cuts[k] (the parts' sums).
 	cuts []int64
 	at   []outcome
-	// ref, when set, is the Reference's outcomes at the cuts (node
-	// seconds): a replay that loses in a span stops there.
-	ref []outcome
 	// bound says whether the warm count ever held back a node in the
 	// replay: if not, a larger one replays the same.
 	bound bool
@@ -195,11 +192,6 @@ func replay(log []logEvent, cand *candidate, boot time.Duration, buf *replayBuf,
 		for r.pi < len(r.cuts) && e.At >= r.cuts[r.pi] {
 			r.at[r.pi] = r.o
 			r.pi++
-			if r.lostPart(r.pi - 1) {
-				// holdsInEveryPart would refuse it: stop here.
-				r.o.cost = math.Inf(1)
-				return r.o
-			}
 		}
 		// (The checks before the calls are their fast paths, inlined: a
 		// 1,000,000-job replay makes 850 million of them.)
@@ -281,66 +273,6 @@ func replay(log []logEvent, cand *candidate, boot time.Duration, buf *replayBuf,
 	return r.o
 }
 
-// The policy leaves the Reference only for a candidate whose gain the
-// history shows with confidence (issue 23: a policy that lost to fixed
-// 120 s on traces it had not seen made its choices on small replayed
-// gains, which the simulation did not bear out):
-//   - its replay gains at least minGain on both node time and waiting
-//     (the smaller of the two relative gains), and
-//   - it gains, or at least does not lose, on both in each of parts
-//     consecutive spans of the log (as many events each), so one burst or
-//     one night does not decide.
-//
-// Otherwise the compute keeps its idle_time_before_scale_down exactly.
-// Both values were chosen on the training seeds of the generated shapes
-// (docs/simulate-results.md): without them the whole target held on 12 of
-// the 21 training traces and at least 8 lost to fixed 120 s on node time
-// or wait; with them on 12, and 3 lost.
-const (
-	minGain = 0.02
-	parts   = 4
-)
-
-// cutLog sets buf's cuts at the times that split log into parts spans of
-// as many events.
-func (buf *replayBuf) cutLog(log []logEvent) {
-	buf.cuts = buf.cuts[:0]
-	for k := 1; k < parts && len(log) > 0; k++ {
-		buf.cuts = append(buf.cuts, log[k*len(log)/parts].At)
-	}
-}
-
-// lostPart reports whether the replay lost to buf.ref in the span ending
-// at cut k, as holdsInEveryPart judges it (the same arithmetic).
-func (r *replayer) lostPart(k int) bool {
-	if r.ref == nil {
-		return false
-	}
-	cur, prev, refPrev := r.at[k], outcome{}, outcome{}
-	if k > 0 {
-		prev, refPrev = r.at[k-1], r.ref[k-1]
-	}
-	return cur.cost/1e9-prev.cost/1e9 > r.ref[k].cost-refPrev.cost+1e-9 || cur.wait-prev.wait > r.ref[k].wait-refPrev.wait+1e-12
-}
-
-// holdsInEveryPart reports whether the replay in buf (total o) cost no more
-// and waited no longer than the Reference's (ref: its outcomes at the cuts,
-// then its total) in each span between cuts.
-func holdsInEveryPart(buf *replayBuf, o outcome, ref []outcome) bool {
-	var prev, refPrev outcome
-	for k := 0; k <= len(buf.at); k++ {
-		cur := o
-		if k < len(buf.at) {
-			cur = buf.at[k]
-		}
-		if cur.cost-prev.cost > ref[k].cost-refPrev.cost+1e-9 || cur.wait-prev.wait > ref[k].wait-refPrev.wait+1e-12 {
-			return false
-		}
-		prev, refPrev = cur, ref[k]
-	}
-	return true
-}
-
 // hourOf returns the hour of the day (UTC) of Unix nanoseconds ns.
 func hourOf(ns int64) int {
 	h := (ns / int64(time.Hour)) % hours
@@ -385,11 +317,9 @@ func (h *GapHistory) bestSetting() candidate {
 	}
 	log := h.recent()
 	buf := &h.buf
-	buf.cutLog(log)
+	buf.cutLog(log, h.BootTime)
 	r := replay(log, &ref, h.BootTime, buf, outcome{})
 	refParts := append(slices.Clone(buf.at), r)
-	buf.ref = refParts
-	defer func() { buf.ref = nil }()
 	best, gain := ref, -1.0
 	cv := h.curves()
 	boot := max(h.BootTime.Seconds(), 1)
@@ -426,7 +356,7 @@ func (h *GapHistory) bestSetting() candidate {
 				}
 				o := replay(events, &c, h.BootTime, buf, limit)
 				same[p] = !buf.bound
-				if o.cost > limit.cost || o.wait > limit.wait || !holdsInEveryPart(buf, o, refParts) {
+				if o.cost > limit.cost || o.wait > limit.wait || !confident(buf, o, refParts) {
 					continue
 				}
 				if g := min((r.cost-o.cost)/max(r.cost, 1), (r.wait-o.wait)/max(r.wait, 1)); g > gain {

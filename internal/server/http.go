@@ -257,7 +257,11 @@ func decodeStrict(b []byte, v any) error {
 
 func logRequests(log *slog.Logger, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		log.Debug("request", "method", r.Method, "path", r.URL.Path)
+		// Checked first: the arguments' boxing costs two allocations a
+		// request even when the level is off (heartbeats: 1,000/s).
+		if log.Enabled(r.Context(), slog.LevelDebug) {
+			log.Debug("request", "method", r.Method, "path", r.URL.Path)
+		}
 		next.ServeHTTP(w, r)
 	})
 }

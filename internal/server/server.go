@@ -315,6 +315,10 @@ func randomHex(n int) string {
 // its provider passes it (for tests that act as a node).
 func (s *Server) NodeToken(id string) string { return s.nodeToken(id) }
 
+// AgentConnected reports whether node id's agent holds its assignment
+// stream on this server (for tests).
+func (s *Server) AgentConnected(id string) bool { return s.hub.Connected(id) }
+
 func (s *Server) nodeToken(id string) string {
 	m := hmac.New(sha256.New, s.nodeKey)
 	m.Write([]byte(id))

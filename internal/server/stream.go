@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/tideml/tide/api"
-	"github.com/tideml/tide/internal/controller"
 )
 
 // sse writes server-sent events.
@@ -86,6 +85,8 @@ func (s *sse) comment(text string) error {
 	s.f.Flush()
 	return nil
 }
+
+func (s *sse) keepAlive() error { return s.comment("keep-alive") }
 
 // complete reports whether every rank of a terminal job has reported its
 // last log line and all of them are stored.
@@ -241,75 +242,6 @@ func (s *Server) agentHeartbeat(w http.ResponseWriter, r *http.Request) {
 		reply.Assign = assign
 	}
 	writeJSON(w, http.StatusOK, reply)
-}
-
-// agentKeepAlive is how often an idle assignment stream sends a comment:
-// a third of the agent's StreamIdleTimeout (60 s), after which it takes
-// the stream for dead. Each costs a write and a flush: at 10,000 nodes,
-// every 10 s was a tenth of the server's CPU while they idled.
-const agentKeepAlive = 20 * time.Second
-
-// agentStream holds an agent's connection: assignments and cancels are
-// pushed the moment the controller decides them.
-func (s *Server) agentStream(w http.ResponseWriter, r *http.Request) {
-	node := principalOf(r).node
-	sub := s.hub.Subscribe(node)
-	defer s.hub.Unsubscribe(node, sub)
-	out, ok := startSSE(w)
-	if !ok {
-		return
-	}
-	runtime := s.runtimeOf(r.Context(), node)
-	// sendPending sends what the store holds for the node; the agent
-	// ignores an assignment or a cancel it already has.
-	sendPending := func() error {
-		assign, cancel, err := s.svc.Pending(r.Context(), node, runtime)
-		if err != nil {
-			return err
-		}
-		if assign != nil {
-			if err := out.send("assign", "", assign); err != nil {
-				return err
-			}
-		}
-		if cancel != nil {
-			return out.send("cancel", "", cancel)
-		}
-		return nil
-	}
-	if sendPending() != nil {
-		return
-	}
-	keepalive := time.NewTicker(agentKeepAlive)
-	defer keepalive.Stop()
-	for {
-		select {
-		case <-r.Context().Done():
-			return
-		case <-s.stopping:
-			return
-		case ev := <-sub:
-			if ev.Kind == controller.KindSync {
-				s.hub.Missed(sub) // the store is read now
-				if sendPending() != nil {
-					return
-				}
-				continue
-			}
-			if out.send(ev.Kind, "", ev.Data) != nil {
-				return
-			}
-			// A slow agent may have missed pushes while its channel was
-			// full: once caught up, it gets what the store holds.
-			if len(sub) == 0 && s.hub.Missed(sub) && sendPending() != nil {
-				return
-			}
-		case <-keepalive.C:
-			if out.comment("keep-alive") != nil {
-				return
-			}
-		}
-	}
 }
 
 func (s *Server) agentLogs(w http.ResponseWriter, r *http.Request) {

@@ -41,8 +41,19 @@ func TestAdviseFindsTheIdleTimeBetweenGridPoints(t *testing.T) {
 	if rec.Policy != autoscaler.DefaultPolicy && rec.Result.Cost > cheapestFixed(t, adv, goal).Result.Cost {
 		t.Errorf("recommended %s, dearer than the cheapest fixed idle time that meets the goal", rec.Setting)
 	}
-	if adv.Holdout == nil || !adv.Holdout.Met || adv.Confidence != "high" {
-		t.Errorf("holdout %+v, confidence %s: want the goal met on the unseen third, high confidence", adv.Holdout, adv.Confidence)
+	// A fixed idle time meets the goal in every span of the unseen third.
+	// The adaptive policy recommended here (reference 690 s, which misses
+	// every other job, learning to keep nodes 700 s) starts the third
+	// from an empty history and keeps its reference until its gain is
+	// sure on node time and on waiting (internal/autoscaler/confidence.go):
+	// 64 gaps here, where the reference's misses alternate with hits. It
+	// meets the goal on the third, not in its first span.
+	want := "high"
+	if rec.Policy != autoscaler.DefaultPolicy {
+		want = "medium"
+	}
+	if adv.Holdout == nil || !adv.Holdout.Met || adv.Confidence != want {
+		t.Errorf("holdout %+v, confidence %s: want the goal met on the unseen third, %s confidence", adv.Holdout, adv.Confidence, want)
 	}
 	found := false
 	for _, c := range adv.Candidates {

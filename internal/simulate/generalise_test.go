@@ -41,11 +41,27 @@ func frontierAt(pts []fixedPoint, w float64) float64 {
 // generalisation is how the adaptive policy did on one trace against the
 // fixed idle times.
 type generalisation struct {
-	name                 string
-	fixed120, adaptive   fixedPoint
-	frontier             float64 // node-hours of the fixed frontier at adaptive's wait
-	frontier120          float64 // and at fixed 120 s's
+	name               string
+	fixed120, adaptive fixedPoint
+	frontier           float64 // node-hours of the fixed frontier at adaptive's wait
+	frontier120        float64 // and at fixed 120 s's
+	// window is how many jobs' boot waits wide the set of frontier points
+	// that dominate fixed 120 s is: from fixed 120 s's mean wait down to
+	// the wait where the frontier costs what fixed 120 s does, times the
+	// jobs, over the boot time. A policy meets the target only if it lands
+	// in it; one job's wait more or less than planned is a boot wait.
+	window               float64
 	dominates, onOrBelow bool
+}
+
+// dominanceWindow returns generalisation.window for the fixed points pts,
+// fixed 120 s's point f, jobs jobs and a boot of boot seconds.
+func dominanceWindow(pts []fixedPoint, f fixedPoint, jobs int, boot float64) float64 {
+	lo := f.meanWait
+	for w := f.meanWait; w > 0 && frontierAt(pts, w) <= f.nodeHours; w -= 0.01 {
+		lo = w
+	}
+	return (f.meanWait - lo) * float64(jobs) / boot
 }
 
 // judge replays tr with the fixed idle times 0 to 3600 s every step
@@ -69,6 +85,7 @@ func judge(t *testing.T, name string, tr *Trace, step int) generalisation {
 	g.adaptive = fixedPoint{-1, res.NodeHours.Total, res.Wait.Mean}
 	g.frontier = frontierAt(pts, g.adaptive.meanWait)
 	g.frontier120 = frontierAt(pts, g.fixed120.meanWait)
+	g.window = dominanceWindow(pts, g.fixed120, len(tr.Jobs), cfg.BootTime.Seconds())
 	const eps = 1e-9
 	g.dominates = g.adaptive.nodeHours <= g.fixed120.nodeHours+eps && g.adaptive.meanWait <= g.fixed120.meanWait+eps
 	g.onOrBelow = g.adaptive.nodeHours <= g.frontier*(1+eps)
@@ -89,30 +106,29 @@ func (g generalisation) verdict() string {
 }
 
 func (g generalisation) String() string {
-	return fmt.Sprintf("%-22s fixed 120 s %9.1f node-h %6.1f s | adaptive %9.1f node-h (%+6.2f %%) %6.1f s (%+6.1f s) | frontier at that wait %9.1f node-h (adaptive %+6.2f %%) | %s",
-		g.name, g.fixed120.nodeHours, g.fixed120.meanWait, g.adaptive.nodeHours, 100*(g.adaptive.nodeHours/g.fixed120.nodeHours-1),
-		g.adaptive.meanWait, g.adaptive.meanWait-g.fixed120.meanWait, g.frontier, 100*(g.adaptive.nodeHours/g.frontier-1), g.verdict())
+	return fmt.Sprintf("%-22s fixed 120 s %9.1f node-h %6.1f s (%+6.2f %% from the frontier) | adaptive %9.1f node-h (%+6.2f %%) %6.1f s (%+6.1f s) | frontier at that wait %9.1f node-h (adaptive %+6.2f %%) | window %5.1f jobs | %s",
+		g.name, g.fixed120.nodeHours, g.fixed120.meanWait, 100*(g.fixed120.nodeHours/g.frontier120-1), g.adaptive.nodeHours, 100*(g.adaptive.nodeHours/g.fixed120.nodeHours-1),
+		g.adaptive.meanWait, g.adaptive.meanWait-g.fixed120.meanWait, g.frontier, 100*(g.adaptive.nodeHours/g.frontier-1), g.window, g.verdict())
 }
 
 // TestAdaptiveGeneralises checks issue 23's target on generated traces of
 // every shape, on the test seeds (the policy was designed and its choices
 // tried on trainSeeds only): against fixed 120 s, no more node-hours and
 // no more mean wait; and on or below the frontier of fixed idle times.
-// The target is not met on every shape (docs/simulate-results.md says by how
-// much); the test asserts what holds: the whole target where shape.target,
-// and everywhere what the policy's confidence rule is for: it never loses
-// to fixed 120 s on node-hours and wait at once, loses at most 1 % of node-hours
-// or 2 s of mean wait when it loses on one, and is no further above the
-// frontier than fixed 120 s itself (where fixed 120 s is above the
-// frontier, a policy that keeps it misses the target) by more than 0.5 %.
-// TIDE_GEN_DAYS (default 7), TIDE_GEN_STEP (default 60 s; the docs use 30)
-// and TIDE_GEN_SEEDS=train, seen, test (all three test seeds) or a list of
-// seeds (3001,3002,3003) change the run for docs/simulate-results.md.
+// The target is not met on every shape (docs/simulate-results.md says
+// where and why); the test asserts what held on the test seeds 4001-4003:
+// the whole target on heavy-tail, and on every trace that the policy
+// never has more node-hours or a longer mean wait than fixed 120 s (where
+// fixed 120 s is above the frontier and the policy finds no sure gain, it
+// keeps fixed 120 s and misses the frontier half). TIDE_GEN_DAYS (default
+// 7), TIDE_GEN_STEP (default 60 s; the docs use 30) and
+// TIDE_GEN_SEEDS=train, seen, test (the default) or a list of seeds
+// (3001,3002,3003) change the run for docs/simulate-results.md.
 func TestAdaptiveGeneralises(t *testing.T) {
 	days, step := 7, 60
 	fmt.Sscan(os.Getenv("TIDE_GEN_DAYS"), &days)
 	fmt.Sscan(os.Getenv("TIDE_GEN_STEP"), &step)
-	seeds := testSeeds[:2]
+	seeds := testSeeds
 	switch os.Getenv("TIDE_GEN_SEEDS") {
 	case "train":
 		seeds = trainSeeds
@@ -138,12 +154,8 @@ func TestAdaptiveGeneralises(t *testing.T) {
 			switch {
 			case sh.target && !(g.dominates && g.onOrBelow):
 				t.Errorf("%s: the target is missed: %s", g.name, g)
-			case g.adaptive.nodeHours > g.fixed120.nodeHours && g.adaptive.meanWait > g.fixed120.meanWait:
-				t.Errorf("%s: more node-hours and a longer mean wait than fixed 120 s: %s", g.name, g)
-			case g.adaptive.nodeHours > 1.01*g.fixed120.nodeHours || g.adaptive.meanWait > g.fixed120.meanWait+2:
-				t.Errorf("%s: more than 1 %% more node-hours or 2 s more wait than fixed 120 s: %s", g.name, g)
-			case g.adaptive.nodeHours/g.frontier > g.fixed120.nodeHours/g.frontier120+0.005:
-				t.Errorf("%s: further above the frontier of fixed idle times than fixed 120 s (%+.2f %%): %s", g.name, 100*(g.fixed120.nodeHours/g.frontier120-1), g)
+			case !g.dominates:
+				t.Errorf("%s: more node-hours or a longer mean wait than fixed 120 s: %s", g.name, g)
 			}
 		}
 	}
