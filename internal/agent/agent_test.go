@@ -539,6 +539,30 @@ func TestLogSpool(t *testing.T) {
 	}
 }
 
+// TestFirstLineLeavesAtOnce checks that a running job's first line is
+// sent as soon as it is printed, not when the batch interval has passed,
+// and that the lines after it wait for the interval (a chatty job sends
+// few requests).
+func TestFirstLineLeavesAtOnce(t *testing.T) {
+	defer func(d time.Duration) { flushInterval = d }(flushInterval)
+	flushInterval = 3 * time.Second
+	srv := newFakeServer(t)
+	dir := t.TempDir()
+	startAgent(t, srv, dir)
+	as := assignment("first", `echo first; while [ ! -f go ]; do sleep 0.02; done; echo second; sleep 30`)
+	as.GraceSeconds = 1
+	srv.push("assign", as)
+	waitFor(t, 2*time.Second, "the first line, before the batch interval", func() bool { return len(srv.lines(as.ID)) > 0 })
+	if err := os.WriteFile(filepath.Join(dir, "jobs/ws1/first/1/go"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second)
+	if n := len(srv.lines(as.ID)); n != 1 {
+		t.Fatalf("%d lines sent within a second of the first, want 1 (the second waits for the interval)", n)
+	}
+	waitFor(t, 5*time.Second, "the second line, after the interval", func() bool { return len(srv.lines(as.ID)) == 2 })
+}
+
 // TestSecondAssignmentRefused checks that an agent refuses an assignment
 // while it runs another, reports it in its heartbeat, stops what the
 // heartbeat's answer says the server no longer places on the node, and

@@ -15,14 +15,17 @@ import (
 	"github.com/tideml/tide/api"
 )
 
-// Log batching: a batch leaves when flushLines lines wait or the oldest
-// waiting line is flushInterval old, so a chatty job sends few requests and
-// a quiet one shows its lines almost at once.
+// Log batching: a line leaves at once when no batch left in the last
+// flushInterval (a job's first line, a quiet job's lines); else it waits
+// until flushInterval after that batch, or until flushLines lines wait. So
+// a chatty job sends at most one request per flushInterval (and per
+// flushLines lines), and no line waits longer than flushInterval.
 const (
-	flushLines    = 100
-	flushInterval = 50 * time.Millisecond
-	maxBatch      = 1000
+	flushLines = 100
+	maxBatch   = 1000
 )
+
+var flushInterval = 50 * time.Millisecond // a variable for tests
 
 // maxPending caps the lines a shipper keeps in memory. Beyond it (a chatty
 // job while the server is away) lines go to a spool file in the job's
@@ -44,7 +47,6 @@ type shipper struct {
 	pending  []api.LogLine
 	seq      int64
 	closed   bool
-	firstAt  time.Time
 	// spooled lines were written to spoolW and not yet read back through
 	// spoolR; while any are, new lines go there too, to keep the order.
 	spooled int
@@ -93,9 +95,6 @@ func (s *shipper) add(stream, text string) {
 		s.pending = append(s.pending, line)
 	}
 	n := len(s.pending)
-	if n == 1 {
-		s.firstAt = now
-	}
 	if s.file == nil && s.filePath != "" {
 		f, err := os.OpenFile(s.filePath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 		if err != nil {
@@ -173,9 +172,6 @@ func (s *shipper) refill() {
 		// The next line follows this one (a line the spool could not
 		// take went to memory instead and leaves a gap here).
 		s.spoolNext = line.NodeSeq + 1
-		if len(s.pending) == 0 {
-			s.firstAt = line.Time
-		}
 		s.pending = append(s.pending, line)
 		s.spooled--
 	}
@@ -210,10 +206,11 @@ func (s *shipper) close() {
 func (s *shipper) loop(ctx context.Context) {
 	defer close(s.done)
 	failures := 0
+	var sent time.Time // when the last batch left
 	for {
 		s.mu.Lock()
 		s.refill()
-		n, closed, first := len(s.pending), s.closed, s.firstAt
+		n, closed := len(s.pending), s.closed
 		s.mu.Unlock()
 		if n == 0 {
 			if closed {
@@ -227,7 +224,7 @@ func (s *shipper) loop(ctx context.Context) {
 			continue
 		}
 		if n < flushLines && !closed {
-			if wait := flushInterval - time.Since(first); wait > 0 {
+			if wait := flushInterval - time.Since(sent); wait > 0 {
 				t := time.NewTimer(wait)
 				select {
 				case <-t.C:
@@ -243,6 +240,7 @@ func (s *shipper) loop(ctx context.Context) {
 		s.mu.Lock()
 		batch := append([]api.LogLine(nil), s.pending[:min(n, maxBatch)]...)
 		s.mu.Unlock()
+		sent = time.Now()
 		rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		err := s.j.a.client.postJSON(rctx, s.j.path("logs"), api.LogBatch{Lines: batch}, nil)
 		cancel()
@@ -263,9 +261,6 @@ func (s *shipper) loop(ctx context.Context) {
 		failures = 0
 		s.mu.Lock()
 		s.pending = s.pending[len(batch):]
-		if len(s.pending) > 0 {
-			s.firstAt = s.pending[0].Time
-		}
 		s.mu.Unlock()
 	}
 }

@@ -341,3 +341,53 @@ func TestGainMustBeSure(t *testing.T) {
 		t.Errorf("cuts %v of a log 4 boot times long, want one at %d", buf.cuts, log[len(log)/2].At)
 	}
 }
+
+// TestHopelessNeverStopsAConfidentReplay: a replay stops at a cut only
+// when no rest of it could pass confident, drawn over random span gains
+// (each span's candidate spend at least zero), and it does stop one that
+// lost badly early.
+func TestHopelessNeverStopsAConfidentReplay(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 23))
+	stopped, taken := 0, 0
+	for range 20000 {
+		var ref, cand []outcome
+		var rc, cc outcome
+		// The candidate spends, per span, a share of the Reference's:
+		// less in every span (a sure gain), or less or more.
+		most := 0.9 + rng.Float64()*0.6
+		for range parts {
+			sc, sw := rng.Float64()*10, rng.Float64()*2
+			rc.cost += sc
+			rc.wait += sw
+			ref = append(ref, rc)
+			f := rng.Float64() * most
+			if rng.IntN(8) == 0 {
+				f = rng.Float64() * 3
+			}
+			cc.cost += f * sc
+			cc.wait += rng.Float64() * most * sw
+			cand = append(cand, cc)
+		}
+		buf := &replayBuf{at: cand[:parts-1], cuts: make([]int64, parts-1)}
+		ok := confident(buf, cand[parts-1], ref)
+		if ok {
+			taken++
+		}
+		r := &replayer{replayBuf: &replayBuf{cuts: buf.cuts, ref: ref}}
+		for _, o := range cand[:parts-1] {
+			r.at = append(r.at, outcome{o.cost * 1e9, o.wait}) // node nanoseconds while replaying
+		}
+		for k := 1; k < parts; k++ {
+			if r.hopeless(k) {
+				stopped++
+				if ok {
+					t.Fatalf("stopped at span %d a replay confident takes: ref %v, candidate %v", k, ref, cand)
+				}
+				break
+			}
+		}
+	}
+	if stopped == 0 || taken == 0 {
+		t.Errorf("%d replays stopped early, %d taken: want some of each", stopped, taken)
+	}
+}

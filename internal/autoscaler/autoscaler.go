@@ -390,26 +390,3 @@ func createReason(target, busy, queuedJobs, queued, warm, minN, limit, existing,
 	}
 	return string(append(b, " preparing)"...))
 }
-
-// Counts returns a compute's current_node_count and node_state_counts from
-// its nodes, as Azure ML reports them: every node that still exists counts,
-// leaving ones included, by its State.
-func Counts(nodes []api.Node) (current int, counts api.NodeStateCounts) {
-	for i := range nodes {
-		switch nodes[i].State {
-		case api.NodeIdle:
-			counts.Idle++
-		case api.NodeRunning:
-			counts.Running++
-		case api.NodePreparing:
-			counts.Preparing++
-		case api.NodeUnusable:
-			counts.Unusable++
-		case api.NodeLeaving:
-			counts.Leaving++
-		case api.NodePreempted:
-			counts.Preempted++
-		}
-	}
-	return len(nodes), counts
-}

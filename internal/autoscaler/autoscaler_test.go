@@ -356,19 +356,6 @@ func TestPlanNextWakeAcrossComputes(t *testing.T) {
 	}
 }
 
-func TestCounts(t *testing.T) {
-	var ns []api.Node
-	for _, s := range []string{api.NodeIdle, api.NodeIdle, api.NodeRunning, api.NodePreparing,
-		api.NodeUnusable, api.NodeLeaving, api.NodePreempted, api.NodeRunning, api.NodeRunning} {
-		ns = append(ns, api.Node{State: s})
-	}
-	current, counts := Counts(ns)
-	want := api.NodeStateCounts{Idle: 2, Running: 3, Preparing: 1, Unusable: 1, Leaving: 1, Preempted: 1}
-	if current != 9 || counts != want {
-		t.Fatalf("Counts = %d, %+v; want 9, %+v", current, counts, want)
-	}
-}
-
 // randomCompute builds a random compute with nodes and queued demand around t0.
 func randomCompute(r *rand.Rand, key string) Compute {
 	maxN := 1 + r.IntN(10)

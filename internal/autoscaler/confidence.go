@@ -103,3 +103,56 @@ func tStat(d []float64) float64 {
 	}
 	return m / (sd / math.Sqrt(float64(len(d))))
 }
+
+// hopeless reports whether a replay that has reached k of its spans can no
+// longer pass confident, however it does in the rest: each later span
+// gains at most what the Reference spends in it (a candidate spends
+// nothing less than nothing), and for the t statistic of n gains to reach
+// tMin their sum S and sum of squares Q need S > 0 and
+// Q <= S² (n-1+tMin²)/(n tMin²), while the rest's sum of squares is at
+// least its sum squared over its count. So a replay stops once no sum of
+// the rest up to the Reference's can meet that, on node time or on wait;
+// it never stops one that confident would take.
+func (r *replayer) hopeless(k int) bool {
+	n := len(r.cuts) + 1
+	if k >= n {
+		return false
+	}
+	c := float64(n-1+tMin*tMin) / float64(n*tMin*tMin)
+	var sc, qc, sw, qw float64
+	var prev, refPrev outcome
+	for j := range k {
+		cur := outcome{r.at[j].cost / 1e9, r.at[j].wait}
+		dc := (r.ref[j].cost - refPrev.cost) - (cur.cost - prev.cost)
+		dw := (r.ref[j].wait - refPrev.wait) - (cur.wait - prev.wait)
+		sc, qc, sw, qw = sc+dc, qc+dc*dc, sw+dw, qw+dw*dw
+		prev, refPrev = cur, r.ref[j]
+	}
+	last := r.ref[len(r.ref)-1]
+	rest := float64(n - k)
+	return !canReach(sc, qc, last.cost-refPrev.cost, rest, c) || !canReach(sw, qw, last.wait-refPrev.wait, rest, c)
+}
+
+// canReach reports whether some sum x of m more gains, each at most its
+// bound and all adding up to at most u, can make the sum s+x > 0 with
+// q + x²/m <= c (s+x)²: f(x) = c (s+x)² - x²/m - q >= 0 for some x in
+// (-s, u]. (With a margin, so that rounding never stops a replay
+// confident would take.)
+func canReach(s, q, u, m, c float64) bool {
+	if u <= -s {
+		return false
+	}
+	f := func(x float64) float64 { return c*(s+x)*(s+x) - x*x/m - q }
+	slack := 1e-9 * (q + c*(s+u)*(s+u) + 1)
+	best := f(u)
+	if a := c - 1/m; a < 0 {
+		// Concave: the vertex, where f'(x) = 2c(s+x) - 2x/m = 0.
+		if v := c * s / (1/m - c); v > -s && v < u {
+			best = max(best, f(v))
+		}
+	} else {
+		// Convex (or linear): the ends; x near -s makes s+x near 0.
+		best = max(best, f(-s))
+	}
+	return best >= -slack
+}

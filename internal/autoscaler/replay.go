@@ -57,6 +57,9 @@ type replayBuf struct {
 	// outcome so far when the replay reached cuts[k] (the parts' sums).
 	cuts []int64
 	at   []outcome
+	// ref, when set, is the Reference's outcomes at the cuts and in all
+	// (node seconds): a replay that can no longer be confident stops.
+	ref []outcome
 	// bound says whether the warm count ever held back a node in the
 	// replay: if not, a larger one replays the same.
 	bound bool
@@ -192,6 +195,12 @@ func replay(log []logEvent, cand *candidate, boot time.Duration, buf *replayBuf,
 		for r.pi < len(r.cuts) && e.At >= r.cuts[r.pi] {
 			r.at[r.pi] = r.o
 			r.pi++
+			if r.ref != nil && r.hopeless(r.pi) {
+				// confident would refuse it. Whether the warm count
+				// holds a node back later is not known: say it does.
+				r.o.cost, r.bound = math.Inf(1), true
+				return r.o
+			}
 		}
 		// (The checks before the calls are their fast paths, inlined: a
 		// 1,000,000-job replay makes 850 million of them.)
@@ -309,7 +318,7 @@ var warms = [...]int{0, 1, 2, 4, 8, 16, 32}
 // costs no more node time and makes jobs wait no longer in all than the
 // Reference, with the largest gain: the smaller of the relative node time
 // saved and the relative wait saved, so that both fall; the Reference when
-// none does with confidence (minGain, parts).
+// none does with confidence (confidence.go).
 func (h *GapHistory) bestSetting() candidate {
 	ref := candidate{}
 	for k := range ref.keep {
@@ -320,6 +329,8 @@ func (h *GapHistory) bestSetting() candidate {
 	buf.cutLog(log, h.BootTime)
 	r := replay(log, &ref, h.BootTime, buf, outcome{})
 	refParts := append(slices.Clone(buf.at), r)
+	buf.ref = refParts
+	defer func() { buf.ref = nil }()
 	best, gain := ref, -1.0
 	cv := h.curves()
 	boot := max(h.BootTime.Seconds(), 1)

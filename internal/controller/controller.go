@@ -62,13 +62,16 @@ type Controller struct {
 	// command jobs, and cursor the store's change-feed position they are up
 	// to date with ("": read them all); only Step (one goroutine) uses
 	// them.
-	jobs    map[string]api.Job
+	jobs    map[string]*api.Job
 	order   []string
 	ordered map[string]bool // the keys in order
 	queue   *jobQueue
 	cursor  string
 	// nodes are every node, kept as jobs are (only Step uses them).
 	nodes nodeFeed
+	// alive are the running jobs stopping found alive, as kept in jobs
+	// (only Step uses it).
+	alive map[*api.Job]bool
 	// startTimes is, per compute key, how long its nodes take to start
 	// (learnStartTimes); only Step uses it.
 	startTimes map[string]time.Duration
@@ -153,7 +156,7 @@ func New(o Options) *Controller {
 		checking:       map[string]bool{},
 		effects:        map[string]*effectRun{},
 		runtimes:       map[string]string{},
-		jobs:           map[string]api.Job{},
+		jobs:           map[string]*api.Job{},
 		startTimes:     map[string]time.Duration{},
 	}
 	if c.now == nil {
@@ -249,7 +252,7 @@ func (c *Controller) Run(ctx context.Context) error {
 // store), and background calls of the earlier term, which ended with its
 // context, say nothing of the backend (context canceled).
 func (c *Controller) newTerm() {
-	c.nodes, c.cursor = nodeFeed{}, ""
+	c.nodes, c.cursor, c.alive = nodeFeed{}, "", nil
 	c.mu.Lock()
 	c.effects = map[string]*effectRun{}
 	c.mu.Unlock()
@@ -259,11 +262,13 @@ func (c *Controller) newTerm() {
 type snapshot struct {
 	computes []api.Compute
 	nodes    []api.Node
-	jobs     []api.Job // unfinished command jobs but the queued ones
-	queue    *jobQueue // the queued command jobs
+	// jobs are the unfinished command jobs but the queued ones, shared
+	// with the controller's (c.jobs): a turn does not change them.
+	jobs  []*api.Job
+	queue *jobQueue // the queued command jobs
 	// parents are the unfinished pipeline and sweep jobs, which run no
 	// command themselves: their steps and trials are command jobs.
-	parents []api.Job
+	parents []*api.Job
 }
 
 func key(ws, name string) string { return ws + "/" + name }
@@ -300,7 +305,7 @@ func (c *Controller) Step(ctx context.Context) (time.Time, error) {
 		}
 	}
 	c.recovered(s)
-	c.learnStartTimes(s.nodes)
+	c.learnStartTimes()
 	wake, err := c.decide(ctx, s, waits, now)
 	errs = append(errs, err, c.sample(ctx, s, now))
 	if !instWake.IsZero() && (wake.IsZero() || instWake.Before(wake)) {
@@ -346,13 +351,17 @@ func (c *Controller) decide(ctx context.Context, s *snapshot, serverlessWaits ma
 	usable := func(cp *api.Compute) bool {
 		return !cp.IsInstance() || cp.Instance.State == api.InstanceRunning || cp.Instance.State == api.InstanceJobRunning
 	}
+	// The nodes are s.nodes, walked by compute (c.nodes keeps where each
+	// compute's are).
 	var snodes []scheduler.Node
-	for _, n := range s.nodes {
-		k := key(n.Workspace, n.Compute)
-		if computes[k] == nil || !usable(computes[k]) {
+	for k, cp := range computes {
+		if !usable(cp) {
 			continue
 		}
-		snodes = append(snodes, scheduler.Node{ID: n.ID, Compute: k, State: n.State, Job: n.Job})
+		for _, i := range c.nodes.of(k).at {
+			n := &s.nodes[i]
+			snodes = append(snodes, scheduler.Node{ID: n.ID, Compute: k, State: n.State, Job: n.Job})
+		}
 	}
 	// The queue holds the jobs of every compute; only those of computes
 	// that are ready are placed and explained. The others have no free
@@ -363,14 +372,12 @@ func (c *Controller) decide(ctx context.Context, s *snapshot, serverlessWaits ma
 	busy := c.assign(ctx, placed.Assignments, now)
 
 	snap := autoscaler.Snapshot{}
-	index := map[string]int{}
 	gaps := c.gaps.observe(s, computes, c.startTimes)
 	c.saveGaps(ctx, now)
 	for k, cp := range computes {
 		if cp.IsInstance() {
 			continue
 		}
-		index[k] = len(snap.Computes)
 		snap.Computes = append(snap.Computes, autoscaler.Compute{
 			Key: k, Min: cp.MinInstances, Max: cp.MaxInstances, QuotaMaxNodes: c.quotaCap(cp),
 			IdleTimeout: time.Duration(cp.IdleTimeBeforeScaleDown) * time.Second,
@@ -378,19 +385,18 @@ func (c *Controller) decide(ctx context.Context, s *snapshot, serverlessWaits ma
 		})
 	}
 	slices.SortFunc(snap.Computes, func(a, b autoscaler.Compute) int { return strings.Compare(a.Key, b.Key) })
-	for i, sc := range snap.Computes {
-		index[sc.Key] = i
-	}
-	for _, n := range s.nodes {
-		i, ok := index[key(n.Workspace, n.Compute)]
-		if !ok {
-			continue
+	for i := range snap.Computes {
+		sc := &snap.Computes[i]
+		at := c.nodes.of(sc.Key).at
+		sc.Nodes = make([]autoscaler.Node, len(at))
+		for j, at := range at {
+			n := &s.nodes[at]
+			an := autoscaler.Node{ID: n.ID, State: n.State, Job: n.Job, IdleSince: n.StateSince}
+			if job, ok := busy[n.ID]; ok {
+				an.Job, an.State = job, api.NodeRunning
+			}
+			sc.Nodes[j] = an
 		}
-		an := autoscaler.Node{ID: n.ID, State: n.State, Job: n.Job, IdleSince: n.StateSince}
-		if j, ok := busy[n.ID]; ok {
-			an.Job, an.State = j, api.NodeRunning
-		}
-		snap.Computes[i].Nodes = append(snap.Computes[i].Nodes, an)
 	}
 	// Demand counted by size: what is queued less what was just placed
 	// (whether or not its assignment was written, as Place's waiting jobs
@@ -458,23 +464,21 @@ func (c *Controller) quotaCap(cp *api.Compute) int {
 	return cp.MaxInstances
 }
 
-// status writes each compute's node counts and allocation state.
+// status writes each compute's node counts and allocation state, from the
+// nodes' figures kept per compute (computeNodes), in one transaction for
+// the computes whose figures changed.
 func (c *Controller) status(ctx context.Context, s *snapshot, plan autoscaler.Result, now time.Time) error {
-	var nodes []api.Node
-	if err := c.store.View(ctx, func(tx store.Tx) (err error) {
-		nodes, err = c.nodes.read(ctx, tx)
+	if err := c.store.View(ctx, func(tx store.Tx) error {
+		_, err := c.nodes.read(ctx, tx)
 		return err
 	}); err != nil {
 		return err
 	}
-	byCompute := map[string][]api.Node{}
-	for _, n := range nodes {
-		k := key(n.Workspace, n.Compute)
-		byCompute[k] = append(byCompute[k], n)
-	}
+	var changed []api.Compute // with the figures to write
 	for _, cp := range s.computes {
 		k := key(cp.Workspace, cp.Name)
-		current, counts := autoscaler.Counts(byCompute[k])
+		cn := c.nodes.of(k)
+		current, counts := cn.current, cn.counts
 		target, ok := plan.Targets[k]
 		if cp.IsInstance() {
 			// An instance's one node is wanted while it is to run.
@@ -502,14 +506,28 @@ func (c *Controller) status(ctx context.Context, s *snapshot, plan autoscaler.Re
 		if cp.CurrentNodeCount == current && cp.TargetNodeCount == target && cp.NodeStateCounts == counts && cp.AllocationState == alloc {
 			continue
 		}
-		if err := c.updateCompute(ctx, cp.Workspace, cp.Name, func(x *api.Compute) bool {
-			x.CurrentNodeCount, x.TargetNodeCount, x.NodeStateCounts, x.AllocationState = current, target, counts, alloc
-			return true
-		}); err != nil {
-			return err
-		}
+		cp.CurrentNodeCount, cp.TargetNodeCount, cp.NodeStateCounts, cp.AllocationState = current, target, counts, alloc
+		changed = append(changed, cp)
 	}
-	return nil
+	if len(changed) == 0 {
+		return nil
+	}
+	return c.store.Update(ctx, func(tx store.Tx) error {
+		for _, w := range changed {
+			cp, err := tx.GetCompute(ctx, w.Workspace, w.Name)
+			if store.IsNotFound(err) {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			cp.CurrentNodeCount, cp.TargetNodeCount, cp.NodeStateCounts, cp.AllocationState = w.CurrentNodeCount, w.TargetNodeCount, w.NodeStateCounts, w.AllocationState
+			if err := tx.PutCompute(ctx, cp, ""); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }
 
 func (c *Controller) updateCompute(ctx context.Context, ws, name string, fn func(*api.Compute) bool) error {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"slices"
 	"strings"
 	"time"
 
@@ -41,39 +40,16 @@ func (c *Controller) explain(ctx context.Context, placed scheduler.Result, rests
 		maxNodes[key(cp.Workspace, cp.Name)] = cp.MaxInstances
 		byKey[key(cp.Workspace, cp.Name)] = &s.computes[i]
 	}
-	nodeJobs := map[string]string{} // the instances' nodes' jobs
 	// Reasons name what changes slowly (node counts, not which node is
 	// free this instant), so that a step rewrites only the reasons that
-	// really changed.
-	starting := map[string]int{}
-	startingSince := map[string]time.Time{}
-	startingLast := map[string]time.Time{} // the newest starting node
-	existing := map[string]int{}           // nodes that count against max_instances
-	// What the provider says a starting node waits for (a Pod that cannot
-	// be scheduled, a Slurm job's pending reason): the first such node's,
-	// by ID, so the reason does not flip between nodes.
-	startingWhy := map[string]*api.Node{}
-	for _, n := range s.nodes {
-		k := key(n.Workspace, n.Compute)
-		if cp := byKey[k]; cp != nil && cp.IsInstance() {
-			nodeJobs[n.ID] = n.Job
+	// really changed: the nodes' figures kept per compute (computeNodes),
+	// the starting nodes' error the first such node's, by id, so that the
+	// reason does not flip between nodes.
+	instanceJob := func(cp *api.Compute) string { // what the instance's node runs
+		if n := c.nodes.node(cp.Instance.Node); n != nil && n.Workspace == cp.Workspace && n.Compute == cp.Name {
+			return n.Job
 		}
-		switch n.State {
-		case api.NodePreparing:
-			if w := startingWhy[k]; n.Error != "" && (w == nil || n.ID < w.ID) {
-				startingWhy[k] = &n
-			}
-			starting[k]++
-			if since := startingSince[k]; since.IsZero() || n.CreatedOn.Before(since) {
-				startingSince[k] = n.CreatedOn
-			}
-			if n.CreatedOn.After(startingLast[k]) {
-				startingLast[k] = n.CreatedOn
-			}
-			existing[k]++
-		case api.NodeIdle, api.NodeRunning:
-			existing[k]++
-		}
+		return ""
 	}
 	c.mu.Lock()
 	failing := map[string]autoscaler.Backoff{}
@@ -85,7 +61,7 @@ func (c *Controller) explain(ctx context.Context, placed scheduler.Result, rests
 		k := w.Compute
 		switch b := failing[k]; {
 		case byKey[k] != nil && byKey[k].IsInstance():
-			return instanceWaitReason(byKey[k], nodeJobs[byKey[k].Instance.Node], w.Reason == scheduler.ReasonReserved, w.Head)
+			return instanceWaitReason(byKey[k], instanceJob(byKey[k]), w.Reason == scheduler.ReasonReserved, w.Head)
 		case serverlessWaits[k] != "":
 			return serverlessWaits[k]
 		case maxNodes[k] == 0:
@@ -97,20 +73,21 @@ func (c *Controller) explain(ctx context.Context, placed scheduler.Result, rests
 				w.Need, b.Failures, b.Last, b.Until.UTC().Format(time.TimeOnly))
 		case w.Reason == scheduler.ReasonReserved:
 			return fmt.Sprintf("waiting behind %s (higher in the queue), which holds the free nodes of its compute", jobName(w.Head))
-		case starting[k] > 0:
+		case c.nodes.of(k).starting > 0:
+			cn := c.nodes.of(k)
 			reason := fmt.Sprintf("waiting for %d node(s): %d starting since %s",
-				w.Need, starting[k], startingSince[k].UTC().Format(time.TimeOnly))
+				w.Need, cn.starting, cn.startingSince.UTC().Format(time.TimeOnly))
 			if typical := c.startTimes[k]; typical > 0 {
 				// An estimate, where tide has one: the nodes of this
 				// compute that registered took typical to start.
 				reason += fmt.Sprintf("; expected by about %s (its nodes take %s to start)",
-					startingLast[k].Add(typical).UTC().Format(time.TimeOnly), typical.Round(time.Second))
+					cn.startingLast.Add(typical).UTC().Format(time.TimeOnly), typical.Round(time.Second))
 			}
-			if n := startingWhy[k]; n != nil {
-				reason += fmt.Sprintf("; node %s: %s", n.ID, n.Error)
+			if cn.startingWhy != "" {
+				reason += fmt.Sprintf("; node %s: %s", cn.startingWhy, cn.startingError)
 			}
 			return reason
-		case existing[k] >= maxNodes[k]:
+		case c.nodes.of(k).existing >= maxNodes[k]:
 			// Place gave the free nodes to the jobs ahead: all are busy.
 			return fmt.Sprintf("compute at max_instances (%d node(s), all busy)", maxNodes[k])
 		default:
@@ -199,19 +176,14 @@ func (c *Controller) explain(ctx context.Context, placed scheduler.Result, rests
 }
 
 // learnStartTimes records, per compute, the median time its current nodes
-// took from creation to their agent's first registration. A compute keeps
-// the last figure when its nodes are gone (scaled to zero), so the next
-// scale-up from zero has an estimate too.
-func (c *Controller) learnStartTimes(nodes []api.Node) {
-	took := map[string][]time.Duration{}
-	for _, n := range nodes {
-		if !n.RegisteredOn.IsZero() && !n.CreatedOn.IsZero() && n.RegisteredOn.After(n.CreatedOn) {
-			k := key(n.Workspace, n.Compute)
-			took[k] = append(took[k], n.RegisteredOn.Sub(n.CreatedOn))
+// took from creation to their agent's first registration (kept with the
+// compute's nodes: computeNodes). A compute keeps the last figure when its
+// nodes are gone (scaled to zero), so the next scale-up from zero has an
+// estimate too.
+func (c *Controller) learnStartTimes() {
+	for k, cn := range c.nodes.computes {
+		if cn.startTime > 0 {
+			c.startTimes[k] = cn.startTime
 		}
-	}
-	for k, ds := range took {
-		slices.Sort(ds)
-		c.startTimes[k] = ds[len(ds)/2]
 	}
 }

@@ -40,7 +40,7 @@ func TestPendingReasonEstimatesStart(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		c.learnStartTimes(s.nodes) // as Step does before deciding
+		c.learnStartTimes() // as Step does before deciding
 		w := []scheduler.Waiting{{Job: "default/j", Compute: "default/c", Need: 1, Reason: scheduler.ReasonInsufficientNodes}}
 		if err := c.explain(ctx, scheduler.Result{Waiting: w}, nil, autoscaler.Result{}, s, nil, now); err != nil {
 			t.Fatal(err)

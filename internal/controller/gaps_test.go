@@ -27,7 +27,7 @@ func TestGapTrackerFeedsAdaptiveComputes(t *testing.T) {
 			// booted for and starts no gap.
 			{ID: "c", Workspace: "ws", Compute: "gpu", State: api.NodeIdle, StateSince: t0, RegisteredOn: t0},
 		},
-		jobs: []api.Job{{Workspace: "ws", Name: "j1", Compute: "gpu", CreatedOn: t0.Add(30 * time.Second)},
+		jobs: []*api.Job{{Workspace: "ws", Name: "j1", Compute: "gpu", CreatedOn: t0.Add(30 * time.Second)},
 			{Workspace: "ws", Name: "j2", Compute: "gpu", CreatedOn: t0.Add(60 * time.Second)}},
 	}
 	g := newGapTracker(0)

@@ -20,10 +20,6 @@ import (
 // cluster schedules to every cluster. It returns when a schedule or an
 // idle shutdown is due next.
 func (c *Controller) instances(ctx context.Context, s *snapshot, now time.Time) (time.Time, error) {
-	nodes := map[string]*api.Node{}
-	for i := range s.nodes {
-		nodes[s.nodes[i].ID] = &s.nodes[i]
-	}
 	var wake time.Time
 	soonest := func(t time.Time) {
 		if !t.IsZero() && (wake.IsZero() || t.Before(wake)) {
@@ -43,7 +39,7 @@ func (c *Controller) instances(ctx context.Context, s *snapshot, now time.Time) 
 			}
 			continue
 		}
-		n := nodes[cp.Instance.Node]
+		n := c.nodes.node(cp.Instance.Node)
 		d := instance.Decide(instance.Input{Compute: cp, Node: n, Now: now})
 		soonest(d.Wake)
 		if err := c.applyInstance(ctx, cp, n, d, now); err != nil {

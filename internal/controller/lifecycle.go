@@ -171,17 +171,8 @@ func (c *Controller) liveness(ctx context.Context, s *snapshot, now time.Time) e
 		}); err != nil {
 			return err
 		}
-		byID := make(map[string]*api.Node, len(silent))
 		for _, x := range silent {
-			byID[x.ID] = nil
-		}
-		for i := range s.nodes {
-			if _, ok := byID[s.nodes[i].ID]; ok {
-				byID[s.nodes[i].ID] = &s.nodes[i]
-			}
-		}
-		for _, x := range silent {
-			n := byID[x.ID]
+			n := c.nodes.node(x.ID)
 			if n == nil || (n.State != api.NodeIdle && n.State != api.NodeRunning) {
 				continue
 			}
@@ -195,14 +186,15 @@ func (c *Controller) liveness(ctx context.Context, s *snapshot, now time.Time) e
 			}
 		}
 	}
-	for _, n := range s.nodes {
+	for i := range s.nodes {
+		n := &s.nodes[i]
 		switch n.State {
 		case api.NodePreparing:
 			if now.Sub(n.CreatedOn) < c.cfg.ProvisionTimeout || c.isInflight(n.ID) {
 				continue
 			}
 			reason := fmt.Sprintf("node did not register within %s", c.cfg.ProvisionTimeout)
-			if err := c.markUnusable(ctx, n, reason, now); err != nil {
+			if err := c.markUnusable(ctx, *n, reason, now); err != nil {
 				return err
 			}
 			c.recordFailure(ctx, n.Workspace, n.Compute, "ProvisioningTimeout", reason, now)
@@ -247,14 +239,39 @@ func (c *Controller) markUnusable(ctx context.Context, n api.Node, reason string
 }
 
 // stopping pushes cancels to the nodes of jobs being canceled or failing,
-// and ends jobs whose nodes are gone.
+// and ends jobs whose nodes are gone. A running job it found alive is
+// looked at again only when it changed (the kept job is another) or one of
+// its nodes did (nodeFeed.takeMoved): a turn does not walk the ranks of
+// every running job.
 func (c *Controller) stopping(ctx context.Context, s *snapshot, now time.Time) error {
-	nodes := make(map[string]*api.Node, len(s.nodes))
-	for i := range s.nodes {
-		nodes[s.nodes[i].ID] = &s.nodes[i]
+	moved, all := c.nodes.takeMoved()
+	if all || c.alive == nil {
+		c.alive = map[*api.Job]bool{}
 	}
+	if err := c.stop(ctx, s, moved, now); err != nil {
+		c.alive = nil // what the rest of the jobs' nodes did is lost: look at them all
+		return err
+	}
+	if len(c.alive) > 2*len(s.jobs)+64 {
+		alive := make(map[*api.Job]bool, len(s.jobs))
+		for _, j := range s.jobs {
+			if c.alive[j] {
+				alive[j] = true
+			}
+		}
+		c.alive = alive
+	}
+	return nil
+}
+
+// stop is stopping's walk over the jobs.
+func (c *Controller) stop(ctx context.Context, s *snapshot, moved map[[2]string]bool, now time.Time) error {
 	for _, j := range s.jobs {
 		if j.Status != api.JobCancelRequested && j.Status != api.JobFinalizing && j.Status != api.JobPreparing && j.Status != api.JobRunning {
+			continue
+		}
+		running := j.Status == api.JobPreparing || j.Status == api.JobRunning
+		if running && c.alive[j] && !moved[[2]string{j.Workspace, j.Name}] {
 			continue
 		}
 		id := service.AssignmentID(j.Workspace, j.Name, j.Attempt)
@@ -263,13 +280,13 @@ func (c *Controller) stopping(ctx context.Context, s *snapshot, now time.Time) e
 			if api.JobTerminal(r.Status) {
 				continue
 			}
-			n, ok := nodes[r.Node]
-			if !ok || n.State == api.NodeUnusable || n.Job != id {
+			n := c.nodes.node(r.Node)
+			if n == nil || n.State == api.NodeUnusable || n.Job != id {
 				continue
 			}
 			alive++
 			if j.Status == api.JobCancelRequested || j.Status == api.JobFinalizing {
-				c.pushCancel(r.Node, id, service.StopReason(&j), now)
+				c.pushCancel(r.Node, id, service.StopReason(j), now)
 			}
 		}
 		if alive == 0 {
@@ -282,6 +299,10 @@ func (c *Controller) stopping(ctx context.Context, s *snapshot, now time.Time) e
 			if err != nil {
 				return err
 			}
+			continue
+		}
+		if running {
+			c.alive[j] = true
 		}
 	}
 	return nil

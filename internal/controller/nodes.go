@@ -308,7 +308,11 @@ func (c *Controller) forget(ctx context.Context, id string) {
 func (c *Controller) recovered(s *snapshot) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for _, n := range s.nodes {
+	if len(c.backoff) == 0 {
+		return
+	}
+	for i := range s.nodes {
+		n := &s.nodes[i]
 		k := key(n.Workspace, n.Compute)
 		if b, ok := c.backoff[k]; ok && (n.State == api.NodeIdle || n.State == api.NodeRunning) && b.RecoveredBy(n.CreatedOn) {
 			delete(c.backoff, k)

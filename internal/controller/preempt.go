@@ -17,12 +17,13 @@ import (
 // (retried from its checkpoint) and the node is removed.
 func (c *Controller) preempting(ctx context.Context, s *snapshot, now time.Time) error {
 	c.simulateEvictions(ctx, s, now)
-	for _, n := range s.nodes {
+	for i := range s.nodes {
+		n := &s.nodes[i]
 		if n.State != api.NodePreempted || n.Job == "" {
 			continue
 		}
 		if now.Sub(n.StateSince) < c.cfg.PreemptGrace+c.cfg.UnusableAfter {
-			c.pushPreempt(n, now)
+			c.pushPreempt(*n, now)
 			continue
 		}
 		ws, name, attempt, err := service.ParseAssignmentID(n.Job)

@@ -42,7 +42,7 @@ func (c *Controller) load(ctx context.Context) (*snapshot, error) {
 		return nil, err
 	}
 	if full {
-		c.jobs, c.order, c.ordered = map[string]api.Job{}, nil, map[string]bool{}
+		c.jobs, c.order, c.ordered = map[string]*api.Job{}, nil, map[string]bool{}
 		c.queue = newJobQueue()
 	}
 	for i := range changed {
@@ -65,7 +65,10 @@ func (c *Controller) load(ctx context.Context) (*snapshot, error) {
 			c.order = append(c.order, k)
 			c.ordered[k] = true
 		}
-		c.jobs[k] = *j
+		// A copy of its own: a pointer into changed would keep all of
+		// changed (the whole queue, at a full load) alive.
+		kept := *j
+		c.jobs[k] = &kept
 	}
 	c.cursor = cursor
 	s.queue = c.queue
@@ -75,7 +78,7 @@ func (c *Controller) load(ctx context.Context) (*snapshot, error) {
 	if len(c.order) > 2*len(c.jobs)+64 {
 		live = make([]string, 0, len(c.jobs))
 	}
-	s.jobs = make([]api.Job, 0, len(c.jobs))
+	s.jobs = make([]*api.Job, 0, len(c.jobs))
 	for _, k := range c.order {
 		j, ok := c.jobs[k]
 		if !ok {

@@ -34,7 +34,7 @@ func (c *Controller) serverless(ctx context.Context, s *snapshot, now time.Time)
 		}
 	}
 	for i := 0; i < len(s.jobs) && len(want) > 0; i++ {
-		if j := &s.jobs[i]; want[[2]string{j.Workspace, j.Name}] {
+		if j := s.jobs[i]; want[[2]string{j.Workspace, j.Name}] {
 			jobs[key(j.Workspace, j.Name)] = &serverlessJob{compute: key(j.Workspace, j.Compute), instances: j.InstanceCount(),
 				priority: j.Priority(), seq: j.CreatedOn.UnixNano()}
 		}

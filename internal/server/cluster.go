@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"sync"
 	"sync/atomic"
@@ -15,7 +16,8 @@ import (
 const (
 	// topicChanges: something changed (a job submitted, a status
 	// reported, log lines appended). Wakes log streams everywhere and the
-	// leader's controller.
+	// leader's controller. The payload names the process that published
+	// it, which ignores its own echo: it woke its own at the change.
 	topicChanges = "tide_changes"
 	// topicAgents: the controller has something for the node named in the
 	// payload. The replica holding that agent's stream sends it.
@@ -34,6 +36,9 @@ type replication struct {
 	cluster store.Cluster
 	leading atomic.Bool
 
+	// self names this process in its topicChanges messages.
+	self string
+
 	mu      sync.Mutex
 	changed bool
 	nodes   map[string]bool
@@ -41,7 +46,7 @@ type replication struct {
 }
 
 func newReplication(s *Server, c store.Cluster) *replication {
-	return &replication{s: s, cluster: c, nodes: map[string]bool{}, kick: make(chan struct{}, 1)}
+	return &replication{s: s, cluster: c, self: rand.Text(), nodes: map[string]bool{}, kick: make(chan struct{}, 1)}
 }
 
 // run blocks until ctx ends.
@@ -114,7 +119,7 @@ func (r *replication) publish(ctx context.Context) {
 		r.changed, r.nodes = false, map[string]bool{}
 		r.mu.Unlock()
 		if changed {
-			if err := r.cluster.Publish(ctx, topicChanges, ""); err != nil && ctx.Err() == nil {
+			if err := r.cluster.Publish(ctx, topicChanges, r.self); err != nil && ctx.Err() == nil {
 				r.s.log.Debug("publishing a change to the other replicas", "err", err)
 			}
 		}
@@ -139,6 +144,9 @@ func (r *replication) receive(topic, payload string) {
 			go r.s.askAgentSSH(a)
 		}
 	case topicChanges:
+		if payload == r.self {
+			return
+		}
 		r.s.changes.Notify()
 		if r.leading.Load() {
 			r.s.ctrl.Notify()

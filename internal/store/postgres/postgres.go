@@ -77,7 +77,7 @@ func Open(ctx context.Context, url string, log *slog.Logger) (*Store, error) {
 // PostgreSQL reports a serialization failure (40001) or a deadlock (40P01).
 func (s *Store) Update(ctx context.Context, fn func(store.Tx) error) error {
 	for attempt := 1; ; attempt++ {
-		err := s.run(ctx, pgx.TxOptions{IsoLevel: pgx.Serializable}, fn)
+		err := s.run(ctx, beginWrite, fn)
 		if err == nil || !retryable(err) || attempt == maxAttempts {
 			return err
 		}
@@ -98,17 +98,17 @@ func (s *Store) Update(ctx context.Context, fn func(store.Tx) error) error {
 // View runs fn in a read-only REPEATABLE READ transaction: one consistent
 // snapshot, and no serialization failures to retry.
 func (s *Store) View(ctx context.Context, fn func(store.Tx) error) error {
-	return s.run(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, fn)
+	return s.run(ctx, beginRead, fn)
 }
 
 // run runs fn in a transaction and, when it committed a write, the
 // functions fn queued with OnCommit.
-func (s *Store) run(ctx context.Context, opts pgx.TxOptions, fn func(store.Tx) error) error {
-	x, err := s.runTx(ctx, opts, fn)
+func (s *Store) run(ctx context.Context, begin string, fn func(store.Tx) error) error {
+	x, err := s.runTx(ctx, begin, fn)
 	if err != nil {
 		return err
 	}
-	if opts.AccessMode != pgx.ReadOnly {
+	if begin == beginWrite {
 		for _, f := range x.after {
 			f()
 		}
@@ -117,8 +117,8 @@ func (s *Store) run(ctx context.Context, opts pgx.TxOptions, fn func(store.Tx) e
 }
 
 // runTx runs fn in a transaction, a write one holding the writer.
-func (s *Store) runTx(ctx context.Context, opts pgx.TxOptions, fn func(store.Tx) error) (*tx, error) {
-	if opts.AccessMode != pgx.ReadOnly {
+func (s *Store) runTx(ctx context.Context, begin string, fn func(store.Tx) error) (*tx, error) {
+	if begin == beginWrite {
 		select {
 		case s.writer <- struct{}{}:
 		case <-ctx.Done():
@@ -126,21 +126,18 @@ func (s *Store) runTx(ctx context.Context, opts pgx.TxOptions, fn func(store.Tx)
 		}
 		defer func() { <-s.writer }()
 	}
-	conn, t, err := s.begin(ctx, opts)
-	if err != nil {
-		return nil, err
-	}
-	defer s.pool.release(conn)
-	x := &tx{tx: t}
+	l := &lazyTx{s: s, begin: begin}
+	defer l.release()
+	x := &tx{tx: l}
 	if err := fn(x); err != nil {
 		// Roll back even when ctx is canceled, so the connection is reusable.
-		if rerr := t.Rollback(context.WithoutCancel(ctx)); rerr != nil && !errors.Is(rerr, pgx.ErrTxClosed) {
+		if rerr := l.rollback(context.WithoutCancel(ctx)); rerr != nil {
 			s.log.WarnContext(ctx, "rolling back transaction", slog.Any("err", rerr))
 		}
-		return nil, lostConn(conn, err)
+		return nil, lostConn(l.conn, err)
 	}
-	if err := t.Commit(ctx); err != nil {
-		return nil, lostConn(conn, fmt.Errorf("committing transaction: %w", err))
+	if err := l.commit(ctx); err != nil {
+		return nil, lostConn(l.conn, fmt.Errorf("committing transaction: %w", err))
 	}
 	return x, nil
 }
@@ -148,37 +145,10 @@ func (s *Store) runTx(ctx context.Context, opts pgx.TxOptions, fn func(store.Tx)
 // lostConn marks err as store.ErrUnavailable when the connection broke
 // under it, so that callers answer "retry later" rather than "bug".
 func lostConn(conn *pgx.Conn, err error) error {
-	if conn.IsClosed() && !errors.Is(err, store.ErrUnavailable) {
+	if conn != nil && conn.IsClosed() && !errors.Is(err, store.ErrUnavailable) {
 		return fmt.Errorf("%w: %w", store.ErrUnavailable, err)
 	}
 	return err
-}
-
-// begin starts a transaction. Idle connections may have died with a
-// database restart; nothing was sent on them yet, so begin moves on to the
-// next one, and reports store.ErrUnavailable when none works.
-func (s *Store) begin(ctx context.Context, opts pgx.TxOptions) (*pgx.Conn, pgx.Tx, error) {
-	var err error
-	for range maxConns + 1 {
-		var conn *pgx.Conn
-		conn, err = s.pool.acquire(ctx)
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil, nil, err
-			}
-			return nil, nil, fmt.Errorf("connecting to postgres: %w: %w", store.ErrUnavailable, err)
-		}
-		var t pgx.Tx
-		t, err = conn.BeginTx(ctx, opts)
-		if err == nil {
-			return conn, t, nil
-		}
-		s.pool.release(conn)
-		if ctx.Err() != nil || !conn.IsClosed() {
-			return nil, nil, fmt.Errorf("beginning transaction: %w", err)
-		}
-	}
-	return nil, nil, fmt.Errorf("beginning transaction: %w: %w", store.ErrUnavailable, err)
 }
 
 // retryable reports whether err is a conflict with another transaction.

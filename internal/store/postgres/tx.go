@@ -14,9 +14,9 @@ import (
 	"github.com/tideml/tide/internal/store"
 )
 
-// tx implements store.Tx on one pgx transaction.
+// tx implements store.Tx on one transaction.
 type tx struct {
-	tx    pgx.Tx
+	tx    *lazyTx
 	after []func()
 }
 
