@@ -177,6 +177,8 @@ type agent struct {
 	listings listings
 	// states are the jobs' state files (state.go).
 	states stateFiles
+	// mlflow is the jobs' MLflow endpoint (mlflow.go).
+	mlflow mlflowEndpoint
 }
 
 // maxEnded bounds the memory of finished assignments.

@@ -442,10 +442,16 @@ func (c *Controller) decide(ctx context.Context, s *snapshot, serverlessWaits ma
 			}
 		}
 	}
-	if err := c.explain(ctx, placed, rests, plan, s, serverlessWaits, now); err != nil {
+	// The pending reasons and the computes' status are written together.
+	why := c.reasons(placed, rests, plan, s, serverlessWaits, now)
+	status, err := c.status(ctx, s, plan)
+	if err != nil {
+		if why.failed != nil {
+			why.failed()
+		}
 		return time.Time{}, err
 	}
-	if err := c.status(ctx, s, plan, now); err != nil {
+	if err := c.commit(ctx, why, status); err != nil {
 		return time.Time{}, err
 	}
 	return plan.NextWake, nil
@@ -464,15 +470,15 @@ func (c *Controller) quotaCap(cp *api.Compute) int {
 	return cp.MaxInstances
 }
 
-// status writes each compute's node counts and allocation state, from the
-// nodes' figures kept per compute (computeNodes), in one transaction for
-// the computes whose figures changed.
-func (c *Controller) status(ctx context.Context, s *snapshot, plan autoscaler.Result, now time.Time) error {
+// status returns the write of each compute's node counts and allocation
+// state, from the nodes' figures kept per compute (computeNodes), for the
+// computes whose figures changed.
+func (c *Controller) status(ctx context.Context, s *snapshot, plan autoscaler.Result) (write, error) {
 	if err := c.store.View(ctx, func(tx store.Tx) error {
 		_, err := c.nodes.read(ctx, tx)
 		return err
 	}); err != nil {
-		return err
+		return write{}, err
 	}
 	var changed []api.Compute // with the figures to write
 	for _, cp := range s.computes {
@@ -510,9 +516,9 @@ func (c *Controller) status(ctx context.Context, s *snapshot, plan autoscaler.Re
 		changed = append(changed, cp)
 	}
 	if len(changed) == 0 {
-		return nil
+		return write{}, nil
 	}
-	return c.store.Update(ctx, func(tx store.Tx) error {
+	return write{do: func(ctx context.Context, tx store.Tx) error {
 		for _, w := range changed {
 			cp, err := tx.GetCompute(ctx, w.Workspace, w.Name)
 			if store.IsNotFound(err) {
@@ -527,7 +533,7 @@ func (c *Controller) status(ctx context.Context, s *snapshot, plan autoscaler.Re
 			}
 		}
 		return nil
-	})
+	}}, nil
 }
 
 func (c *Controller) updateCompute(ctx context.Context, ws, name string, fn func(*api.Compute) bool) error {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -13,16 +14,16 @@ import (
 	"github.com/tideml/tide/internal/store"
 )
 
-// explain stores why each queued job waits, when that changed: what it
+// reasons works out why each queued job waits, when that changed: what it
 // waits for, with the numbers a user needs to judge how long. placed is
 // what the placement decided for the jobs it visited and rests stand for
 // the others (see scheduler.Queue.Place). A job's reason is a function of its compute and
-// the nodes it needs, so explain looks only at the jobs whose reason can
+// the nodes it needs, so it looks only at the jobs whose reason can
 // have changed: the visited ones, the rest of a compute whose reason for
 // some size changed since the last turn, and of the other computes the jobs
 // written or visited since then. It compares with the stored reasons
-// (s.queue) and writes what differs.
-func (c *Controller) explain(ctx context.Context, placed scheduler.Result, rests []scheduler.Rest, plan autoscaler.Result, s *snapshot, serverlessWaits map[string]string, now time.Time) error {
+// (s.queue) and returns the write of what differs, for the turn to commit.
+func (c *Controller) reasons(placed scheduler.Result, rests []scheduler.Rest, plan autoscaler.Result, s *snapshot, serverlessWaits map[string]string, now time.Time) write {
 	q := s.queue
 	// An unschedulable job's reason names its compute and size, not the
 	// job.
@@ -143,11 +144,11 @@ func (c *Controller) explain(ctx context.Context, placed scheduler.Result, rests
 	}
 	q.dirty, q.visited, q.restReasons = map[string]bool{}, visited, restReasons
 	if len(changed) == 0 {
-		return nil
+		return write{}
 	}
 	// One transaction for every change: a step costs what changed, not the
 	// length of the queue.
-	err := c.store.Update(ctx, func(tx store.Tx) error {
+	do := func(ctx context.Context, tx store.Tx) error {
 		for jk, reason := range changed {
 			ws, name, _ := strings.Cut(jk, "/")
 			j, err := tx.GetJob(ctx, ws, name)
@@ -166,11 +167,40 @@ func (c *Controller) explain(ctx context.Context, placed scheduler.Result, rests
 			}
 		}
 		return nil
+	}
+	// When the write fails, what the rests' jobs store is no longer known:
+	// look at them all next turn.
+	return write{do: do, failed: func() { q.restReasons = map[string]map[int]string{} }}
+}
+
+// write is part of a turn's last transaction (commit): do writes in tx,
+// failed is called when the transaction failed.
+type write struct {
+	do     func(ctx context.Context, tx store.Tx) error
+	failed func()
+}
+
+// commit runs the writes in one transaction: a turn waits for the store's
+// writer once for them all.
+func (c *Controller) commit(ctx context.Context, ws ...write) error {
+	ws = slices.DeleteFunc(ws, func(w write) bool { return w.do == nil })
+	if len(ws) == 0 {
+		return nil
+	}
+	err := c.store.Update(ctx, func(tx store.Tx) error {
+		for _, w := range ws {
+			if err := w.do(ctx, tx); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 	if err != nil {
-		// What the rests' jobs store is no longer known: look at them
-		// all next turn.
-		q.restReasons = map[string]map[int]string{}
+		for _, w := range ws {
+			if w.failed != nil {
+				w.failed()
+			}
+		}
 	}
 	return err
 }

@@ -42,7 +42,7 @@ func TestPendingReasonEstimatesStart(t *testing.T) {
 		}
 		c.learnStartTimes() // as Step does before deciding
 		w := []scheduler.Waiting{{Job: "default/j", Compute: "default/c", Need: 1, Reason: scheduler.ReasonInsufficientNodes}}
-		if err := c.explain(ctx, scheduler.Result{Waiting: w}, nil, autoscaler.Result{}, s, nil, now); err != nil {
+		if err := c.commit(ctx, c.reasons(scheduler.Result{Waiting: w}, nil, autoscaler.Result{}, s, nil, now)); err != nil {
 			t.Fatal(err)
 		}
 		var j *api.Job

@@ -114,7 +114,7 @@ type jobQueue struct {
 	// Reasons and compute keys are interned (unique): most jobs share
 	// them.
 	reasons map[string]string
-	// What explain needs to look at only the jobs whose reason can have
+	// What reasons needs to look at only the jobs whose reason can have
 	// changed: dirty are the jobs written since its last run, visited the
 	// jobs the last placement visited (placed ones included), and
 	// restReasons, per compute, the

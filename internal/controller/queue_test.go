@@ -155,7 +155,7 @@ func TestExplainLooksAtWhatChanged(t *testing.T) {
 			nodes = append(nodes, scheduler.Node{ID: n.ID, Compute: key(n.Workspace, n.Compute), State: n.State, Job: n.Job})
 		}
 		placed, rests := s.queue.q.Place(nodes, map[string]int{"ws/cpu": 3})
-		if err := c.explain(ctx, placed, rests, autoscaler.Result{}, s, nil, now); err != nil {
+		if err := c.commit(ctx, c.reasons(placed, rests, autoscaler.Result{}, s, nil, now)); err != nil {
 			t.Fatal(err)
 		}
 	}
