@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net"
 	"net/http"
+	"runtime/debug"
 	"time"
 
 	"github.com/tideml/tide/internal/controller"
@@ -76,6 +77,14 @@ func (s *Server) agentStream(w http.ResponseWriter, r *http.Request) {
 		defer conn.Close()
 		defer cancel()
 		defer s.hub.Unsubscribe(node, sub)
+		defer func() {
+			// Out of net/http's handler, a panic would take the server
+			// down with every other stream: it ends this one only, as
+			// wrap ends a request.
+			if v := recover(); v != nil {
+				s.log.Error("panic in agent stream", "node", node, "panic", v, "stack", string(debug.Stack()))
+			}
+		}()
 		s.followNode(ctx, node, runtime, sub, out)
 	}()
 }

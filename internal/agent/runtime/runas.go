@@ -146,32 +146,60 @@ func (u *User) handOver(spec Spec) error {
 // letPass lets u pass through the folders above d (o+x).
 func (u *User) letPass(d string) error {
 	var seen []string
+	var ids []dirID
 	for p := filepath.Dir(d); ; p = filepath.Dir(p) {
-		if _, ok := passable.Load(p); ok {
-			break // and every folder above it
-		}
-		if fi, err := os.Stat(p); err == nil && fi.Mode().Perm()&0o001 == 0 {
-			if err := os.Chmod(p, fi.Mode().Perm()|0o001); err != nil {
-				return fmt.Errorf("run_as %s: letting it pass %s: %w", u.Name, p, err)
+		fi, err := os.Stat(p)
+		if err == nil {
+			id := idOf(fi)
+			if known, ok := passable.Load(p); ok && known.(dirID) == id {
+				break // and every folder above it
 			}
+			if fi.Mode().Perm()&0o001 == 0 {
+				if err := os.Chmod(p, fi.Mode().Perm()|0o001); err != nil {
+					return fmt.Errorf("run_as %s: letting it pass %s: %w", u.Name, p, err)
+				}
+				if fi, err = os.Stat(p); err != nil {
+					return fmt.Errorf("run_as %s: letting it pass %s: %w", u.Name, p, err)
+				}
+				id = idOf(fi)
+			}
+			seen, ids = append(seen, p), append(ids, id)
 		}
-		seen = append(seen, p)
 		if p == filepath.Dir(p) {
 			break
 		}
 	}
-	for _, p := range seen {
-		passable.Store(p, true)
+	for i, p := range seen {
+		passable.Store(p, ids[i])
 	}
 	return nil
 }
 
-// passable holds the folders letPass made or found o+x, with every folder
-// above them: the folders above each job's are mostly the same (the
-// node's, its jobs/ folder), and checking them again for every job was 2
-// % of the agent's CPU on no-op jobs. (A folder made private again while
-// the agent runs is not seen.)
+// passable holds, by path, the folders letPass made or found o+x, with
+// every folder above them: the folders above each job's are mostly the
+// same (the node's, its jobs/ folder), and checking them all again for
+// every job was 2 % of the agent's CPU on no-op jobs. The nearest known
+// folder is still looked at, and passes for itself and those above only
+// if it is the same folder, unchanged since (its inode and change time): a
+// job's input folder is removed when the job ends and may be made again,
+// private under a strict umask, for the next attempt. (A folder above it
+// made private again while the agent runs is not seen.)
 var passable sync.Map
+
+// dirID tells a folder apart from one made at the same path later, and
+// from itself before a chmod.
+type dirID struct {
+	ino   uint64
+	ctime syscall.Timespec
+}
+
+func idOf(fi os.FileInfo) dirID {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return dirID{}
+	}
+	return dirID{ino: st.Ino, ctime: st.Ctim}
+}
 
 func (u *User) credential() *syscall.Credential {
 	return &syscall.Credential{Uid: u.UID, Gid: u.GID, Groups: []uint32{}}

@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 
@@ -85,7 +84,7 @@ func (l *lazyTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.Comm
 		return pgconn.CommandTag{}, err
 	}
 	tag, err := br.Exec()
-	return tag, errors.Join(err, br.Close())
+	return tag, closeBatch(br, err)
 }
 
 // QueryRow runs one statement that returns at most a row.
@@ -111,7 +110,7 @@ func (l *lazyTx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, 
 	}
 	rows, err := br.Query()
 	if err != nil {
-		return nil, errors.Join(err, br.Close())
+		return nil, closeBatch(br, err)
 	}
 	return &batchRows{Rows: rows, br: br}, nil
 }
@@ -212,3 +211,13 @@ func (b errBatch) Exec() (pgconn.CommandTag, error) { return pgconn.CommandTag{}
 func (b errBatch) Query() (pgx.Rows, error)         { return nil, b.err }
 func (b errBatch) QueryRow() pgx.Row                { return errRow{b.err} }
 func (b errBatch) Close() error                     { return b.err }
+
+// closeBatch closes br after a statement of it returned err, and returns
+// err, or Close's error if the statement had none: Close returns again the
+// error a statement returned, which joined would be said twice.
+func closeBatch(br pgx.BatchResults, err error) error {
+	if cerr := br.Close(); err == nil {
+		return cerr
+	}
+	return err
+}
