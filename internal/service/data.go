@@ -173,10 +173,45 @@ func (s *Service) checkSnapshot(ctx context.Context, ref, field string, bad func
 	if !ok {
 		return bad(field, "%q is a path on your machine, which the server cannot read; submit with 'tide job create -f FILE', which uploads it, or use a file://, http(s):// or azureml://datastores/ path", ref)
 	}
+	if uploaded, _ := ctx.Value(uploadedKey{}).(map[string]bool); uploaded[digest] {
+		return nil
+	}
 	if s.Blobs == nil || !s.Blobs.Has(ctx, digest) {
 		return bad(field, "snapshot %s was not uploaded; submit with 'tide job create -f FILE', which uploads it", ref)
 	}
 	return nil
+}
+
+// uploadedKey is the context key of the snapshots found uploaded before a
+// submission's transaction began (lookUpSnapshots).
+type uploadedKey struct{}
+
+// lookUpSnapshots asks the blob store, before a submission waits for the
+// store's writer, which of the snapshots the job names (its code, its
+// build context, its inputs) were uploaded, and returns ctx carrying the
+// answer, for checkSnapshot to use inside the transaction: with blobs in
+// Azure, each question is a request, and a batch of submissions asking
+// them inside its transaction would hold the one writer for all of them.
+// Snapshots are named by their content, so one found uploaded stays so;
+// one not found is asked again inside, where the error is made.
+func (s *Service) lookUpSnapshots(ctx context.Context, j *api.Job) context.Context {
+	if s.Blobs == nil {
+		return ctx
+	}
+	refs := []string{j.Code}
+	if e := j.Environment; e != nil && e.Build != nil {
+		refs = append(refs, e.Build.Path)
+	}
+	for _, in := range j.Inputs {
+		refs = append(refs, in.Path)
+	}
+	uploaded := map[string]bool{}
+	for _, ref := range refs {
+		if digest, _, ok := api.ParseBlobRef(ref); ok && !uploaded[digest] && s.Blobs.Has(ctx, digest) {
+			uploaded[digest] = true
+		}
+	}
+	return context.WithValue(ctx, uploadedKey{}, uploaded)
 }
 
 // addData puts what a node needs to fetch a job's code and data inputs

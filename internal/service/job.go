@@ -46,6 +46,7 @@ func (s *Service) SubmitJob(ctx context.Context, ws string, j *api.Job) (*api.Jo
 	if e := j.Environment; e != nil && (e.Image != "" || e.Build != nil) && s.DockerEngine != nil && slices.Contains(s.runtimes(), "docker") {
 		engineErr = s.DockerEngine(ctx)
 	}
+	ctx = s.lookUpSnapshots(ctx, j)
 	err := s.inSubmitBatch(ctx, func(ctx context.Context, tx store.Tx) error {
 		if _, err := s.workspace(ctx, tx, ws); err != nil {
 			return err

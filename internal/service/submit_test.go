@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/tideml/tide/api"
@@ -222,4 +223,64 @@ func TestLeftSubmissionsAreNotWritten(t *testing.T) {
 			t.Errorf("job %s stored: %v (%v), want %v", name, stored, err, !gone)
 		}
 	}
+}
+
+// TestSnapshotsLookedUpBeforeTheWriter: whether a submission's code and
+// inputs were uploaded is asked of the blob store (a request each, in
+// Azure) before the submission waits for the store's writer, not inside
+// its transaction; a job naming a snapshot that was not uploaded is still
+// refused, naming its field.
+func TestSnapshotsLookedUpBeforeTheWriter(t *testing.T) {
+	ctx := t.Context()
+	st := seedStore(t, &api.Compute{Name: "cpu", Workspace: "default", Type: "amlcompute", Size: "Standard_DS3_v2", MaxInstances: 4},
+		nil, &api.Job{Name: "first-job", Workspace: "default", Compute: "cpu", Status: api.JobCompleted})
+	w := &writerWatch{Store: st}
+	b := &watchedBlobs{writer: w, have: map[string]bool{"code1": true, "data1": true}}
+	s := &Service{Store: w, Catalog: catalog.Default(), Blobs: b}
+	j := &api.Job{Name: "uploaded", Command: "true", Compute: "cpu", Code: api.BlobRef("code1", ""),
+		Inputs: map[string]api.JobInput{"d": {Type: api.InputURIFolder, Path: api.BlobRef("data1", "")}}}
+	if _, err := s.SubmitJob(ctx, "default", j); err != nil {
+		t.Fatalf("a job whose snapshots were uploaded: %v", err)
+	}
+	_, err := s.SubmitJob(ctx, "default", &api.Job{Name: "missing", Command: "true", Compute: "cpu", Code: api.BlobRef("code2", "")})
+	if err == nil || !strings.Contains(err.Error(), "code: snapshot") {
+		t.Errorf("a job whose code was not uploaded: %v, want a refusal naming code", err)
+	}
+	if b.asked.Load() < 2 {
+		t.Errorf("the blob store was asked %d times, want at least 2", b.asked.Load())
+	}
+	if n := b.askedInside.Load(); n != 1 {
+		t.Errorf("the blob store was asked %d times inside a write transaction, want 1 (the snapshot not found, asked again where its error is made)", n)
+	}
+}
+
+// writerWatch is a store that says when one of its write transactions runs.
+type writerWatch struct {
+	store.Store
+	writing atomic.Bool
+}
+
+func (w *writerWatch) Update(ctx context.Context, fn func(store.Tx) error) error {
+	return w.Store.Update(ctx, func(tx store.Tx) error {
+		w.writing.Store(true)
+		defer w.writing.Store(false)
+		return fn(tx)
+	})
+}
+
+// watchedBlobs holds the snapshots have, and counts the questions asked
+// of it, and those asked while writer writes.
+type watchedBlobs struct {
+	writer      *writerWatch
+	have        map[string]bool
+	asked       atomic.Int64
+	askedInside atomic.Int64
+}
+
+func (b *watchedBlobs) Has(ctx context.Context, digest string) bool {
+	b.asked.Add(1)
+	if b.writer.writing.Load() {
+		b.askedInside.Add(1)
+	}
+	return b.have[digest]
 }
