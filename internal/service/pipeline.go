@@ -37,7 +37,7 @@ func (s *Service) submitPipeline(ctx context.Context, ws string, j *api.Job) (*a
 	if s.Outputs == nil {
 		return nil, errorf(400, api.CodeNotSupported, "type: pipeline jobs are not supported by this server (it keeps no step outputs)")
 	}
-	err := s.Store.Update(ctx, func(tx store.Tx) error {
+	err := s.inUpdateWithOutputs(ctx, func(ctx context.Context, tx store.Tx, w *outputWork) error {
 		if _, err := s.workspace(ctx, tx, ws); err != nil {
 			return err
 		}
@@ -93,7 +93,7 @@ func (s *Service) submitPipeline(ctx context.Context, ws string, j *api.Job) (*a
 		if err := tx.AddEvent(ctx, ws, "job/"+j.Name, &api.Event{Time: now, Kind: "Running", Message: fmt.Sprintf("pipeline of %d step(s): %s", len(order), strings.Join(order, ", "))}); err != nil {
 			return err
 		}
-		_, err = s.advance(ctx, tx, j)
+		_, err = s.advance(ctx, tx, w, j)
 		return err
 	})
 	if err != nil {
@@ -275,7 +275,8 @@ func (s *Service) freeJobName(ctx context.Context, tx store.Tx, ws, want string)
 // pipeline and sweep.
 func (s *Service) AdvanceParent(ctx context.Context, ws, name string) (bool, error) {
 	changed := false
-	err := s.Store.Update(ctx, func(tx store.Tx) error {
+	err := s.inUpdateWithOutputs(ctx, func(ctx context.Context, tx store.Tx, w *outputWork) error {
+		changed = false
 		p, err := tx.GetJob(ctx, ws, name)
 		if store.IsNotFound(err) {
 			return nil
@@ -288,7 +289,7 @@ func (s *Service) AdvanceParent(ctx context.Context, ws, name string) (bool, err
 		}
 		switch p.Type {
 		case api.JobTypePipeline:
-			changed, err = s.advance(ctx, tx, p)
+			changed, err = s.advance(ctx, tx, w, p)
 		case api.JobTypeSweep:
 			changed, err = s.advanceSweep(ctx, tx, p)
 		}
@@ -311,7 +312,7 @@ func putIfChanged(ctx context.Context, tx store.Tx, j *api.Job, before []byte) (
 }
 
 // advance is AdvancePipeline in tx; it writes p when it changed.
-func (s *Service) advance(ctx context.Context, tx store.Tx, p *api.Job) (bool, error) {
+func (s *Service) advance(ctx context.Context, tx store.Tx, w *outputWork, p *api.Job) (bool, error) {
 	before, _ := json.Marshal(p)
 	for i, st := range p.Steps {
 		if st.Job == "" || api.JobTerminal(st.Status) {
@@ -344,12 +345,12 @@ func (s *Service) advance(ctx context.Context, tx store.Tx, p *api.Job) (bool, e
 			p.Steps[stepIndex(p, name)].Status = api.StepSkipped
 		}
 		for _, name := range d.Start {
-			if err := s.startStep(ctx, tx, p, name); err != nil {
+			if err := s.startStep(ctx, tx, w, p, name); err != nil {
 				return false, err
 			}
 		}
 		if d.Status != "" {
-			if err := s.endPipeline(ctx, tx, p, d, now); err != nil {
+			if err := s.endPipeline(ctx, tx, w, p, d, now); err != nil {
 				return false, err
 			}
 			break
@@ -375,14 +376,14 @@ func stepIndex(p *api.Job, name string) int {
 // earlier job that did the same work. A step that cannot be admitted (its
 // environment is gone, a compute was deleted) fails, with the reason in
 // the pipeline's events.
-func (s *Service) startStep(ctx context.Context, tx store.Tx, p *api.Job, name string) error {
+func (s *Service) startStep(ctx context.Context, tx store.Tx, w *outputWork, p *api.Job, name string) error {
 	i := stepIndex(p, name)
 	ref := func(step, out string, file bool) (string, error) {
 		job, err := outputJob(ctx, tx, p.Workspace, p.Steps[stepIndex(p, step)].Job)
 		if err != nil {
 			return "", err
 		}
-		return s.Outputs.PackOutput(ctx, job, out, file)
+		return w.pack(job, out, file)
 	}
 	now := s.now()
 	fail := func(msg string) error {
@@ -390,6 +391,9 @@ func (s *Service) startStep(ctx context.Context, tx store.Tx, p *api.Job, name s
 		return tx.AddEvent(ctx, p.Workspace, "job/"+p.Name, &api.Event{Time: now, Kind: "StepFailed", Message: "step " + name + ": " + msg})
 	}
 	child, err := pipeline.StepJob(p, name, ref)
+	if errors.Is(err, errOutputWork) {
+		return err
+	}
 	if err != nil {
 		return fail(err.Error())
 	}
@@ -455,7 +459,7 @@ func (s *Service) reusable(ctx context.Context, tx store.Tx, ws, key string) (*a
 
 // endPipeline records a pipeline's end and gathers the outputs of
 // completed steps bound to its own outputs.
-func (s *Service) endPipeline(ctx context.Context, tx store.Tx, p *api.Job, d pipeline.Decision, now time.Time) error {
+func (s *Service) endPipeline(ctx context.Context, tx store.Tx, w *outputWork, p *api.Job, d pipeline.Decision, now time.Time) error {
 	for _, st := range p.Steps {
 		if st.Status != api.JobCompleted {
 			continue
@@ -467,7 +471,10 @@ func (s *Service) endPipeline(ctx context.Context, tx store.Tx, p *api.Job, d pi
 			}
 			job, err := outputJob(ctx, tx, p.Workspace, st.Job)
 			if err == nil {
-				err = s.Outputs.CopyOutput(ctx, job, out, p.Name, b.Name)
+				err = w.copy(job, out, p.Name, b.Name)
+			}
+			if errors.Is(err, errOutputWork) {
+				return err
 			}
 			if err != nil {
 				d.Status = api.JobFailed
