@@ -169,13 +169,7 @@ func (e *rawEvents) send(event, id string, v any) error {
 	if err != nil {
 		return err
 	}
-	b := make([]byte, 0, len(id)+len(event)+len(data)+32)
-	if id != "" {
-		b = append(append(append(b, "id: "...), id...), '\n')
-	}
-	b = append(append(append(b, "event: "...), event...), "\ndata: "...)
-	b = append(append(b, data...), "\n\n"...)
-	return e.write(b)
+	return e.write(appendEvent(make([]byte, 0, len(id)+len(event)+len(data)+32), event, id, data))
 }
 
 // keepAliveEvent is built once: every stream sends one every 20 s.

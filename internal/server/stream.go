@@ -45,21 +45,11 @@ func startSSE(w http.ResponseWriter) (*sse, bool) {
 }
 
 func (s *sse) send(event, id string, v any) error {
-	b, err := json.Marshal(v)
+	data, err := json.Marshal(v)
 	if err != nil {
 		return err
 	}
-	s.deadline()
-	if id != "" {
-		if _, err := fmt.Fprintf(s.w, "id: %s\n", id); err != nil {
-			return err
-		}
-	}
-	if _, err := fmt.Fprintf(s.w, "event: %s\ndata: %s\n\n", event, b); err != nil {
-		return err
-	}
-	s.f.Flush()
-	return nil
+	return s.write(appendEvent(nil, event, id, data))
 }
 
 // sendRaw sends a JSON document as one event (compacted: an event's
@@ -69,24 +59,34 @@ func (s *sse) sendRaw(event string, data []byte) error {
 	if err := json.Compact(&b, data); err != nil {
 		return err
 	}
+	return s.write(appendEvent(nil, event, "", b.Bytes()))
+}
+
+// write writes one event, or comment, and flushes it.
+func (s *sse) write(b []byte) error {
 	s.deadline()
-	if _, err := fmt.Fprintf(s.w, "event: %s\ndata: %s\n\n", event, b.Bytes()); err != nil {
+	if _, err := s.w.Write(b); err != nil {
 		return err
 	}
 	s.f.Flush()
 	return nil
+}
+
+// appendEvent appends to b the event named event with id (none when "")
+// and data (one line of JSON).
+func appendEvent(b []byte, event, id string, data []byte) []byte {
+	if id != "" {
+		b = append(append(append(b, "id: "...), id...), '\n')
+	}
+	b = append(append(append(b, "event: "...), event...), "\ndata: "...)
+	return append(append(b, data...), "\n\n"...)
 }
 
 func (s *sse) comment(text string) error {
-	s.deadline()
-	if _, err := fmt.Fprintf(s.w, ": %s\n\n", text); err != nil {
-		return err
-	}
-	s.f.Flush()
-	return nil
+	return s.write([]byte(": " + text + "\n\n"))
 }
 
-func (s *sse) keepAlive() error { return s.comment("keep-alive") }
+func (s *sse) keepAlive() error { return s.write(keepAliveEvent) }
 
 // complete reports whether every rank of a terminal job has reported its
 // last log line and all of them are stored.

@@ -18,8 +18,7 @@ import (
 // packed reference, and the pipeline completes.
 func TestOutputWorkOutsideTheWriter(t *testing.T) {
 	ctx := t.Context()
-	st := seedStore(t, &api.Compute{Name: "cpu", Workspace: "default", Type: "amlcompute", Size: "Standard_DS3_v2", MaxInstances: 4},
-		nil, &api.Job{Name: "first-job", Workspace: "default", Compute: "cpu", Status: api.JobCompleted})
+	st := seedCPU(t)
 	w := &writerWatch{Store: st}
 	o := &watchedOutputs{writer: w}
 	s := &Service{Store: w, Catalog: catalog.Default(), Outputs: o}

@@ -52,3 +52,21 @@ func seedRank(t *testing.T, name, jobStatus, rankStatus string) (store.Store, st
 			Status: jobStatus, Attempt: 1, Ranks: []api.JobRank{{Node: "n", Status: rankStatus}}})
 	return st, id
 }
+
+// seedCPU is a store holding compute cpu (up to 4 nodes) and one
+// completed job.
+func seedCPU(t *testing.T) store.Store {
+	t.Helper()
+	return seedStore(t, &api.Compute{Name: "cpu", Workspace: "default", Type: "amlcompute", Size: "Standard_DS3_v2", MaxInstances: 4},
+		nil, &api.Job{Name: "first-job", Workspace: "default", Compute: "cpu", Status: api.JobCompleted})
+}
+
+// wantStored checks that job name of workspace default is stored, or not.
+func wantStored(t *testing.T, st store.Store, name string, want bool) {
+	t.Helper()
+	ctx := context.Background()
+	err := st.View(ctx, func(tx store.Tx) error { _, err := tx.GetJob(ctx, "default", name); return err })
+	if stored := err == nil; stored != want {
+		t.Errorf("job %s stored: %v (%v), want %v", name, stored, err, want)
+	}
+}

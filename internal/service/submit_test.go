@@ -25,8 +25,7 @@ import (
 // nothing, and the queue holds exactly its limit.
 func TestSubmissionsShareTransactions(t *testing.T) {
 	ctx := t.Context()
-	st := seedStore(t, &api.Compute{Name: "cpu", Workspace: "default", Type: "amlcompute", Size: "Standard_DS3_v2", MaxInstances: 4},
-		nil, &api.Job{Name: "first-job", Workspace: "default", Compute: "cpu", Status: api.JobCompleted})
+	st := seedCPU(t)
 	g := &gatedStore{Store: st, release: make(chan struct{})}
 	const limit = 20
 	s := &Service{Store: g, Catalog: catalog.Default(), Config: config.Server{Limits: config.Limits{Limit: config.Limit{MaxQueuedJobs: limit}}}}
@@ -145,8 +144,7 @@ func waiting(s *Service) int {
 // by, or shown, another's error.
 func TestSubmissionErrorsStayTheirOwn(t *testing.T) {
 	ctx := t.Context()
-	st := seedStore(t, &api.Compute{Name: "cpu", Workspace: "default", Type: "amlcompute", Size: "Standard_DS3_v2", MaxInstances: 4},
-		nil, &api.Job{Name: "first-job", Workspace: "default", Compute: "cpu", Status: api.JobCompleted})
+	st := seedCPU(t)
 	g := &gatedStore{Store: st, release: make(chan struct{})}
 	s := &Service{Store: g, Catalog: catalog.Default()}
 	put := func(name string) func(context.Context, store.Tx) error {
@@ -185,10 +183,7 @@ func TestSubmissionErrorsStayTheirOwn(t *testing.T) {
 		case !bad && errs[i] != nil:
 			t.Errorf("submission %s: %v, want it written: another submission's error failed it", name, errs[i])
 		}
-		err := st.View(ctx, func(tx store.Tx) error { _, err := tx.GetJob(ctx, "default", name); return err })
-		if stored := err == nil; stored == bad {
-			t.Errorf("job %s stored: %v (%v), want %v", name, stored, err, !bad)
-		}
+		wantStored(t, st, name, !bad)
 	}
 }
 
@@ -198,8 +193,7 @@ func TestSubmissionErrorsStayTheirOwn(t *testing.T) {
 // others of its batch are written.
 func TestLeftSubmissionsAreNotWritten(t *testing.T) {
 	ctx := t.Context()
-	st := seedStore(t, &api.Compute{Name: "cpu", Workspace: "default", Type: "amlcompute", Size: "Standard_DS3_v2", MaxInstances: 4},
-		nil, &api.Job{Name: "first-job", Workspace: "default", Compute: "cpu", Status: api.JobCompleted})
+	st := seedCPU(t)
 	g := &gatedStore{Store: st, release: make(chan struct{})}
 	s := &Service{Store: g, Catalog: catalog.Default()}
 	left, cancel := context.WithCancel(ctx)
@@ -218,10 +212,7 @@ func TestLeftSubmissionsAreNotWritten(t *testing.T) {
 		if gone != (errs[i] != nil) || gone && !errors.Is(errs[i], context.Canceled) {
 			t.Errorf("submission %s: %v", name, errs[i])
 		}
-		err := st.View(ctx, func(tx store.Tx) error { _, err := tx.GetJob(ctx, "default", name); return err })
-		if stored := err == nil; stored == gone {
-			t.Errorf("job %s stored: %v (%v), want %v", name, stored, err, !gone)
-		}
+		wantStored(t, st, name, !gone)
 	}
 }
 
@@ -232,8 +223,7 @@ func TestLeftSubmissionsAreNotWritten(t *testing.T) {
 // refused, naming its field.
 func TestSnapshotsLookedUpBeforeTheWriter(t *testing.T) {
 	ctx := t.Context()
-	st := seedStore(t, &api.Compute{Name: "cpu", Workspace: "default", Type: "amlcompute", Size: "Standard_DS3_v2", MaxInstances: 4},
-		nil, &api.Job{Name: "first-job", Workspace: "default", Compute: "cpu", Status: api.JobCompleted})
+	st := seedCPU(t)
 	w := &writerWatch{Store: st}
 	b := &watchedBlobs{writer: w, have: map[string]bool{"code1": true, "data1": true}}
 	s := &Service{Store: w, Catalog: catalog.Default(), Blobs: b}

@@ -165,11 +165,7 @@ type batchRow struct {
 }
 
 func (r batchRow) Scan(dest ...any) error {
-	err := r.row.Scan(dest...)
-	if cerr := r.br.Close(); err == nil {
-		err = cerr
-	}
-	return err
+	return closeBatch(r.br, r.row.Scan(dest...))
 }
 
 type errRow struct{ err error }
