@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
-	"crypto/subtle"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -162,12 +161,8 @@ func mlflowOK(w http.ResponseWriter, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
+// serve answers a request the endpoint found m's token in (its SHA-256).
 func (m *mlflowRun) serve(w http.ResponseWriter, r *http.Request) {
-	auth := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
-	if subtle.ConstantTimeCompare([]byte(auth), []byte(m.token)) != 1 {
-		mlflowError(w, 401, "UNAUTHENTICATED", "send the job's MLFLOW_TRACKING_TOKEN as a bearer token")
-		return
-	}
 	var body struct {
 		RunID     string          `json:"run_id"`
 		RunUUID   string          `json:"run_uuid"`
