@@ -81,14 +81,11 @@ func (s *Service) ReportStatus(ctx context.Context, nodeID string, st api.Assign
 		if err != nil {
 			return err
 		}
-		if j.Attempt != attempt || st.NodeRank < 0 || st.NodeRank >= len(j.Ranks) || j.Ranks[st.NodeRank].Node != nodeID {
-			return nil // a stale report of an earlier attempt: nothing to do
+		r := reportedRank(j, nodeID, attempt, st.NodeRank)
+		if r == nil {
+			return nil // a stale report, of an earlier attempt or an ended rank: nothing to do
 		}
 		now := s.now()
-		r := &j.Ranks[st.NodeRank]
-		if api.JobTerminal(r.Status) {
-			return nil
-		}
 		if attempt == 1 {
 			for _, n := range st.EmptyArtifacts {
 				if !slices.Contains(j.EmptyArtifacts, n) {
@@ -138,8 +135,7 @@ func (s *Service) keepEmptyArtifacts(ctx context.Context, nodeID, ws, name strin
 		if err != nil {
 			return err
 		}
-		own = j.Attempt == attempt && st.NodeRank >= 0 && st.NodeRank < len(j.Ranks) &&
-			j.Ranks[st.NodeRank].Node == nodeID && !api.JobTerminal(j.Ranks[st.NodeRank].Status)
+		own = reportedRank(j, nodeID, attempt, st.NodeRank) != nil
 		return nil
 	}); err != nil || !own {
 		return err
@@ -148,4 +144,13 @@ func (s *Service) keepEmptyArtifacts(ctx context.Context, nodeID, ws, name strin
 		return fmt.Errorf("keeping the empty artifacts of job %s: %w", name, err)
 	}
 	return nil
+}
+
+// reportedRank is the rank of job j a node's report is about: rank of
+// attempt, held by node and not ended; nil when the report is stale.
+func reportedRank(j *api.Job, node string, attempt, rank int) *api.JobRank {
+	if j.Attempt != attempt || rank < 0 || rank >= len(j.Ranks) || j.Ranks[rank].Node != node || api.JobTerminal(j.Ranks[rank].Status) {
+		return nil
+	}
+	return &j.Ranks[rank]
 }
