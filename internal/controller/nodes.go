@@ -211,14 +211,20 @@ func (c *Controller) recordFailure(ctx context.Context, ws, compute, code, msg s
 	delay := b.Fail(now, msg)
 	c.backoff[k] = b
 	c.mu.Unlock()
-	_ = c.updateCompute(ctx, ws, compute, func(cp *api.Compute) bool {
+	// The error and its event in one transaction: whoever sees the one
+	// sees the other.
+	_ = c.store.Update(ctx, func(tx store.Tx) error {
+		cp, err := tx.GetCompute(ctx, ws, compute)
+		if err != nil {
+			return err // a compute deleted meanwhile: nothing to record
+		}
 		cp.Errors = append(cp.Errors, api.ErrorDetail{Code: code, Message: msg, Time: now})
 		if len(cp.Errors) > 10 {
 			cp.Errors = cp.Errors[len(cp.Errors)-10:]
 		}
-		return true
-	})
-	_ = c.store.Update(ctx, func(tx store.Tx) error {
+		if err := tx.PutCompute(ctx, cp, ""); err != nil {
+			return err
+		}
 		return tx.AddEvent(ctx, ws, "compute/"+compute, &api.Event{Time: now, Kind: code, Message: fmt.Sprintf("%s (retrying in %s)", msg, delay)})
 	})
 }
