@@ -179,6 +179,10 @@ type agent struct {
 	states stateFiles
 	// mlflow is the jobs' MLflow endpoint (mlflow.go).
 	mlflow mlflowEndpoint
+	// beats is the stream that carries the heartbeats, streams the
+	// client that opens it (stream.go).
+	beats   streamBeats
+	streams *http.Client
 }
 
 // maxEnded bounds the memory of finished assignments.
@@ -206,11 +210,12 @@ func Run(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("creating node folder: %w", err)
 	}
 	a := &agent{
-		cfg:    cfg,
-		log:    cfg.Logger.With(slog.String("node", cfg.NodeID)),
-		client: &client{urls: cfg.ServerURLs, token: cfg.Token, hc: cfg.HTTPClient},
-		jobs:   make(map[string]*job),
-		ended:  make(map[string]bool),
+		cfg:     cfg,
+		log:     cfg.Logger.With(slog.String("node", cfg.NodeID)),
+		client:  &client{urls: cfg.ServerURLs, token: cfg.Token, hc: cfg.HTTPClient},
+		streams: streamClient(cfg.HTTPClient),
+		jobs:    make(map[string]*job),
+		ended:   make(map[string]bool),
 	}
 	a.heartbeat.Store(int64(cfg.HeartbeatInterval))
 	// The unbounded blob cache of earlier versions; the node cache replaces it.
@@ -321,44 +326,6 @@ func (a *agent) register(ctx context.Context) error {
 		a.startInstance(ctx, welcome.Instance)
 	}
 	return nil
-}
-
-// stream holds GET /v1/agent/stream and dispatches its events.
-func (a *agent) stream(ctx context.Context) error {
-	sctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	req, err := a.client.newRequest(sctx, http.MethodGet, "/v1/agent/stream", nil, "")
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Accept", "text/event-stream")
-	resp, err := a.client.hc.Do(req)
-	if err != nil {
-		a.client.failover()
-		return fmt.Errorf("opening stream: %w", err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		if resp.StatusCode >= 500 {
-			a.client.failover()
-		}
-		return fmt.Errorf("opening stream: %w", &statusError{Code: resp.StatusCode, Body: resp.Status})
-	}
-	// The watchdog cancels the request when the stream stays silent.
-	idle := time.AfterFunc(a.cfg.StreamIdleTimeout, cancel)
-	defer idle.Stop()
-	gotData := false
-	err = readSSE(resp.Body, func() {
-		gotData = true
-		idle.Reset(a.cfg.StreamIdleTimeout)
-	}, func(ev sseEvent) error {
-		a.handleEvent(ctx, ev)
-		return nil
-	})
-	if gotData {
-		return fmt.Errorf("%w: %w", errStreamHealthy, err)
-	}
-	return fmt.Errorf("reading stream: %w", err)
 }
 
 func (a *agent) handleEvent(ctx context.Context, ev sseEvent) {
@@ -486,8 +453,7 @@ func (a *agent) heartbeatLoop(ctx context.Context) {
 			hb.Activity = ia.activity(ctx, hb.Utilization)
 		}
 		hctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		var reply api.AgentHeartbeatReply
-		err := a.client.postJSON(hctx, "/v1/agent/heartbeat", hb, &reply)
+		reply, err := a.sendBeat(hctx, hb)
 		if err != nil && ctx.Err() == nil {
 			a.log.WarnContext(ctx, "heartbeat failed", slog.Any("error", err))
 		}

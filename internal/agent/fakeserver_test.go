@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"bufio"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -40,6 +41,13 @@ type fakeServer struct {
 	beats       []api.AgentHeartbeat     // every heartbeat received
 	beatReply   *api.AgentHeartbeatReply // the answer to the next heartbeat (nil: 204)
 	streamConns int
+	// getOnly plays a server from before heartbeats on the stream: it
+	// takes the stream only with GET (404 for POST, as the server's
+	// catch-all route answers).
+	getOnly bool
+	// streamBeats counts the heartbeats received on a stream, of
+	// heartbeats.
+	streamBeats int
 
 	events chan sseEvent
 	drop   chan struct{}
@@ -59,6 +67,7 @@ func newFakeServer(t *testing.T) *fakeServer {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/agent/register", f.register)
 	mux.HandleFunc("GET /v1/agent/stream", f.stream)
+	mux.HandleFunc("POST /v1/agent/stream", f.stream)
 	mux.HandleFunc("POST /v1/agent/heartbeat", f.heartbeat)
 	mux.HandleFunc("POST /v1/agent/assignments/{id}/logs", f.postLogs)
 	mux.HandleFunc("PUT /v1/agent/assignments/{id}/artifacts", f.putArtifacts)
@@ -145,6 +154,42 @@ func (f *fakeServer) register(w http.ResponseWriter, r *http.Request) {
 }
 
 func (f *fakeServer) stream(w http.ResponseWriter, r *http.Request) {
+	f.mu.Lock()
+	getOnly := f.getOnly
+	f.mu.Unlock()
+	if r.Method == http.MethodPost && getOnly {
+		http.NotFound(w, r)
+		return
+	}
+	// A POST's body carries heartbeats, each answered on the stream.
+	answers := make(chan sseEvent, 16)
+	if r.Method == http.MethodPost {
+		if err := http.NewResponseController(w).EnableFullDuplex(); err != nil {
+			f.t.Errorf("stream: %v", err)
+			return
+		}
+		ctx := r.Context()
+		go func() {
+			sc := bufio.NewScanner(r.Body)
+			for sc.Scan() {
+				ev := sseEvent{Name: "beat_error", Data: `{"status": 400, "detail": "not a heartbeat"}`}
+				var hb api.AgentHeartbeat
+				if json.Unmarshal(sc.Bytes(), &hb) == nil {
+					f.mu.Lock()
+					f.streamBeats++
+					reply := f.took(hb)
+					f.mu.Unlock()
+					b, _ := json.Marshal(reply)
+					ev = sseEvent{Name: "beat", Data: string(b)}
+				}
+				select {
+				case answers <- ev:
+				case <-ctx.Done():
+					return
+				}
+			}
+		}()
+	}
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.WriteHeader(http.StatusOK)
 	fl := w.(http.Flusher)
@@ -158,12 +203,26 @@ func (f *fakeServer) stream(w http.ResponseWriter, r *http.Request) {
 		case ev := <-f.events:
 			fmt.Fprintf(w, "event: %s\ndata: %s\n\n", ev.Name, ev.Data)
 			fl.Flush()
+		case ev := <-answers:
+			fmt.Fprintf(w, "event: %s\ndata: %s\n\n", ev.Name, ev.Data)
+			fl.Flush()
 		case <-f.drop:
 			return
 		case <-r.Context().Done():
 			return
 		}
 	}
+}
+
+// took records heartbeat hb and returns its answer; f.mu is held.
+func (f *fakeServer) took(hb api.AgentHeartbeat) api.AgentHeartbeatReply {
+	f.heartbeats++
+	f.beats = append(f.beats, hb)
+	var reply api.AgentHeartbeatReply
+	if f.beatReply != nil {
+		reply, f.beatReply = *f.beatReply, nil
+	}
+	return reply
 }
 
 func (f *fakeServer) heartbeat(w http.ResponseWriter, r *http.Request) {
@@ -173,15 +232,14 @@ func (f *fakeServer) heartbeat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.heartbeats++
-	f.beats = append(f.beats, hb)
-	if f.beatReply == nil {
+	answer := f.beatReply != nil
+	reply := f.took(hb)
+	f.mu.Unlock()
+	if !answer {
 		w.WriteHeader(http.StatusNoContent) // as a server from before heartbeat replies
 		return
 	}
-	_ = json.NewEncoder(w).Encode(f.beatReply)
-	f.beatReply = nil
+	_ = json.NewEncoder(w).Encode(reply)
 }
 
 // replyToBeat answers the next heartbeat with reply.
