@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 )
 
 // maxSpare bounds the spare folders of each kind an agent keeps; a node
@@ -53,7 +54,7 @@ func (s *spareFolders) open(dir string) {
 		n, _ := strconv.Atoi(e.Name()[min(1, len(e.Name())):])
 		s.next = max(s.next, n)
 		switch {
-		case strings.HasPrefix(e.Name(), "j") && s.emptyJob(p, "1") && len(s.jobs) < maxSpare:
+		case strings.HasPrefix(e.Name(), "j") && s.emptyJob(p, "1", false) && len(s.jobs) < maxSpare:
 			s.jobs = append(s.jobs, p)
 		case strings.HasPrefix(e.Name(), "c") && s.empty(p) && len(s.ckpts) < maxSpare:
 			s.ckpts = append(s.ckpts, p)
@@ -92,7 +93,7 @@ func (s *spareFolders) make(j *job) error {
 	if n := len(s.jobs); n > 0 && s.place(s.jobs[n-1], filepath.Dir(j.dir)) {
 		s.jobs = s.jobs[:n-1]
 		if attempt != "1" {
-			if err := os.Rename(filepath.Join(filepath.Dir(j.dir), "1"), j.dir); err != nil {
+			if err := syscall.Rename(filepath.Join(filepath.Dir(j.dir), "1"), j.dir); err != nil {
 				return fmt.Errorf("preparing job folder: %w", err)
 			}
 		}
@@ -113,11 +114,13 @@ func (s *spareFolders) make(j *job) error {
 }
 
 // place renames the spare folder to dst, which must not be a folder with
-// anything in it; it reports whether it did.
+// anything in it (an empty one is replaced); it reports whether it did.
+// (syscall.Rename: os.Rename looks at dst first, a third of a rename's
+// cost, to refuse replacing any folder.)
 func (s *spareFolders) place(spare, dst string) bool {
-	err := os.Rename(spare, dst)
+	err := syscall.Rename(spare, dst)
 	if errors.Is(err, fs.ErrNotExist) && os.MkdirAll(filepath.Dir(dst), 0o755) == nil {
-		err = os.Rename(spare, dst)
+		err = syscall.Rename(spare, dst)
 	}
 	if err == nil {
 		s.fromSpare++
@@ -127,25 +130,27 @@ func (s *spareFolders) place(spare, dst string) bool {
 
 // keep takes the folders of j, whose final status the server took, as
 // spares when nothing is in them. The job's folder is kept only when it is
-// its job's only attempt folder here and holds outputs/ and logs/ alone.
-func (s *spareFolders) keep(j *job) {
+// its job's only attempt folder here and holds outputs/ and logs/ alone,
+// both empty: found so by the walk of its artifacts (emptied), which the
+// job, ended, cannot change since, or looked at here.
+func (s *spareFolders) keep(j *job, emptied bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.perm == 0 {
 		return
 	}
 	attempt := filepath.Base(j.dir)
-	if len(s.jobs) < maxSpare && s.emptyJob(filepath.Dir(j.dir), attempt) {
+	if len(s.jobs) < maxSpare && s.emptyJob(filepath.Dir(j.dir), attempt, emptied) {
 		spare := s.name("j")
-		if os.Rename(filepath.Dir(j.dir), spare) == nil {
-			if attempt == "1" || os.Rename(filepath.Join(spare, attempt), filepath.Join(spare, "1")) == nil {
+		if syscall.Rename(filepath.Dir(j.dir), spare) == nil {
+			if attempt == "1" || syscall.Rename(filepath.Join(spare, attempt), filepath.Join(spare, "1")) == nil {
 				s.jobs = append(s.jobs, spare)
 			}
 		}
 	}
 	if len(s.ckpts) < maxSpare && s.empty(j.checkpointDir) {
 		spare := s.name("c")
-		if os.Rename(j.checkpointDir, spare) == nil {
+		if syscall.Rename(j.checkpointDir, spare) == nil {
 			s.ckpts = append(s.ckpts, spare)
 		}
 	}
@@ -160,24 +165,37 @@ func (s *spareFolders) name(kind string) string {
 }
 
 // emptyJob reports whether the job folder p holds only the attempt folder,
-// and that one only empty outputs/ and logs/, each a folder of the agent's
-// mode.
-func (s *spareFolders) emptyJob(p, attempt string) bool {
+// and that one only empty outputs/ and logs/ (known so when emptied), each
+// a folder of the agent's mode.
+func (s *spareFolders) emptyJob(p, attempt string, emptied bool) bool {
 	if !s.holds(p, attempt) {
 		return false
 	}
 	a := filepath.Join(p, attempt)
-	return s.holds(a, "logs", "outputs") && s.empty(filepath.Join(a, "outputs")) && s.empty(filepath.Join(a, "logs"))
+	if !s.holds(a, "logs", "outputs") {
+		return false
+	}
+	for _, d := range []string{"outputs", "logs"} {
+		if emptied && !s.ownMode(filepath.Join(a, d)) || !emptied && !s.empty(filepath.Join(a, d)) {
+			return false
+		}
+	}
+	return true
 }
 
 // empty reports whether p is an empty folder of the agent's mode.
 func (s *spareFolders) empty(p string) bool { return s.holds(p) }
 
+// ownMode reports whether p is a folder of the agent's mode.
+func (s *spareFolders) ownMode(p string) bool {
+	fi, err := os.Lstat(p)
+	return err == nil && fi.IsDir() && fi.Mode()&(fs.ModePerm|fs.ModeSticky|fs.ModeSetuid|fs.ModeSetgid) == s.perm
+}
+
 // holds reports whether p is a folder of the agent's mode holding exactly
 // names (sorted).
 func (s *spareFolders) holds(p string, names ...string) bool {
-	fi, err := os.Lstat(p)
-	if err != nil || !fi.IsDir() || fi.Mode()&(fs.ModePerm|fs.ModeSticky|fs.ModeSetuid|fs.ModeSetgid) != s.perm {
+	if !s.ownMode(p) {
 		return false
 	}
 	f, err := os.Open(p)

@@ -80,4 +80,13 @@ func TestEmptyFoldersAreReused(t *testing.T) {
 	if fi, err := os.Stat(filepath.Join(dir, "jobs/ws1/chmod/1/outputs")); err != nil || fi.Mode().Perm() != 0o700 {
 		t.Errorf("the folder whose mode the job changed: %v, %v", fi, err)
 	}
+
+	// Empty files are something: the folder stays, and the next job,
+	// given the spare quiet3 left, does not see them.
+	run(assignment("touch", sees+` && touch outputs/e logs/e`))
+	run(assignment("quiet4", sees))
+	gone(filepath.Join(dir, "jobs/ws1/quiet4"))
+	if _, err := os.Stat(filepath.Join(dir, "jobs/ws1/touch/1/outputs/e")); err != nil {
+		t.Errorf("the empty file a job left: %v", err)
+	}
 }

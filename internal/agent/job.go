@@ -447,7 +447,8 @@ func (j *job) finish(st api.AssignmentStatus) {
 			j.saveState()
 		}
 	}
-	if empty, ok := j.emptyArtifacts(); ok {
+	empty, emptied, ok := j.emptyArtifacts()
+	if ok {
 		j.mu.Lock() // j.final is &st
 		st.EmptyArtifacts = empty
 		j.mu.Unlock()
@@ -467,7 +468,7 @@ func (j *job) finish(st api.AssignmentStatus) {
 		return
 	}
 	j.releaseState()
-	j.a.spares.keep(j)
+	j.a.spares.keep(j, emptied)
 }
 
 // ended reports whether the job's command is over (its final status is
