@@ -73,30 +73,12 @@ func testChangedJobs(t *testing.T, open Opener) {
 
 	// A write in flight while the feed is read is listed by the next read.
 	d := newJob("default", "d", "cpu", api.JobQueued)
-	written, release, done := make(chan struct{}), make(chan struct{}), make(chan error)
-	go func() {
-		done <- s.Update(ctx, func(tx store.Tx) error {
-			if err := tx.PutJob(ctx, d, ""); err != nil {
-				return err
-			}
-			select { // a retried attempt does not wait again
-			case <-written:
-			default:
-				close(written)
-			}
-			<-release
-			return nil
-		})
-	}()
-	<-written
+	commit := heldWrite(t, s, func(tx store.Tx) error { return tx.PutJob(ctx, d, "") })
 	got, _, next = changedJobs(t, s, next)
 	if _, ok := got["d"]; ok {
 		t.Fatalf("ChangedJobs listed d before its transaction committed")
 	}
-	close(release)
-	if err := <-done; err != nil {
-		t.Fatalf("update: %v", err)
-	}
+	commit()
 	if got, _, _ = changedJobs(t, s, next); got["d"] != d.Etag {
 		t.Errorf("ChangedJobs after d committed = %v, want d at etag %s", got, d.Etag)
 	}
@@ -153,4 +135,34 @@ func testQueuePosition(t *testing.T, open Opener) {
 		}
 		return nil
 	})
+}
+
+// heldWrite runs write in a write transaction of s that stays open until
+// the returned commit is called; commit waits for it to end and fails the
+// test on its error. A feed read in between must not list the write.
+func heldWrite(t *testing.T, s store.Store, write func(tx store.Tx) error) (commit func()) {
+	t.Helper()
+	written, release, done := make(chan struct{}), make(chan struct{}), make(chan error)
+	go func() {
+		done <- s.Update(t.Context(), func(tx store.Tx) error {
+			if err := write(tx); err != nil {
+				return err
+			}
+			select { // a retried attempt does not wait again
+			case <-written:
+			default:
+				close(written)
+			}
+			<-release
+			return nil
+		})
+	}()
+	<-written
+	return func() {
+		t.Helper()
+		close(release)
+		if err := <-done; err != nil {
+			t.Fatalf("update: %v", err)
+		}
+	}
 }

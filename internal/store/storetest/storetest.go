@@ -34,6 +34,7 @@ func Run(t *testing.T, newDB func(t *testing.T) Opener) {
 		{"ComputeEtags", testComputeEtags},
 		{"ComputeNeedsWorkspace", testComputeNeedsWorkspace},
 		{"ListComputesAcrossWorkspaces", testListComputesAcrossWorkspaces},
+		{"ChangedComputes", testChangedComputes},
 		{"JobRoundTrip", testJobRoundTrip},
 		{"JobEtags", testJobEtags},
 		{"ListJobs", testListJobs},
