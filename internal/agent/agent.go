@@ -179,6 +179,8 @@ type agent struct {
 	states stateFiles
 	// mlflow is the jobs' MLflow endpoint (mlflow.go).
 	mlflow mlflowEndpoint
+	// spares are finished jobs' empty folders, for later jobs (folders.go).
+	spares spareFolders
 	// beats is the stream that carries the heartbeats, streams the
 	// client that opens it (stream.go).
 	beats   streamBeats
@@ -218,6 +220,7 @@ func Run(ctx context.Context, cfg Config) error {
 		ended:   make(map[string]bool),
 	}
 	a.heartbeat.Store(int64(cfg.HeartbeatInterval))
+	a.spares.open(filepath.Join(cfg.Dir, "spare"))
 	// The unbounded blob cache of earlier versions; the node cache replaces it.
 	_ = os.RemoveAll(filepath.Join(cfg.Dir, "cache", "blobs"))
 	cache, err := nodecache.Open(filepath.Join(cfg.Dir, "cache", "inputs"), cfg.CacheBytes)

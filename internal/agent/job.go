@@ -171,14 +171,8 @@ func (j *job) execute() api.AssignmentStatus {
 			return failed(fmt.Sprintf("outputs.%s: output names must be plain names (letters, digits, _ . -)", o))
 		}
 	}
-	dirs := []string{j.outputsDir, j.logsDir, j.checkpointDir}
-	for _, o := range as.Outputs {
-		dirs = append(dirs, filepath.Join(j.outputsDir, o))
-	}
-	for _, d := range dirs {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			return failed(fmt.Sprintf("preparing job folder: %v", err))
-		}
+	if err := j.a.spares.make(j); err != nil {
+		return failed(err.Error())
 	}
 	j.logs.copyTo(j.logFile())
 	j.saveState()
@@ -453,7 +447,8 @@ func (j *job) finish(st api.AssignmentStatus) {
 			j.saveState()
 		}
 	}
-	if empty, ok := j.emptyArtifacts(); ok {
+	empty, emptied, ok := j.emptyArtifacts()
+	if ok {
 		j.mu.Lock() // j.final is &st
 		st.EmptyArtifacts = empty
 		j.mu.Unlock()
@@ -473,6 +468,7 @@ func (j *job) finish(st api.AssignmentStatus) {
 		return
 	}
 	j.releaseState()
+	j.a.spares.keep(j, emptied)
 }
 
 // ended reports whether the job's command is over (its final status is

@@ -132,11 +132,34 @@ func (a Adaptive) Decide(c *Compute, now time.Time) Decision {
 	if c.Gaps.setting.prewarm {
 		pre, wake = c.Gaps.daily.ahead(now, c.Gaps.BootTime)
 		pre -= c.Gaps.DemandSince(now.Truncate(time.Minute).Add(-time.Nanosecond))
+		if pre > 0 {
+			// Ask again when the minute ends: the nodes held for it may
+			// leave then, and on an idle compute nothing else would
+			// make Plan look (a week's nodes booted for a batch that did
+			// not come stayed idle an hour, to the next wake).
+			wake = earliest(wake, now.Truncate(time.Minute).Add(time.Minute))
+		}
+	}
+	// Boot ahead for the rest of a burst that began within a boot time.
+	var burst int
+	if b := c.Gaps.setting.burst; b > 0 && learned {
+		var end time.Time
+		if burst, end = c.Gaps.burstLeft(now, b); burst > 0 {
+			wake = earliest(wake, end) // its nodes left over may leave then
+		}
 	}
 	return Decision{
 		IdleTimeout: min(max(timeout, a.Min), cmp.Or(a.Max, gapRange)),
-		Warm:        max(min(warm, idle), pre),
+		Warm:        max(min(warm, idle), pre, burst),
 		Wake:        wake,
 		Setting:     "adaptive idle timeout (learned from idle gaps)",
 	}
+}
+
+// earliest returns the earlier of two wake times, zero meaning none.
+func earliest(a, b time.Time) time.Time {
+	if a.IsZero() || (!b.IsZero() && b.Before(a)) {
+		return b
+	}
+	return a
 }

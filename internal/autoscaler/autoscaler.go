@@ -85,10 +85,11 @@ type Compute struct {
 	// Queued are the compute's jobs still queued after scheduler.Place.
 	Queued []Demand
 	// Counted are nodes that exist but are not listed in Nodes, only
-	// counted. The controller lists every node and leaves it zero; the
-	// simulator tracks thousands of nodes and would spend its time building
-	// them for every call, so it lists only the idle nodes that can leave
-	// and counts the rest. Plan's result is the same as when every node is
+	// counted. The controller and the simulator track thousands of nodes
+	// and would spend their time building them for every call, so they
+	// list only the nodes Plan may act on one by one (the controller every
+	// idle node, the simulator only the idle nodes that can leave) and
+	// count the busy and preparing ones. Plan's result is the same as when every node is
 	// listed provided the idle nodes left out are idle more recently than
 	// every listed idle node and the longest-idle listed node that may not
 	// leave yet is listed.

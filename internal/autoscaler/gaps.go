@@ -231,6 +231,7 @@ type gapState struct {
 	Keep      []time.Duration         `json:"hourly_keep,omitempty"`
 	Warm      int                     `json:"warm,omitempty"`
 	Prewarm   bool                    `json:"prewarm,omitempty"`
+	Burst     int                     `json:"burst,omitempty"`
 	Log       []logEvent              `json:"log,omitempty"`
 	Daily     *profile                `json:"daily,omitempty"`
 	Learned   bool                    `json:"learned,omitempty"`
@@ -247,7 +248,7 @@ type arrivalState struct {
 // setting.
 func (h *GapHistory) MarshalJSON() ([]byte, error) {
 	st := gapState{BootTime: h.BootTime, Reference: h.Reference, Weight: h.weight, Seen: h.seen, Due: h.due, Chosen: h.chosen,
-		Keep: h.setting.keep[:], Warm: h.setting.warm, Prewarm: h.setting.prewarm, Log: h.recent(), Daily: &h.daily, Learned: h.learned, Pending: h.pending[h.head:]}
+		Keep: h.setting.keep[:], Warm: h.setting.warm, Prewarm: h.setting.prewarm, Burst: h.setting.burst, Log: h.recent(), Daily: &h.daily, Learned: h.learned, Pending: h.pending[h.head:]}
 	for k := range hours {
 		for i, v := range h.bins[k] {
 			if v != 0 {
@@ -285,7 +286,7 @@ func (h *GapHistory) UnmarshalJSON(b []byte) error {
 	}
 	*h = GapHistory{BootTime: st.BootTime, Reference: st.Reference, weight: st.Weight, seen: st.Seen, due: st.Due, chosen: st.Chosen,
 		learned: st.Learned, pending: st.Pending, log: st.Log}
-	h.setting.warm, h.setting.prewarm = st.Warm, st.Prewarm
+	h.setting.warm, h.setting.prewarm, h.setting.burst = st.Warm, st.Prewarm, st.Burst
 	if st.Daily != nil {
 		h.daily = *st.Daily
 		h.daily.predict(slices.Max(h.daily.Day[:]))

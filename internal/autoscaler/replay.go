@@ -20,11 +20,13 @@ type logEvent struct {
 
 // candidate is a setting the policy may choose: each hour's idle timeout,
 // how many of the most recently idle nodes stay however long they are
-// idle, and whether to boot nodes ahead of the demand that comes every day.
+// idle, whether to boot nodes ahead of the demand that comes every day,
+// and how many nodes to boot ahead at a burst's first submit (burst.go).
 type candidate struct {
 	keep    [hours]time.Duration
 	warm    int
 	prewarm bool
+	burst   int
 }
 
 // outcome is what a candidate would have cost over the logged events:
@@ -76,6 +78,10 @@ type replayer struct {
 	last           int64 // time of the last look at the pool
 	hourFrom, hour int64 // the hour cached by keep, and its timeout
 	hourTo         int64
+	// warm is the idle nodes kept: the candidate's, or more while a burst
+	// is open (until burstEnd) and left of its burst nodes are not asked for.
+	warm, left           int
+	lastSubmit, burstEnd int64
 }
 
 // keep returns the candidate's timeout for the hour of at (hourOf costs
@@ -93,10 +99,10 @@ func (r *replayer) keep(at int64) int64 {
 // (armed with the timeout of the hour they were armed in), then the idle
 // nodes beyond the warm ones whose timeout has passed, longest idle first.
 func (r *replayer) look(t int64) {
-	if len(r.stack)-r.lo > r.cand.warm {
+	if len(r.stack)-r.lo > r.warm {
 		r.bound = true
 	}
-	for c := r.last; len(r.stack)-r.lo > r.cand.warm; {
+	for c := r.last; len(r.stack)-r.lo > r.warm; {
 		s := r.stack[r.lo]
 		w := max(s+r.keep(c), c)
 		if w >= t {
@@ -108,7 +114,7 @@ func (r *replayer) look(t int64) {
 		}
 		c = w
 	}
-	for k := r.keep(t); len(r.stack)-r.lo > r.cand.warm && t-r.stack[r.lo] >= k; r.lo++ {
+	for k := r.keep(t); len(r.stack)-r.lo > r.warm && t-r.stack[r.lo] >= k; r.lo++ {
 		r.o.cost += float64(t - r.stack[r.lo])
 	}
 	if r.lo == len(r.stack) {
@@ -187,11 +193,14 @@ func replay(log []logEvent, cand *candidate, boot time.Duration, buf *replayBuf,
 	buf.stack, buf.queue, buf.boots = buf.stack[:0], buf.queue[:0], buf.boots[:0]
 	buf.at = append(buf.at[:0], make([]outcome, len(buf.cuts))...)
 	buf.bound = false
-	r := &replayer{replayBuf: buf, cand: cand, boot: max(int64(boot), 1), hourFrom: 1}
+	r := &replayer{replayBuf: buf, cand: cand, boot: max(int64(boot), 1), hourFrom: 1, warm: cand.warm, lastSubmit: math.MinInt64}
 	for _, e := range log {
 		// An event logged late (a controller turn records what happened
 		// since the last one) happened, for the pool, when it was logged.
 		e.At = max(e.At, r.last)
+		if r.left > 0 && e.At >= r.burstEnd {
+			r.left, r.warm = 0, cand.warm
+		}
 		for r.pi < len(r.cuts) && e.At >= r.cuts[r.pi] {
 			r.at[r.pi] = r.o
 			r.pi++
@@ -207,7 +216,7 @@ func replay(log []logEvent, cand *candidate, boot time.Duration, buf *replayBuf,
 		if r.bh < len(r.boots) && r.boots[r.bh].at <= e.At {
 			r.booted(e.At)
 		}
-		if len(r.stack)-r.lo > r.cand.warm {
+		if len(r.stack)-r.lo > r.warm {
 			r.look(e.At)
 		} else {
 			r.last = e.At
@@ -230,6 +239,12 @@ func replay(log []logEvent, cand *candidate, boot time.Duration, buf *replayBuf,
 			continue
 		}
 		n := e.Nodes
+		start := cand.burst > 0 && r.lastSubmit != math.MinInt64 && e.At-r.lastSubmit >= r.boot
+		r.lastSubmit = e.At
+		if start {
+			r.left, r.burstEnd = cand.burst+n, e.At+r.boot
+		}
+		r.left = max(r.left-n, 0)
 		free := len(r.stack) - r.lo
 		if r.qh == len(r.queue) && free >= n {
 			for _, s := range r.stack[len(r.stack)-n:] {
@@ -250,11 +265,19 @@ func replay(log []logEvent, cand *candidate, boot time.Duration, buf *replayBuf,
 			}
 			r.queue = append(r.queue, w)
 			r.need += w.need
-			if create := r.need - r.pending; create > 0 {
-				r.boots = append(r.boots, bootBatch{e.At + r.boot, create})
-				r.pending += create
-				r.o.cost += float64(create) * float64(r.boot)
-			}
+		}
+		// Plan's target: the queue's lack, and while a burst is open the
+		// nodes booted ahead for it that its jobs have not asked for yet,
+		// beyond the idle and booting nodes.
+		if create := r.need + r.left - (len(r.stack) - r.lo) - r.pending; create > 0 {
+			r.boots = append(r.boots, bootBatch{e.At + r.boot, create})
+			r.pending += create
+			r.o.cost += float64(create) * float64(r.boot)
+		}
+		if r.left > 0 {
+			r.warm = max(cand.warm, r.left)
+		} else {
+			r.warm = cand.warm
 		}
 		if r.o.cost > maxCost || r.o.wait > maxWait {
 			break
@@ -335,6 +358,7 @@ func (h *GapHistory) bestSetting() candidate {
 	cv := h.curves()
 	boot := max(h.BootTime.Seconds(), 1)
 	ahead := h.daily.bootsAhead(log, h.BootTime)
+	bursts := burstSizes(log, h.BootTime)
 	var tried [][hours]int
 	for _, l := range lambdas {
 		idx, _, _ := choose(cv, boot, l)
@@ -347,12 +371,20 @@ func (h *GapHistory) bestSetting() candidate {
 			c.keep[k] = binEdge(idx[k])
 		}
 		var same [2]bool // a larger warm count replays the same, without and with booting ahead
-		for _, w := range warms {
+		for i := range len(warms) + len(bursts) {
+			// Each warm count, then each burst size without warm nodes.
+			w, b := 0, 0
+			if i < len(warms) {
+				w = warms[i]
+			} else {
+				b = bursts[i-len(warms)]
+				same = [2]bool{}
+			}
 			for p, pre := range []bool{false, true} {
 				if pre && len(ahead) == len(log) || same[p] {
 					continue // nothing to boot ahead, or nothing new to replay
 				}
-				c.warm, c.prewarm = w, pre
+				c.warm, c.prewarm, c.burst = w, pre, b
 				events := log
 				if pre {
 					events = ahead
@@ -366,7 +398,7 @@ func (h *GapHistory) bestSetting() candidate {
 					return best // nothing can gain that much
 				}
 				o := replay(events, &c, h.BootTime, buf, limit)
-				same[p] = !buf.bound
+				same[p] = !buf.bound && b == 0
 				if o.cost > limit.cost || o.wait > limit.wait || !confident(buf, o, refParts) {
 					continue
 				}

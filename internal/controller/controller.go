@@ -13,8 +13,6 @@ import (
 	"fmt"
 	"log/slog"
 	mrand "math/rand/v2"
-	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -25,7 +23,6 @@ import (
 	"github.com/tideml/tide/internal/config"
 	"github.com/tideml/tide/internal/metrics"
 	"github.com/tideml/tide/internal/provider"
-	"github.com/tideml/tide/internal/scheduler"
 	"github.com/tideml/tide/internal/service"
 	"github.com/tideml/tide/internal/store"
 )
@@ -67,8 +64,10 @@ type Controller struct {
 	ordered map[string]bool // the keys in order
 	queue   *jobQueue
 	cursor  string
-	// nodes are every node, kept as jobs are (only Step uses them).
-	nodes nodeFeed
+	// nodes are every node and computes every compute, kept as jobs are
+	// (only Step uses them).
+	nodes    nodeFeed
+	computes computeFeed
 	// alive are the running jobs stopping found alive, as kept in jobs
 	// (only Step uses it).
 	alive map[*api.Job]bool
@@ -252,7 +251,7 @@ func (c *Controller) Run(ctx context.Context) error {
 // store), and background calls of the earlier term, which ended with its
 // context, say nothing of the backend (context canceled).
 func (c *Controller) newTerm() {
-	c.nodes, c.cursor, c.alive = nodeFeed{}, "", nil
+	c.nodes, c.computes, c.cursor, c.alive = nodeFeed{}, computeFeed{}, "", nil
 	c.mu.Lock()
 	c.effects = map[string]*effectRun{}
 	c.mu.Unlock()
@@ -331,143 +330,6 @@ func (c *Controller) advanceParents(ctx context.Context, s *snapshot) (bool, err
 		any = any || changed
 	}
 	return any, errors.Join(errs...)
-}
-
-// decide places queued jobs, plans nodes and applies both.
-func (c *Controller) decide(ctx context.Context, s *snapshot, serverlessWaits map[string]string, now time.Time) (time.Time, error) {
-	computes := map[string]*api.Compute{}
-	caps := map[string]int{}
-	for i := range s.computes {
-		cp := &s.computes[i]
-		if cp.ProvisioningState != api.ProvisioningSucceeded {
-			continue
-		}
-		k := key(cp.Workspace, cp.Name)
-		computes[k] = cp
-		caps[k] = min(cp.MaxInstances, c.quotaCap(cp))
-	}
-	// An instance takes jobs only while it is up (not setting up,
-	// stopping or stopped); its node is its own, not the autoscaler's.
-	usable := func(cp *api.Compute) bool {
-		return !cp.IsInstance() || cp.Instance.State == api.InstanceRunning || cp.Instance.State == api.InstanceJobRunning
-	}
-	// The nodes are s.nodes, walked by compute (c.nodes keeps where each
-	// compute's are).
-	var snodes []scheduler.Node
-	for k, cp := range computes {
-		if !usable(cp) {
-			continue
-		}
-		for _, i := range c.nodes.of(k).at {
-			n := &s.nodes[i]
-			snodes = append(snodes, scheduler.Node{ID: n.ID, Compute: k, State: n.State, Job: n.Job})
-		}
-	}
-	// The queue holds the jobs of every compute; only those of computes
-	// that are ready are placed and explained. The others have no free
-	// node, so none of theirs is assigned.
-	placed, rests := s.queue.q.Place(snodes, caps)
-	placed.Waiting = slices.DeleteFunc(placed.Waiting, func(w scheduler.Waiting) bool { return computes[w.Compute] == nil })
-	rests = slices.DeleteFunc(rests, func(r scheduler.Rest) bool { return computes[r.Compute] == nil })
-	busy := c.assign(ctx, placed.Assignments, now)
-
-	snap := autoscaler.Snapshot{}
-	gaps := c.gaps.observe(s, computes, c.startTimes)
-	c.saveGaps(ctx, now)
-	for k, cp := range computes {
-		if cp.IsInstance() {
-			continue
-		}
-		snap.Computes = append(snap.Computes, autoscaler.Compute{
-			Key: k, Min: cp.MinInstances, Max: cp.MaxInstances, QuotaMaxNodes: c.quotaCap(cp),
-			IdleTimeout: time.Duration(cp.IdleTimeBeforeScaleDown) * time.Second,
-			Policy:      cp.ScaleDownPolicy(), Gaps: gaps[k], MaxStarting: cp.MaxStartingNodes(),
-		})
-	}
-	slices.SortFunc(snap.Computes, func(a, b autoscaler.Compute) int { return strings.Compare(a.Key, b.Key) })
-	for i := range snap.Computes {
-		sc := &snap.Computes[i]
-		at := c.nodes.of(sc.Key).at
-		sc.Nodes = make([]autoscaler.Node, len(at))
-		for j, at := range at {
-			n := &s.nodes[at]
-			an := autoscaler.Node{ID: n.ID, State: n.State, Job: n.Job, IdleSince: n.StateSince}
-			if job, ok := busy[n.ID]; ok {
-				an.Job, an.State = job, api.NodeRunning
-			}
-			sc.Nodes[j] = an
-		}
-	}
-	// Demand counted by size: what is queued less what was just placed
-	// (whether or not its assignment was written, as Place's waiting jobs
-	// would count it).
-	placedSizes := map[string]map[int]int{}
-	for _, a := range placed.Assignments {
-		j, _ := s.queue.job(a.Job)
-		if placedSizes[j.Compute] == nil {
-			placedSizes[j.Compute] = map[int]int{}
-		}
-		placedSizes[j.Compute][max(j.Instances, 1)]++
-	}
-	for i := range snap.Computes {
-		sc := &snap.Computes[i]
-		fit, over := s.queue.q.Demand(sc.Key, sc.Cap())
-		for _, f := range fit {
-			if n := f.Jobs - placedSizes[sc.Key][f.Instances]; n > 0 {
-				sc.Queued = append(sc.Queued, autoscaler.Demand{Instances: f.Instances, Jobs: n})
-			}
-		}
-		for _, j := range over {
-			sc.Queued = append(sc.Queued, autoscaler.Demand{Job: j.Key, Instances: j.Instances})
-		}
-	}
-	waitingByCompute := map[string][]scheduler.Waiting{}
-	for _, w := range placed.Waiting {
-		waitingByCompute[w.Compute] = append(waitingByCompute[w.Compute], w)
-	}
-	plan := autoscaler.Plan(snap, now, c.policies)
-	for _, w := range plan.Warnings {
-		c.log.Warn("autoscaler", "compute", w.Compute, "warning", w.Message)
-	}
-	for _, a := range plan.Actions {
-		cp := computes[a.Compute]
-		switch a.Kind {
-		case autoscaler.ActionCreate:
-			c.createNodes(ctx, cp, a.Count, a.Reason, firstWaiting(s.queue, waitingByCompute[a.Compute], rests, a.Compute), now)
-		case autoscaler.ActionDelete:
-			for _, n := range s.nodes {
-				if n.ID == a.Node {
-					c.scaleDown(ctx, n, a.Reason, now)
-				}
-			}
-		}
-	}
-	// The pending reasons and the computes' status are written together.
-	why := c.reasons(placed, rests, plan, s, serverlessWaits, now)
-	status, err := c.status(ctx, s, plan)
-	if err != nil {
-		if why.failed != nil {
-			why.failed()
-		}
-		return time.Time{}, err
-	}
-	if err := c.commit(ctx, why, status); err != nil {
-		return time.Time{}, err
-	}
-	return plan.NextWake, nil
-}
-
-// quotaCap is the most nodes a compute's quota reservation allows: the
-// reservation is max_instances × vCPUs, so it is max_instances unless the
-// size is unknown.
-func (c *Controller) quotaCap(cp *api.Compute) int {
-	if _, _, ok := api.ParseAttachedLocation(cp.Location); ok {
-		return cp.MaxInstances // the machine or cluster is the user's: no quota
-	}
-	if _, ok := c.catalog.Lookup(cp.Size); !ok {
-		return 0
-	}
-	return cp.MaxInstances
 }
 
 // status returns the write of each compute's node counts and allocation

@@ -139,3 +139,31 @@ func ctrlSeen(t *testing.T, st store.Store) time.Time {
 	}
 	return b.LastHeartbeat
 }
+
+// TestScaleDownSaidOnce: the autoscaler asks every turn to remove an
+// unusable node until its provider is done; the compute's events say the
+// removal once, not once a turn (a CI log showed five in half a second).
+func TestScaleDownSaidOnce(t *testing.T) {
+	ctx := context.Background()
+	st := openSQLite(t)
+	now := time.Date(2026, 11, 27, 3, 0, 0, 0, time.UTC)
+	ctrl := New(Options{Store: st, Config: config.Server{HeartbeatInterval: time.Second, UnusableAfter: 10 * time.Second},
+		Hub: NewHub(), Log: slog.New(slog.DiscardHandler), Now: func() time.Time { return now }})
+	n := api.Node{ID: "n", Workspace: "ws", Compute: "cpu", State: api.NodeUnusable, CreatedOn: now}
+	if err := st.Update(ctx, func(tx store.Tx) error { return tx.PutNode(ctx, &n) }); err != nil {
+		t.Fatal(err)
+	}
+	ctrl.claim(n.ID) // the provider's delete of the first ask is under way
+	for range 3 {
+		ctrl.scaleDown(ctx, n, "node is Unusable; removing it so it can be replaced", now)
+	}
+	ctrl.release(n.ID)
+	ctrl.scaleDown(ctx, n, "node is Unusable; removing it so it can be replaced", now)
+	var evs []api.Event
+	if err := st.View(ctx, func(tx store.Tx) (err error) { evs, err = tx.ListEvents(ctx, "ws", "compute/cpu", 0, 100); return err }); err != nil {
+		t.Fatal(err)
+	}
+	if len(evs) != 1 {
+		t.Errorf("%d ScaleDown events for one removal asked four times, three while under way; want 1: %v", len(evs), evs)
+	}
+}

@@ -108,7 +108,7 @@ func TestLoadFollowsChanges(t *testing.T) {
 }
 
 // openSQLite opens a store in a temporary folder, closed when the test ends.
-func openSQLite(t *testing.T) store.Store {
+func openSQLite(t testing.TB) store.Store {
 	t.Helper()
 	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "tide.db"), slog.New(slog.DiscardHandler))
 	if err != nil {
@@ -119,7 +119,7 @@ func openSQLite(t *testing.T) store.Store {
 }
 
 // mustUpdate runs fn in a write transaction of st, failing the test on error.
-func mustUpdate(t *testing.T, st store.Store, fn func(tx store.Tx) error) {
+func mustUpdate(t testing.TB, st store.Store, fn func(tx store.Tx) error) {
 	t.Helper()
 	if err := st.Update(context.Background(), fn); err != nil {
 		t.Fatal(err)

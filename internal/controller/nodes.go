@@ -231,6 +231,11 @@ func (c *Controller) recordFailure(ctx context.Context, ws, compute, code, msg s
 
 // scaleDown removes an idle, unusable or preempted node.
 func (c *Controller) scaleDown(ctx context.Context, n api.Node, reason string, now time.Time) {
+	if c.isInflight(n.ID) {
+		// Its removal is under way: each turn until it is done asks again,
+		// and the compute's events said it once.
+		return
+	}
 	_ = c.store.Update(ctx, func(tx store.Tx) error {
 		return tx.AddEvent(ctx, n.Workspace, "compute/"+n.Compute, &api.Event{Time: now, Kind: "ScaleDown", Message: fmt.Sprintf("removing node %s: %s", n.ID, reason)})
 	})

@@ -22,7 +22,7 @@ func (c *Controller) load(ctx context.Context) (*snapshot, error) {
 	var cursor string
 	full := c.cursor == ""
 	err := c.store.View(ctx, func(tx store.Tx) (err error) {
-		if s.computes, err = tx.ListComputes(ctx, ""); err != nil {
+		if s.computes, err = c.computes.read(ctx, tx); err != nil {
 			return err
 		}
 		if s.nodes, err = c.nodes.read(ctx, tx); err != nil {

@@ -1,7 +1,7 @@
 // Package dockerengine is a small client of the Docker Engine HTTP API over
 // its unix socket, with the few calls tide needs: images (inspect, build),
-// containers (create, start, wait, inspect, logs, stop, remove, list) and
-// networks (inspect).
+// containers (create, start, wait, inspect, logs, events, stop, remove,
+// list) and networks (inspect).
 //
 // It speaks the HTTP API directly rather than running the `docker` CLI or
 // importing the Docker SDK: the API gives typed answers (a container's
@@ -459,6 +459,37 @@ func (c *Client) Logs(ctx context.Context, id string, stdout, stderr io.Writer) 
 	}
 	defer resp.Body.Close()
 	return demux(bufio.NewReader(resp.Body), stdout, stderr)
+}
+
+// WatchContainer subscribes to the engine's events of one container with
+// the given actions (such as "oom") and calls fn with each action until ctx
+// ends. It returns once the engine accepted the subscription, so no later
+// event is missed; fn runs on the watching goroutine. The engine's event
+// history is a small ring that a flood of events overwrites, so only a live
+// subscription sees every event.
+func (c *Client) WatchContainer(ctx context.Context, id string, actions []string, fn func(action string)) error {
+	f, err := json.Marshal(map[string][]string{"type": {"container"}, "container": {id}, "event": actions})
+	if err != nil {
+		return err
+	}
+	resp, err := c.do(ctx, http.MethodGet, "/events", url.Values{"filters": {string(f)}}, nil, "")
+	if err != nil {
+		return err
+	}
+	go func() {
+		defer resp.Body.Close()
+		dec := json.NewDecoder(resp.Body)
+		for {
+			var e struct {
+				Action string `json:"Action"`
+			}
+			if dec.Decode(&e) != nil {
+				return
+			}
+			fn(e.Action)
+		}
+	}()
+	return nil
 }
 
 // demux splits the engine's multiplexed stream: frames of an 8-byte header

@@ -52,7 +52,9 @@ func BeatWritePeriod(c config.Server) time.Duration {
 
 // beatMemo is what one node's heartbeats last told this replica.
 type beatMemo struct {
-	last    time.Time            // the last heartbeat answered
+	// last is the last heartbeat heard, written yet or not: the agent was
+	// alive then, even if the writer keeps its heartbeat waiting.
+	last    time.Time
 	written time.Time            // the last heartbeat written to the store
 	running []string             // what the agent ran then, sorted
 	util    *api.NodeUtilization // as last written
@@ -98,9 +100,9 @@ const (
 	beatNow             // something new: written at once
 )
 
-// arrive notes heartbeat hb of node id at now. It says whether the
-// heartbeat may be answered without the store (and then counts it as the
-// node's last) or must be written, and the memo's generation for written.
+// arrive notes heartbeat hb of node id at now as the node's last heard. It
+// says whether the heartbeat may be answered without the store or must be
+// written, and the memo's generation for written.
 // Once a minute it drops the memos of nodes not heard of for keep (gone,
 // or heartbeating to another replica).
 func (ms *beatMemos) arrive(id string, hb api.AgentHeartbeat, now time.Time, period, keep time.Duration) (gen uint64, write int) {
@@ -122,6 +124,9 @@ func (ms *beatMemos) arrive(id string, hb api.AgentHeartbeat, now time.Time, per
 		e = &beatMemo{}
 		ms.m[id] = e
 	}
+	if now.After(e.last) {
+		e.last = now
+	}
 	switch {
 	case period <= 0 || !e.quiet || hb.Activity != nil || len(hb.Refused) > 0 || !sameSet(e.running, hb.Running) ||
 		utilMoved(e.util, hb.Utilization) || (hb.Cache != nil && *hb.Cache != e.cache):
@@ -129,7 +134,6 @@ func (ms *beatMemos) arrive(id string, hb api.AgentHeartbeat, now time.Time, per
 	case now.Sub(e.written) >= period:
 		return e.gen, beatDue
 	}
-	e.last = now
 	return e.gen, beatAnswered
 }
 
@@ -183,7 +187,7 @@ func (ms *beatMemos) recheck(id string) {
 	}
 }
 
-// lastBeat is the last heartbeat of node id this replica answered.
+// lastBeat is the last heartbeat of node id this replica heard.
 func (ms *beatMemos) lastBeat(id string) (time.Time, bool) {
 	ms.mu.Lock()
 	defer ms.mu.Unlock()
@@ -227,8 +231,10 @@ func (s *Service) Recheck(id string) { s.beats.memo.recheck(id) }
 // Silent judges a node the store lists as silent for UnusableAfter (its
 // last_seen, x.LastSeen, is older): whether it stopped heartbeating, and
 // when it was last heard of. A node whose latest heartbeat this replica
-// answered is judged by that heartbeat; another by its last_seen, which
-// the replica it heartbeats to may leave BeatWritePeriod old.
+// heard is judged by that heartbeat, written yet or not (a writer slow
+// under load must not make a live node look dead); another by its
+// last_seen, which the replica it heartbeats to may leave BeatWritePeriod
+// old.
 func (s *Service) Silent(x store.NodeSeen, now time.Time) (time.Time, bool) {
 	if last, ok := s.beats.memo.lastBeat(x.ID); ok && !last.Before(x.LastSeen) {
 		return last, now.Sub(last) > s.Config.UnusableAfter

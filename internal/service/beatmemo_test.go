@@ -229,3 +229,42 @@ func lastSeen(t *testing.T, st store.Store, id string) time.Time {
 	}
 	return b.LastHeartbeat
 }
+
+// TestHeardHeartbeatKeepsANodeAlive: a heartbeat still waiting for the
+// writer proves its agent alive. With every heartbeat written (the tests'
+// 3 s unusable_after), a writer held up under load made a live node look
+// silent and unusable (the clean-clone CI's TestIdleNodesHeldForGangStay).
+func TestHeardHeartbeatKeepsANodeAlive(t *testing.T) {
+	ctx := context.Background()
+	t0 := time.Date(2026, 11, 27, 3, 0, 0, 0, time.UTC)
+	st := seedStore(t, &api.Compute{Name: "c", Workspace: "default", MaxInstances: 1},
+		[]*api.Node{{ID: "n", Workspace: "default", Compute: "c", State: api.NodeIdle}},
+		&api.Job{Workspace: "default", Name: "done", Type: "command", Command: "true", Compute: "c", Status: api.JobCompleted})
+	g := &gatedStore{Store: st, release: make(chan struct{})}
+	cfg := config.Server{HeartbeatInterval: 500 * time.Millisecond, UnusableAfter: 3 * time.Second}
+	var mu sync.Mutex
+	now := t0
+	s := &Service{Store: g, Config: cfg, Now: func() time.Time { mu.Lock(); defer mu.Unlock(); return now }}
+	done := make(chan error)
+	go func() {
+		_, err := s.Heartbeat(ctx, "n", api.AgentHeartbeat{})
+		done <- err
+	}()
+	for g.updates.Load() == 0 { // the heartbeat waits for the writer
+		time.Sleep(time.Millisecond)
+	}
+	mu.Lock()
+	now = t0.Add(2 * time.Second)
+	mu.Unlock()
+	x := store.NodeSeen{ID: "n", LastSeen: t0.Add(-time.Minute)}
+	if last, gone := s.Silent(x, t0.Add(2*time.Second)); gone || !last.Equal(t0) {
+		t.Errorf("2 s after a heartbeat still being written: silent %v, last heard %s; want alive, heard at %s", gone, last, t0)
+	}
+	if _, gone := s.Silent(x, t0.Add(4*time.Second)); !gone {
+		t.Errorf("4 s after its last heartbeat (unusable_after 3 s): not silent")
+	}
+	close(g.release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}

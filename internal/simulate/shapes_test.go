@@ -13,11 +13,14 @@ import (
 // the test seeds, which no choice was made on: they were run once, after
 // the design was fixed. seenSeeds were the test seeds of earlier versions
 // of the policy: their results were seen while later versions were
-// designed, so they are no test any more.
+// designed, so they are no test any more. (4001-4003, the test seeds of
+// the version before booting ahead in bursts, were looked at while it was
+// designed: their table was published, and its misses named the shapes to
+// work on. 5001-5003 were chosen before that version was run on them.)
 var (
 	trainSeeds = []uint64{1, 2, 3, 11, 12, 13, 21, 22, 23}
-	seenSeeds  = []uint64{1001, 1002, 1003, 2001, 2002, 2003, 3001, 3002, 3003}
-	testSeeds  = []uint64{4001, 4002, 4003}
+	seenSeeds  = []uint64{1001, 1002, 1003, 2001, 2002, 2003, 3001, 3002, 3003, 4001, 4002, 4003}
+	testSeeds  = []uint64{5001, 5002, 5003}
 )
 
 // shape generates a trace of days days from a seeded random source.
@@ -32,8 +35,8 @@ type shape struct {
 var shapes = []shape{
 	{"poisson", genPoisson, false},
 	{"diurnal", genDiurnal, false},
-	{"bursty-batch", genBursty, false},
-	{"heavy-tail", genHeavyTail, true},
+	{"bursty-batch", genBursty, true},
+	{"heavy-tail", genHeavyTail, false},
 	{"multi-gpu", genMultiGPU, false},
 	{"sparse", genSparse, false},
 	{"daily-batch", genDailyBatch, false},

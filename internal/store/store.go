@@ -71,8 +71,22 @@ type Tx interface {
 	// ListComputes lists one workspace's computes, or every workspace's when
 	// workspace is empty.
 	ListComputes(ctx context.Context, workspace string) ([]api.Compute, error)
+	// PutCompute writes a compute, a change ChangedComputes lists.
 	PutCompute(ctx context.Context, c *api.Compute, ifMatch string) error
 	DeleteCompute(ctx context.Context, workspace, name string) error
+	// ComputeCursor returns a position in the stream of compute writes:
+	// where a caller that has just listed the computes in this transaction
+	// starts ChangedComputes.
+	ComputeCursor(ctx context.Context) (string, error)
+	// ChangedComputes lists the computes written after cursor (from
+	// ComputeCursor or an earlier ChangedComputes) in ListComputes' order
+	// (name, workspace), how many computes are stored in all, and the
+	// cursor to pass next time. As with ChangedNodes, a write this
+	// transaction does not see is listed by a later call, a compute may be
+	// listed again unchanged, and deletions are not listed: a caller that
+	// keeps every compute finds those when its computes, with the changed
+	// ones, are more than the total.
+	ChangedComputes(ctx context.Context, cursor string) ([]api.Compute, int, string, error)
 
 	GetJob(ctx context.Context, workspace, name string) (*api.Job, error)
 	ListJobs(ctx context.Context, f JobFilter) ([]api.Job, error)
@@ -106,6 +120,12 @@ type Tx interface {
 	// long the queue: admission asks it on every submission.
 	QueuedJobs(ctx context.Context, workspace string) (int, error)
 	PutJob(ctx context.Context, j *api.Job, ifMatch string) error
+	// SetPendingReason sets the pending reason of a job that is queued, in
+	// its stored document, without the caller reading and writing the whole
+	// job: a job write as PutJob's (a new etag, listed by ChangedJobs). It
+	// reports whether it wrote: not when the job is gone, is not queued or
+	// has that reason already.
+	SetPendingReason(ctx context.Context, workspace, name, reason string) (bool, error)
 
 	GetDatastore(ctx context.Context, workspace, name string) (*api.Datastore, error)
 	ListDatastores(ctx context.Context, workspace string) ([]api.Datastore, error)

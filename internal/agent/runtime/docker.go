@@ -11,6 +11,7 @@ import (
 	goruntime "runtime"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tideml/tide/internal/dockerengine"
@@ -174,13 +175,21 @@ func (d *Docker) Start(ctx context.Context, spec Spec) (Handle, error) {
 	if err != nil {
 		return nil, fmt.Errorf("creating container from image %s: %w", spec.Image, err)
 	}
-	h := &dockerHandle{d: d, id: id, memory: d.Limits.MemoryBytes, done: make(chan struct{}), logsDone: make(chan struct{})}
+	h := &dockerHandle{d: d, id: id, memory: d.Limits.MemoryBytes, done: make(chan struct{}), logsDone: make(chan struct{}), oom: make(chan struct{})}
+	// The engine's OOMKilled flag misses a kill whose event reached it
+	// after the container's exit, so the handle also watches the events.
+	watchCtx, cancelWatch := context.WithCancel(context.WithoutCancel(ctx))
+	h.cancelWatch = cancelWatch
+	if err := d.Engine.WatchContainer(watchCtx, id, []string{"oom"}, func(string) { h.oomOnce.Do(func() { close(h.oom) }) }); err != nil {
+		spec.note("tide: cannot watch the container's events (%v); an out-of-memory kill may be reported as a plain kill", err)
+	}
 	// The logs are read from the container's start (the engine keeps
 	// them), so none is missed; the stream ends when the container stopped.
 	logCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	h.cancelLogs = cancel
 	if err := d.Engine.StartContainer(ctx, id); err != nil {
 		cancel()
+		cancelWatch()
 		_ = d.Engine.RemoveContainer(context.WithoutCancel(ctx), id)
 		return nil, fmt.Errorf("starting container from image %s: %w", spec.Image, err)
 	}
@@ -232,7 +241,37 @@ type dockerHandle struct {
 	logsDone   chan struct{}
 	done       chan struct{}
 	stopOnce   sync.Once
+	stopped    atomic.Bool // Stop was asked: a kill is tide's, not the kernel's
 	reason     string
+
+	cancelWatch context.CancelFunc
+	oom         chan struct{} // closed at the engine's first "oom" event
+	oomOnce     sync.Once
+}
+
+// oomEventWait is how long a job killed by SIGKILL waits for an "oom" event
+// that the engine may send after the container's exit.
+const oomEventWait = 2 * time.Second
+
+// sawOOM reports whether the engine said the container ran out of memory,
+// waiting up to wait for the event.
+func (h *dockerHandle) sawOOM(wait time.Duration) bool {
+	select {
+	case <-h.oom:
+		return true
+	default:
+	}
+	if wait <= 0 {
+		return false
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-h.oom:
+		return true
+	case <-t.C:
+		return false
+	}
 }
 
 // Pid is the container's first process, as the host sees it.
@@ -253,7 +292,15 @@ func (h *dockerHandle) Wait() (int, error) {
 		<-h.logsDone
 	}
 	h.cancelLogs()
-	if c, ierr := h.d.Engine.InspectContainer(ctx, h.id); ierr == nil && c.State.OOMKilled {
+	defer h.cancelWatch()
+	c, ierr := h.d.Engine.InspectContainer(ctx, h.id)
+	oom := ierr == nil && c.State.OOMKilled || h.sawOOM(0)
+	if !oom && code == 137 && !h.stopped.Load() {
+		// Killed, not by tide: the kernel's OOM kill may reach the engine
+		// after the exit did.
+		oom = h.sawOOM(oomEventWait)
+	}
+	if oom {
 		h.reason = fmt.Sprintf("out of memory (limit %s): a process of the job was killed for exceeding the node's memory", formatBytes(h.memory))
 		if code == 0 {
 			// The killed process was not the job's main one, which then
@@ -277,6 +324,7 @@ func (h *dockerHandle) ExitReason() string { return h.reason }
 // now, SIGKILL after grace.
 func (h *dockerHandle) Stop(grace time.Duration) {
 	h.stopOnce.Do(func() {
+		h.stopped.Store(true)
 		go func() {
 			ctx, cancel := context.WithTimeout(context.Background(), grace+30*time.Second)
 			defer cancel()

@@ -189,14 +189,42 @@ func (x *tx) PutCompute(ctx context.Context, c *api.Compute, ifMatch string) err
 	if err != nil {
 		return err
 	}
-	_, err = x.tx.Exec(ctx, `INSERT INTO computes (workspace, name, etag, doc) VALUES ($1, $2, $3, $4)
-		ON CONFLICT (workspace, name) DO UPDATE SET etag = excluded.etag, doc = excluded.doc`,
+	_, err = x.tx.Exec(ctx, `INSERT INTO computes (workspace, name, etag, doc, txid) VALUES ($1, $2, $3, $4, pg_current_xact_id())
+		ON CONFLICT (workspace, name) DO UPDATE SET etag = excluded.etag, doc = excluded.doc, txid = excluded.txid`,
 		c.Workspace, c.Name, rev, string(doc))
 	if err != nil {
 		return fmt.Errorf("putting compute %s: %w", c.Name, err)
 	}
 	c.Etag = strconv.FormatInt(rev, 10)
 	return nil
+}
+
+// ComputeCursor implements store.Tx: the oldest transaction still running
+// when this transaction's snapshot was taken (see JobCursor).
+func (x *tx) ComputeCursor(ctx context.Context) (string, error) { return x.JobCursor(ctx) }
+
+// ChangedComputes implements store.Tx. As ChangedJobs, it lists again the
+// computes of transactions at or after the cursor that had committed
+// already. (Etags come from a sequence and commit out of order: a compute
+// with an etag below a later-read one may commit after it.)
+func (x *tx) ChangedComputes(ctx context.Context, cursor string) ([]api.Compute, int, string, error) {
+	if _, err := strconv.ParseUint(cursor, 10, 64); err != nil {
+		return nil, 0, "", fmt.Errorf("listing changed computes: cursor %q is not one ComputeCursor returned", cursor)
+	}
+	next, err := x.ComputeCursor(ctx)
+	if err != nil {
+		return nil, 0, "", err
+	}
+	var total int
+	if err := x.tx.QueryRow(ctx, `SELECT count(*) FROM computes`).Scan(&total); err != nil {
+		return nil, 0, "", fmt.Errorf("counting computes: %w", err)
+	}
+	rows, err := x.tx.Query(ctx, `SELECT etag, doc FROM computes WHERE txid >= $1::xid8 ORDER BY name, workspace`, cursor)
+	if err != nil {
+		return nil, 0, "", fmt.Errorf("listing changed computes: %w", err)
+	}
+	cs, err := scanDocs(rows, "computes", func(c *api.Compute, etag int64) { c.Etag = strconv.FormatInt(etag, 10) })
+	return cs, total, next, err
 }
 
 // DeleteCompute implements store.Tx.

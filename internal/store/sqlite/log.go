@@ -135,14 +135,17 @@ func (x *tx) ReadLog(ctx context.Context, workspace, job string, after int64, li
 	return out, nil
 }
 
-// AddEvent implements store.Tx.
+// AddEvent implements store.Tx. An event's seq follows the last of its
+// resource's, read from the events' own key in the same statement: events
+// are never deleted, so no seq is ever handed out twice, and SQLite's one
+// writer runs one such statement at a time. (It was a counter's, written
+// apart: two statements and two tables written per event, over half of the
+// events' cost.)
 func (x *tx) AddEvent(ctx context.Context, workspace, resource string, e *api.Event) error {
-	seq, err := x.nextSeqs(ctx, workspace, "event/"+resource, 1)
-	if err != nil {
-		return err
-	}
-	_, err = x.exec(ctx, `INSERT INTO events (workspace, resource, seq, time, kind, message)
-		VALUES (?, ?, ?, ?, ?, ?)`, workspace, resource, seq, formatTime(e.Time), e.Kind, e.Message)
+	var seq int64
+	err := x.queryRow(ctx, `INSERT INTO events (workspace, resource, seq, time, kind, message)
+		SELECT ?1, ?2, COALESCE(MAX(seq), 0) + 1, ?3, ?4, ?5 FROM events WHERE workspace = ?1 AND resource = ?2
+		RETURNING seq`, workspace, resource, formatTime(e.Time), e.Kind, e.Message).Scan(&seq)
 	if err != nil {
 		return fmt.Errorf("adding event to %s: %w", resource, err)
 	}

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"log/slog"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -141,5 +142,56 @@ func TestPriorityMigration(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// An event's seq follows its resource's last event, those an earlier tide
+// numbered with a counter included, and no counter is written for it: one
+// statement per event.
+func TestEventSeqFollowsTheLastEvent(t *testing.T) {
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "tide.db")
+	s, err := sqlite.Open(ctx, path, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	// As an earlier tide left them: two events and their counter.
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for _, q := range []string{
+		`INSERT INTO events (workspace, resource, seq, time, kind, message) VALUES ('ws', 'job/j', 1, '2026-01-01T00:00:00Z', 'Queued', ''), ('ws', 'job/j', 2, '2026-01-01T00:00:01Z', 'Running', '')`,
+		`INSERT INTO counters (workspace, scope, last) VALUES ('ws', 'event/job/j', 2)`,
+	} {
+		if _, err := db.ExecContext(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	var seqs []int64
+	err = s.Update(ctx, func(tx store.Tx) error {
+		for _, r := range []string{"job/j", "job/k", "job/j"} {
+			e := &api.Event{Kind: "Completed"}
+			if err := tx.AddEvent(ctx, "ws", r, e); err != nil {
+				return err
+			}
+			seqs = append(seqs, e.Seq)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []int64{3, 1, 4}; !slices.Equal(seqs, want) {
+		t.Errorf("seqs %v, want %v", seqs, want)
+	}
+	var counters int
+	if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM counters WHERE scope LIKE 'event/%' AND NOT (scope = 'event/job/j' AND last = 2)`).Scan(&counters); err != nil {
+		t.Fatal(err)
+	}
+	if counters != 0 {
+		t.Errorf("%d event counters written; an event needs none", counters)
 	}
 }

@@ -204,6 +204,32 @@ func (x *tx) PutCompute(ctx context.Context, c *api.Compute, ifMatch string) err
 	return nil
 }
 
+// ComputeCursor implements store.Tx: the last revision this transaction
+// sees (see JobCursor); a compute's etag is the revision of its last write.
+func (x *tx) ComputeCursor(ctx context.Context) (string, error) { return x.JobCursor(ctx) }
+
+// ChangedComputes implements store.Tx.
+func (x *tx) ChangedComputes(ctx context.Context, cursor string) ([]api.Compute, int, string, error) {
+	after, err := strconv.ParseInt(cursor, 10, 64)
+	if err != nil {
+		return nil, 0, "", fmt.Errorf("listing changed computes: cursor %q is not one ComputeCursor returned", cursor)
+	}
+	next, err := x.ComputeCursor(ctx)
+	if err != nil {
+		return nil, 0, "", err
+	}
+	var total int
+	if err := x.queryRow(ctx, `SELECT count(*) FROM computes`).Scan(&total); err != nil {
+		return nil, 0, "", fmt.Errorf("counting computes: %w", err)
+	}
+	rows, err := x.query(ctx, `SELECT etag, doc FROM computes WHERE etag > ? ORDER BY name, workspace`, after)
+	if err != nil {
+		return nil, 0, "", fmt.Errorf("listing changed computes: %w", err)
+	}
+	cs, err := scanDocs(rows, "computes", func(c *api.Compute, etag int64) { c.Etag = strconv.FormatInt(etag, 10) })
+	return cs, total, next, err
+}
+
 // DeleteCompute implements store.Tx.
 func (x *tx) DeleteCompute(ctx context.Context, workspace, name string) error {
 	return x.deleteOne(ctx, "compute", name, `DELETE FROM computes WHERE workspace = ? AND name = ?`, workspace, name)

@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"encoding/json"
 	"testing"
 
 	"github.com/tideml/tide/api"
@@ -73,30 +74,12 @@ func testChangedJobs(t *testing.T, open Opener) {
 
 	// A write in flight while the feed is read is listed by the next read.
 	d := newJob("default", "d", "cpu", api.JobQueued)
-	written, release, done := make(chan struct{}), make(chan struct{}), make(chan error)
-	go func() {
-		done <- s.Update(ctx, func(tx store.Tx) error {
-			if err := tx.PutJob(ctx, d, ""); err != nil {
-				return err
-			}
-			select { // a retried attempt does not wait again
-			case <-written:
-			default:
-				close(written)
-			}
-			<-release
-			return nil
-		})
-	}()
-	<-written
+	commit := heldWrite(t, s, func(tx store.Tx) error { return tx.PutJob(ctx, d, "") })
 	got, _, next = changedJobs(t, s, next)
 	if _, ok := got["d"]; ok {
 		t.Fatalf("ChangedJobs listed d before its transaction committed")
 	}
-	close(release)
-	if err := <-done; err != nil {
-		t.Fatalf("update: %v", err)
-	}
+	commit()
 	if got, _, _ = changedJobs(t, s, next); got["d"] != d.Etag {
 		t.Errorf("ChangedJobs after d committed = %v, want d at etag %s", got, d.Etag)
 	}
@@ -153,4 +136,108 @@ func testQueuePosition(t *testing.T, open Opener) {
 		}
 		return nil
 	})
+}
+
+// heldWrite runs write in a write transaction of s that stays open until
+// the returned commit is called; commit waits for it to end and fails the
+// test on its error. A feed read in between must not list the write.
+func heldWrite(t *testing.T, s store.Store, write func(tx store.Tx) error) (commit func()) {
+	t.Helper()
+	written, release, done := make(chan struct{}), make(chan struct{}), make(chan error)
+	go func() {
+		done <- s.Update(t.Context(), func(tx store.Tx) error {
+			if err := write(tx); err != nil {
+				return err
+			}
+			select { // a retried attempt does not wait again
+			case <-written:
+			default:
+				close(written)
+			}
+			<-release
+			return nil
+		})
+	}()
+	<-written
+	return func() {
+		t.Helper()
+		close(release)
+		if err := <-done; err != nil {
+			t.Fatalf("update: %v", err)
+		}
+	}
+}
+
+// testSetPendingReason checks that a queued job's pending reason is set in
+// its stored document, the rest of it kept, as a job write (a new etag,
+// listed by the change feed); and that a job that is not queued, is gone
+// or has that reason already is not written.
+func testSetPendingReason(t *testing.T, open Opener) {
+	s := openStore(t, open)
+	ctx := t.Context()
+	q, r := newJob("default", "q", "cpu", api.JobQueued), newJob("default", "r", "cpu", api.JobRunning)
+	q.PendingReason, q.QueueSettings, q.Tags = "waiting for the scheduler", &api.QueueSettings{Priority: "high"}, map[string]string{"k": "v"}
+	update(t, s, func(tx store.Tx) error {
+		if err := tx.PutWorkspace(ctx, &api.Workspace{Name: "default"}); err != nil {
+			return err
+		}
+		if err := tx.PutJob(ctx, q, ""); err != nil {
+			return err
+		}
+		return tx.PutJob(ctx, r, "")
+	})
+	var cursor string
+	view(t, s, func(tx store.Tx) (err error) {
+		cursor, err = tx.JobCursor(ctx)
+		return err
+	})
+	set := func(name, reason string) bool {
+		t.Helper()
+		var wrote bool
+		update(t, s, func(tx store.Tx) (err error) {
+			wrote, err = tx.SetPendingReason(ctx, "default", name, reason)
+			return err
+		})
+		return wrote
+	}
+	const reason = `compute at max_instances (2 node(s), all busy) "quoted" – ünïcode`
+	if !set("q", reason) {
+		t.Fatalf("SetPendingReason of a queued job wrote nothing")
+	}
+	var got *api.Job
+	view(t, s, func(tx store.Tx) (err error) {
+		got, err = tx.GetJob(ctx, "default", "q")
+		return err
+	})
+	want := *q
+	want.PendingReason, want.Etag, want.CreatedOn = reason, got.Etag, q.CreatedOn.UTC()
+	if got.Etag == q.Etag || !sameJSON(*got, want) {
+		t.Errorf("after SetPendingReason the job is\n%+v\nwant the stored one with the reason and a new etag\n%+v", *got, want)
+	}
+	if changed, _, _ := changedJobs(t, s, cursor); changed["q"] != got.Etag {
+		t.Errorf("ChangedJobs after SetPendingReason = %v, want q at etag %s", changed, got.Etag)
+	}
+	if set("q", reason) {
+		t.Errorf("SetPendingReason wrote a reason the job has already")
+	}
+	if set("r", "waiting") || set("missing", "waiting") {
+		t.Errorf("SetPendingReason wrote a job that is not queued, or one that does not exist")
+	}
+	view(t, s, func(tx store.Tx) error {
+		j, err := tx.GetJob(ctx, "default", "r")
+		if err != nil || j.PendingReason != "" || j.Etag != r.Etag {
+			t.Errorf("a running job after SetPendingReason: %+v, %v; want it unchanged", j, err)
+		}
+		return nil
+	})
+	if !set("q", "") {
+		t.Errorf("SetPendingReason of an empty reason wrote nothing")
+	}
+}
+
+// sameJSON reports whether a and b encode alike.
+func sameJSON(a, b any) bool {
+	x, err1 := json.Marshal(a)
+	y, err2 := json.Marshal(b)
+	return err1 == nil && err2 == nil && string(x) == string(y)
 }

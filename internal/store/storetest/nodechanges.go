@@ -113,30 +113,12 @@ func testChangedNodes(t *testing.T, open Opener) {
 
 	// A write in flight while the feed is read is listed by the next read.
 	d := node("d")
-	written, release, done := make(chan struct{}), make(chan struct{}), make(chan error)
-	go func() {
-		done <- s.Update(ctx, func(tx store.Tx) error {
-			if err := tx.PutNode(ctx, d); err != nil {
-				return err
-			}
-			select { // a retried attempt does not wait again
-			case <-written:
-			default:
-				close(written)
-			}
-			<-release
-			return nil
-		})
-	}()
-	<-written
+	commit := heldWrite(t, s, func(tx store.Tx) error { return tx.PutNode(ctx, d) })
 	ids, _, next = changedNodes(t, s, next)
 	if slices.Contains(ids, "d") {
 		t.Fatalf("ChangedNodes listed d before its transaction committed")
 	}
-	close(release)
-	if err := <-done; err != nil {
-		t.Fatalf("update: %v", err)
-	}
+	commit()
 	if ids, total, _ = changedNodes(t, s, next); !slices.Contains(ids, "d") || total != 3 {
 		t.Errorf("ChangedNodes after d committed = %v of %d, want d, of 3", ids, total)
 	}
