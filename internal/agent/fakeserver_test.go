@@ -39,6 +39,8 @@ type fakeServer struct {
 	welcome     api.AgentWelcome
 	beats       []api.AgentHeartbeat     // every heartbeat received
 	beatReply   *api.AgentHeartbeatReply // the answer to the next heartbeat (nil: 204)
+	beatDelay   time.Duration            // how long each heartbeat waits for its answer
+	beatTimes   []time.Time              // when each heartbeat arrived
 	streamConns int
 
 	events chan sseEvent
@@ -172,6 +174,11 @@ func (f *fakeServer) heartbeat(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
+	f.mu.Lock()
+	f.beatTimes = append(f.beatTimes, time.Now())
+	delay := f.beatDelay
+	f.mu.Unlock()
+	time.Sleep(delay)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.heartbeats++
