@@ -147,22 +147,13 @@ func (c *Controller) reasons(placed scheduler.Result, rests []scheduler.Rest, pl
 		return write{}
 	}
 	// One transaction for every change: a step costs what changed, not the
-	// length of the queue.
+	// length of the queue. Each reason is set in the stored job
+	// (SetPendingReason), not read and written whole: a job that left the
+	// queue meanwhile keeps what it has.
 	do := func(ctx context.Context, tx store.Tx) error {
 		for jk, reason := range changed {
 			ws, name, _ := strings.Cut(jk, "/")
-			j, err := tx.GetJob(ctx, ws, name)
-			if store.IsNotFound(err) {
-				continue
-			}
-			if err != nil {
-				return err
-			}
-			if j.Status != api.JobQueued || j.PendingReason == reason {
-				continue
-			}
-			j.PendingReason = reason
-			if err := tx.PutJob(ctx, j, ""); err != nil {
+			if _, err := tx.SetPendingReason(ctx, ws, name, reason); err != nil {
 				return err
 			}
 		}

@@ -65,6 +65,9 @@ func newTurnBench(tb testing.TB, nodes, computes, queued int) *turnBench {
 		for c := range computes {
 			cp := &api.Compute{Workspace: "ws", Name: fmt.Sprintf("sim%d", c), Size: "Standard_DS3_v2", Location: "sim",
 				MinInstances: per, MaxInstances: per, IdleTimeBeforeScaleDown: 600, ProvisioningState: api.ProvisioningSucceeded}
+			if p := os.Getenv("TIDE_TURN_POLICY"); p != "" {
+				cp.Tide = &api.ComputeExtensions{ScaleDownPolicy: p}
+			}
 			if err := tx.PutCompute(ctx, cp, ""); err != nil {
 				return err
 			}
@@ -118,7 +121,7 @@ var sharedBench = map[string]*turnBench{}
 
 func benchState(b *testing.B) *turnBench {
 	nodes, computes, jobs := benchSize("TIDE_TURN_NODES", 2000), benchSize("TIDE_TURN_COMPUTES", 40), benchSize("TIDE_TURN_JOBS", 20000)
-	k := fmt.Sprint(nodes, computes, jobs)
+	k := fmt.Sprint(nodes, computes, jobs, os.Getenv("TIDE_TURN_POLICY"))
 	if sharedBench[k] == nil {
 		sharedBench[k] = newTurnBench(b, nodes, computes, jobs)
 	}
@@ -198,7 +201,8 @@ func processCPU(tb testing.TB) time.Duration {
 // BenchmarkTurn times a controller turn after a round of completions and
 // arrivals (TIDE_TURN_BATCH of each; TestScale's rounds) over
 // TIDE_TURN_NODES busy nodes in TIDE_TURN_COMPUTES computes and
-// TIDE_TURN_JOBS queued jobs; BenchmarkIdleTurn a turn after nothing
+// TIDE_TURN_JOBS queued jobs (the computes' scale_down_policy
+// TIDE_TURN_POLICY, default fixed); BenchmarkIdleTurn a turn after nothing
 // changed (a heartbeat tick's).
 func BenchmarkTurn(b *testing.B) {
 	tb := benchState(b)

@@ -120,6 +120,12 @@ type Tx interface {
 	// long the queue: admission asks it on every submission.
 	QueuedJobs(ctx context.Context, workspace string) (int, error)
 	PutJob(ctx context.Context, j *api.Job, ifMatch string) error
+	// SetPendingReason sets the pending reason of a job that is queued, in
+	// its stored document, without the caller reading and writing the whole
+	// job: a job write as PutJob's (a new etag, listed by ChangedJobs). It
+	// reports whether it wrote: not when the job is gone, is not queued or
+	// has that reason already.
+	SetPendingReason(ctx context.Context, workspace, name, reason string) (bool, error)
 
 	GetDatastore(ctx context.Context, workspace, name string) (*api.Datastore, error)
 	ListDatastores(ctx context.Context, workspace string) ([]api.Datastore, error)

@@ -244,6 +244,18 @@ func (x *tx) PutJob(ctx context.Context, j *api.Job, ifMatch string) error {
 	return nil
 }
 
+// SetPendingReason implements store.Tx.
+func (x *tx) SetPendingReason(ctx context.Context, workspace, name, reason string) (bool, error) {
+	tag, err := x.tx.Exec(ctx, `UPDATE jobs SET doc = jsonb_set(doc, '{pending_reason}', to_jsonb($3::text)),
+			etag = nextval('revision'), txid = pg_current_xact_id()
+		WHERE workspace = $1 AND name = $2 AND status = $4 AND coalesce(doc->>'pending_reason', '') <> $3`,
+		workspace, name, reason, api.JobQueued)
+	if err != nil {
+		return false, fmt.Errorf("setting the pending reason of job %s: %w", name, err)
+	}
+	return tag.RowsAffected() > 0, nil
+}
+
 // whyJobNotPut is the error of a PutJob that wrote nothing.
 func (x *tx) whyJobNotPut(ctx context.Context, j *api.Job, ifMatch string) error {
 	var stored int64

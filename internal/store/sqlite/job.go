@@ -264,6 +264,26 @@ func (x *tx) PutJob(ctx context.Context, j *api.Job, ifMatch string) error {
 	return nil
 }
 
+// SetPendingReason implements store.Tx. A revision taken for a job that
+// is then not written is a gap in the revisions, which the feed skips.
+func (x *tx) SetPendingReason(ctx context.Context, workspace, name, reason string) (bool, error) {
+	rev, err := x.nextRevision(ctx)
+	if err != nil {
+		return false, err
+	}
+	res, err := x.exec(ctx, `UPDATE jobs SET doc = json_set(doc, '$.pending_reason', ?), etag = ?
+		WHERE workspace = ? AND name = ? AND status = ? AND coalesce(json_extract(doc, '$.pending_reason'), '') != ?`,
+		reason, rev, workspace, name, api.JobQueued, reason)
+	if err != nil {
+		return false, fmt.Errorf("setting the pending reason of job %s: %w", name, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return false, fmt.Errorf("setting the pending reason of job %s: %w", name, err)
+	}
+	return n > 0, nil
+}
+
 func utcJob(j api.Job) api.Job {
 	j.Etag = ""
 	j.CreatedOn, j.StartTime, j.EndTime = j.CreatedOn.UTC(), j.StartTime.UTC(), j.EndTime.UTC()

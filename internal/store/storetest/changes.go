@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"encoding/json"
 	"testing"
 
 	"github.com/tideml/tide/api"
@@ -165,4 +166,78 @@ func heldWrite(t *testing.T, s store.Store, write func(tx store.Tx) error) (comm
 			t.Fatalf("update: %v", err)
 		}
 	}
+}
+
+// testSetPendingReason checks that a queued job's pending reason is set in
+// its stored document, the rest of it kept, as a job write (a new etag,
+// listed by the change feed); and that a job that is not queued, is gone
+// or has that reason already is not written.
+func testSetPendingReason(t *testing.T, open Opener) {
+	s := openStore(t, open)
+	ctx := t.Context()
+	q, r := newJob("default", "q", "cpu", api.JobQueued), newJob("default", "r", "cpu", api.JobRunning)
+	q.PendingReason, q.QueueSettings, q.Tags = "waiting for the scheduler", &api.QueueSettings{Priority: "high"}, map[string]string{"k": "v"}
+	update(t, s, func(tx store.Tx) error {
+		if err := tx.PutWorkspace(ctx, &api.Workspace{Name: "default"}); err != nil {
+			return err
+		}
+		if err := tx.PutJob(ctx, q, ""); err != nil {
+			return err
+		}
+		return tx.PutJob(ctx, r, "")
+	})
+	var cursor string
+	view(t, s, func(tx store.Tx) (err error) {
+		cursor, err = tx.JobCursor(ctx)
+		return err
+	})
+	set := func(name, reason string) bool {
+		t.Helper()
+		var wrote bool
+		update(t, s, func(tx store.Tx) (err error) {
+			wrote, err = tx.SetPendingReason(ctx, "default", name, reason)
+			return err
+		})
+		return wrote
+	}
+	const reason = `compute at max_instances (2 node(s), all busy) "quoted" – ünïcode`
+	if !set("q", reason) {
+		t.Fatalf("SetPendingReason of a queued job wrote nothing")
+	}
+	var got *api.Job
+	view(t, s, func(tx store.Tx) (err error) {
+		got, err = tx.GetJob(ctx, "default", "q")
+		return err
+	})
+	want := *q
+	want.PendingReason, want.Etag, want.CreatedOn = reason, got.Etag, q.CreatedOn.UTC()
+	if got.Etag == q.Etag || !sameJSON(*got, want) {
+		t.Errorf("after SetPendingReason the job is\n%+v\nwant the stored one with the reason and a new etag\n%+v", *got, want)
+	}
+	if changed, _, _ := changedJobs(t, s, cursor); changed["q"] != got.Etag {
+		t.Errorf("ChangedJobs after SetPendingReason = %v, want q at etag %s", changed, got.Etag)
+	}
+	if set("q", reason) {
+		t.Errorf("SetPendingReason wrote a reason the job has already")
+	}
+	if set("r", "waiting") || set("missing", "waiting") {
+		t.Errorf("SetPendingReason wrote a job that is not queued, or one that does not exist")
+	}
+	view(t, s, func(tx store.Tx) error {
+		j, err := tx.GetJob(ctx, "default", "r")
+		if err != nil || j.PendingReason != "" || j.Etag != r.Etag {
+			t.Errorf("a running job after SetPendingReason: %+v, %v; want it unchanged", j, err)
+		}
+		return nil
+	})
+	if !set("q", "") {
+		t.Errorf("SetPendingReason of an empty reason wrote nothing")
+	}
+}
+
+// sameJSON reports whether a and b encode alike.
+func sameJSON(a, b any) bool {
+	x, err1 := json.Marshal(a)
+	y, err2 := json.Marshal(b)
+	return err1 == nil && err2 == nil && string(x) == string(y)
 }

@@ -39,6 +39,7 @@ func Run(t *testing.T, newDB func(t *testing.T) Opener) {
 		{"JobEtags", testJobEtags},
 		{"ListJobs", testListJobs},
 		{"ChangedJobs", testChangedJobs},
+		{"SetPendingReason", testSetPendingReason},
 		{"QueuePosition", testQueuePosition},
 		{"QueuedJobs", testQueuedJobs},
 		{"Datastores", testDatastores},
