@@ -426,11 +426,18 @@ func (a *agent) runningStatuses() []api.AssignmentStatus {
 	return out
 }
 
+// heartbeatLoop sends a heartbeat every interval, counted from the last
+// one's sending, not from its answer: a server slow to answer (its writer
+// busy under load) must not space the heartbeats it hears by the interval
+// plus its own delay, which made live nodes look silent and fenced their
+// jobs. One heartbeat is in flight at a time.
 func (a *agent) heartbeatLoop(ctx context.Context) {
+	var sent time.Time
 	for {
-		if !sleepCtx(ctx, time.Duration(a.heartbeat.Load())) {
+		if !sleepCtx(ctx, time.Duration(a.heartbeat.Load())-time.Since(sent)) {
 			return
 		}
+		sent = time.Now()
 		a.mu.Lock()
 		hb := api.AgentHeartbeat{NodeID: a.cfg.NodeID, Refused: a.refused}
 		a.refused = nil

@@ -40,6 +40,8 @@ type fakeServer struct {
 	welcome     api.AgentWelcome
 	beats       []api.AgentHeartbeat     // every heartbeat received
 	beatReply   *api.AgentHeartbeatReply // the answer to the next heartbeat (nil: 204)
+	beatDelay   time.Duration            // how long each heartbeat waits for its answer
+	beatTimes   []time.Time              // when each heartbeat arrived
 	streamConns int
 	// getOnly plays a server from before heartbeats on the stream: it
 	// takes the stream only with GET (404 for POST, as the server's
@@ -175,10 +177,7 @@ func (f *fakeServer) stream(w http.ResponseWriter, r *http.Request) {
 				ev := sseEvent{Name: "beat_error", Data: `{"status": 400, "detail": "not a heartbeat"}`}
 				var hb api.AgentHeartbeat
 				if json.Unmarshal(sc.Bytes(), &hb) == nil {
-					f.mu.Lock()
-					f.streamBeats++
-					reply := f.took(hb)
-					f.mu.Unlock()
+					reply, _ := f.took(hb, true)
 					b, _ := json.Marshal(reply)
 					ev = sseEvent{Name: "beat", Data: string(b)}
 				}
@@ -214,15 +213,27 @@ func (f *fakeServer) stream(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// took records heartbeat hb and returns its answer; f.mu is held.
-func (f *fakeServer) took(hb api.AgentHeartbeat) api.AgentHeartbeatReply {
+// took records heartbeat hb, received on a stream or by request, waits
+// beatDelay and returns its answer, and whether one was set (replyToBeat).
+func (f *fakeServer) took(hb api.AgentHeartbeat, onStream bool) (api.AgentHeartbeatReply, bool) {
+	f.mu.Lock()
+	f.beatTimes = append(f.beatTimes, time.Now())
+	delay := f.beatDelay
+	f.mu.Unlock()
+	time.Sleep(delay)
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	f.heartbeats++
+	if onStream {
+		f.streamBeats++
+	}
 	f.beats = append(f.beats, hb)
 	var reply api.AgentHeartbeatReply
-	if f.beatReply != nil {
-		reply, f.beatReply = *f.beatReply, nil
+	if f.beatReply == nil {
+		return reply, false
 	}
-	return reply
+	reply, f.beatReply = *f.beatReply, nil
+	return reply, true
 }
 
 func (f *fakeServer) heartbeat(w http.ResponseWriter, r *http.Request) {
@@ -231,10 +242,7 @@ func (f *fakeServer) heartbeat(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	f.mu.Lock()
-	answer := f.beatReply != nil
-	reply := f.took(hb)
-	f.mu.Unlock()
+	reply, answer := f.took(hb, false)
 	if !answer {
 		w.WriteHeader(http.StatusNoContent) // as a server from before heartbeat replies
 		return
