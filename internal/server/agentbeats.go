@@ -73,7 +73,19 @@ func (s *Server) readBeats(ctx context.Context, r *http.Request, node string, bo
 		if line = bytes.TrimSpace(line); len(line) == 0 {
 			continue
 		}
-		if s.answerBeat(ctx, r, node, line, out) != nil {
+		// Decoding and recording a heartbeat (which may wait for its
+		// write) grow a goroutine's stack to several KB, and a stream's
+		// reader keeps its stack while it waits for the next one: at
+		// 10,000 streams, 150 MB. A goroutine of its own answers each
+		// heartbeat; the reader waits for it (one at a time, in order).
+		answered := make(chan error, 1)
+		go func() {
+			err := errStreamEnded // should it panic
+			defer func() { answered <- err }()
+			defer s.recoverStream(node)
+			err = s.answerBeat(ctx, r, node, line, out)
+		}()
+		if <-answered != nil {
 			return
 		}
 	}

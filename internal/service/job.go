@@ -47,7 +47,7 @@ func (s *Service) SubmitJob(ctx context.Context, ws string, j *api.Job) (*api.Jo
 		engineErr = s.DockerEngine(ctx)
 	}
 	ctx = s.lookUpSnapshots(ctx, j)
-	err := s.inSubmitBatch(ctx, func(ctx context.Context, tx store.Tx) error {
+	err := s.inWriteBatch(ctx, func(ctx context.Context, tx store.Tx) error {
 		if _, err := s.workspace(ctx, tx, ws); err != nil {
 			return err
 		}

@@ -73,7 +73,9 @@ func (s *Service) ReportStatus(ctx context.Context, nodeID string, st api.Assign
 			return err
 		}
 	}
-	err = s.Store.Update(ctx, func(tx store.Tx) error {
+	// With the submissions and reports that arrive meanwhile; answered
+	// once that transaction committed, and the controller notified.
+	return s.inWriteBatch(ctx, func(ctx context.Context, tx store.Tx) error {
 		j, err := tx.GetJob(ctx, ws, name)
 		if store.IsNotFound(err) {
 			return nil
@@ -113,11 +115,6 @@ func (s *Service) ReportStatus(ctx context.Context, nodeID string, st api.Assign
 		}
 		return tx.PutJob(ctx, j, "")
 	})
-	if err != nil {
-		return err
-	}
-	s.notify()
-	return nil
 }
 
 // keepEmptyArtifacts writes the empty files and folders a later attempt's

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/tideml/tide/api"
 	"github.com/tideml/tide/internal/catalog"
@@ -116,9 +117,14 @@ func submitInTwoBatches(t *testing.T, s *Service, g *gatedStore, n int, submit f
 	for g.updates.Load() == 0 { // the first batch's transaction has begun
 		runtime.Gosched()
 	}
+	deadline := time.Now().Add(10 * time.Second)
 	for i := 1; i < n; i++ {
 		start(i)
 		for waiting(s) != i {
+			if time.Now().After(deadline) {
+				close(g.release)
+				t.Fatalf("write %d of %d did not wait for the writer's batch: %d wait", i+1, n, waiting(s))
+			}
 			runtime.Gosched()
 		}
 	}
@@ -172,7 +178,7 @@ func TestSubmissionErrorsStayTheirOwn(t *testing.T) {
 		},
 		put("good-3"),
 	}
-	errs := submitInTwoBatches(t, s, g, len(subs), func(i int) error { return s.inSubmitBatch(ctx, subs[i]) })
+	errs := submitInTwoBatches(t, s, g, len(subs), func(i int) error { return s.inWriteBatch(ctx, subs[i]) })
 	for i, name := range []string{"alone", "good-1", "panics", "good-2", "rejected", "good-3"} {
 		bad := name == "panics" || name == "rejected"
 		switch {
