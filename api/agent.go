@@ -6,8 +6,11 @@ import "time"
 // with its node token as the bearer token:
 //
 //	POST /v1/agent/register                  AgentHello -> AgentWelcome
-//	GET  /v1/agent/stream                    server-sent events: "assign" (Assignment), "cancel" (Cancel)
-//	POST /v1/agent/heartbeat                 AgentHeartbeat -> AgentHeartbeatReply
+//	POST /v1/agent/stream                    body: one AgentHeartbeat a line; server-sent events: "assign" (Assignment),
+//	                                         "cancel" (Cancel), and for each heartbeat in order "beat" (AgentHeartbeatReply)
+//	                                         or "beat_error" (Problem)
+//	GET  /v1/agent/stream                    the same events but "beat": for agents that heartbeat by request
+//	POST /v1/agent/heartbeat                 AgentHeartbeat -> AgentHeartbeatReply (while no stream carries them)
 //	POST /v1/agent/setup                     SetupReport (a compute instance's setup script ran)
 //	POST /v1/agent/assignments/{id}/logs     LogBatch
 //	PUT  /v1/agent/assignments/{id}/artifacts a tar.gz of the job's outputs/ and logs/ folders (unless they hold no bytes: AssignmentStatus.EmptyArtifacts)

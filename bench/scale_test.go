@@ -438,7 +438,7 @@ func (r scaleResult) table() *table {
 	t.add("server peak RSS", mb(r.hwmKB)+" MB", "< 1,024 MB", met(r.hwmKB < 1<<20))
 	t.add("  every node busy, after the last submission", fmt.Sprintf("%.1f s", r.placeAll.Seconds()), "-", "")
 	t.notes = []string{
-		fmt.Sprintf("Agents are goroutines of the benchmark speaking the agent protocol over HTTP (register, assignment stream, heartbeat with what a real agent reports, running and completed reports) with the tokens the server issued to the fake provider's nodes; their requests share %d connections, their streams one each.", simagent.MaxConns),
+		fmt.Sprintf("Agents are goroutines of the benchmark speaking the agent protocol over HTTP (register, assignment stream, heartbeats on it with what a real agent reports, running and completed reports) with the tokens the server issued to the fake provider's nodes; their requests share %d connections, their streams one each.", simagent.MaxConns),
 		"Turn durations come from the server's tide_controller_turn_seconds histogram over the rounds (interpolated within buckets, as histogram_quantile does).",
 		fmt.Sprintf("The benchmark's agents and clients share the machine's %d CPUs with the server; load average %.2f before, %.2f after.", runtime.NumCPU(), r.loadBefore, r.loadAfter),
 	}

@@ -181,6 +181,10 @@ type agent struct {
 	mlflow mlflowEndpoint
 	// spares are finished jobs' empty folders, for later jobs (folders.go).
 	spares spareFolders
+	// beats is the stream that carries the heartbeats, streams the
+	// client that opens it (stream.go).
+	beats   streamBeats
+	streams *http.Client
 }
 
 // maxEnded bounds the memory of finished assignments.
@@ -208,11 +212,12 @@ func Run(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("creating node folder: %w", err)
 	}
 	a := &agent{
-		cfg:    cfg,
-		log:    cfg.Logger.With(slog.String("node", cfg.NodeID)),
-		client: &client{urls: cfg.ServerURLs, token: cfg.Token, hc: cfg.HTTPClient},
-		jobs:   make(map[string]*job),
-		ended:  make(map[string]bool),
+		cfg:     cfg,
+		log:     cfg.Logger.With(slog.String("node", cfg.NodeID)),
+		client:  &client{urls: cfg.ServerURLs, token: cfg.Token, hc: cfg.HTTPClient},
+		streams: streamClient(cfg.HTTPClient),
+		jobs:    make(map[string]*job),
+		ended:   make(map[string]bool),
 	}
 	a.heartbeat.Store(int64(cfg.HeartbeatInterval))
 	a.spares.open(filepath.Join(cfg.Dir, "spare"))
@@ -326,44 +331,6 @@ func (a *agent) register(ctx context.Context) error {
 	return nil
 }
 
-// stream holds GET /v1/agent/stream and dispatches its events.
-func (a *agent) stream(ctx context.Context) error {
-	sctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	req, err := a.client.newRequest(sctx, http.MethodGet, "/v1/agent/stream", nil, "")
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Accept", "text/event-stream")
-	resp, err := a.client.hc.Do(req)
-	if err != nil {
-		a.client.failover()
-		return fmt.Errorf("opening stream: %w", err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		if resp.StatusCode >= 500 {
-			a.client.failover()
-		}
-		return fmt.Errorf("opening stream: %w", &statusError{Code: resp.StatusCode, Body: resp.Status})
-	}
-	// The watchdog cancels the request when the stream stays silent.
-	idle := time.AfterFunc(a.cfg.StreamIdleTimeout, cancel)
-	defer idle.Stop()
-	gotData := false
-	err = readSSE(resp.Body, func() {
-		gotData = true
-		idle.Reset(a.cfg.StreamIdleTimeout)
-	}, func(ev sseEvent) error {
-		a.handleEvent(ctx, ev)
-		return nil
-	})
-	if gotData {
-		return fmt.Errorf("%w: %w", errStreamHealthy, err)
-	}
-	return fmt.Errorf("reading stream: %w", err)
-}
-
 func (a *agent) handleEvent(ctx context.Context, ev sseEvent) {
 	switch ev.Name {
 	case "assign":
@@ -459,11 +426,18 @@ func (a *agent) runningStatuses() []api.AssignmentStatus {
 	return out
 }
 
+// heartbeatLoop sends a heartbeat every interval, counted from the last
+// one's sending, not from its answer: a server slow to answer (its writer
+// busy under load) must not space the heartbeats it hears by the interval
+// plus its own delay, which made live nodes look silent and fenced their
+// jobs. One heartbeat is in flight at a time.
 func (a *agent) heartbeatLoop(ctx context.Context) {
+	var sent time.Time
 	for {
-		if !sleepCtx(ctx, time.Duration(a.heartbeat.Load())) {
+		if !sleepCtx(ctx, time.Duration(a.heartbeat.Load())-time.Since(sent)) {
 			return
 		}
+		sent = time.Now()
 		a.mu.Lock()
 		hb := api.AgentHeartbeat{NodeID: a.cfg.NodeID, Refused: a.refused}
 		a.refused = nil
@@ -489,8 +463,7 @@ func (a *agent) heartbeatLoop(ctx context.Context) {
 			hb.Activity = ia.activity(ctx, hb.Utilization)
 		}
 		hctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		var reply api.AgentHeartbeatReply
-		err := a.client.postJSON(hctx, "/v1/agent/heartbeat", hb, &reply)
+		reply, err := a.sendBeat(hctx, hb)
 		if err != nil && ctx.Err() == nil {
 			a.log.WarnContext(ctx, "heartbeat failed", slog.Any("error", err))
 		}

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"bufio"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -39,7 +40,16 @@ type fakeServer struct {
 	welcome     api.AgentWelcome
 	beats       []api.AgentHeartbeat     // every heartbeat received
 	beatReply   *api.AgentHeartbeatReply // the answer to the next heartbeat (nil: 204)
+	beatDelay   time.Duration            // how long each heartbeat waits for its answer
+	beatTimes   []time.Time              // when each heartbeat arrived
 	streamConns int
+	// getOnly plays a server from before heartbeats on the stream: it
+	// takes the stream only with GET (404 for POST, as the server's
+	// catch-all route answers).
+	getOnly bool
+	// streamBeats counts the heartbeats received on a stream, of
+	// heartbeats.
+	streamBeats int
 
 	events chan sseEvent
 	drop   chan struct{}
@@ -59,6 +69,7 @@ func newFakeServer(t *testing.T) *fakeServer {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/agent/register", f.register)
 	mux.HandleFunc("GET /v1/agent/stream", f.stream)
+	mux.HandleFunc("POST /v1/agent/stream", f.stream)
 	mux.HandleFunc("POST /v1/agent/heartbeat", f.heartbeat)
 	mux.HandleFunc("POST /v1/agent/assignments/{id}/logs", f.postLogs)
 	mux.HandleFunc("PUT /v1/agent/assignments/{id}/artifacts", f.putArtifacts)
@@ -145,6 +156,39 @@ func (f *fakeServer) register(w http.ResponseWriter, r *http.Request) {
 }
 
 func (f *fakeServer) stream(w http.ResponseWriter, r *http.Request) {
+	f.mu.Lock()
+	getOnly := f.getOnly
+	f.mu.Unlock()
+	if r.Method == http.MethodPost && getOnly {
+		http.NotFound(w, r)
+		return
+	}
+	// A POST's body carries heartbeats, each answered on the stream.
+	answers := make(chan sseEvent, 16)
+	if r.Method == http.MethodPost {
+		if err := http.NewResponseController(w).EnableFullDuplex(); err != nil {
+			f.t.Errorf("stream: %v", err)
+			return
+		}
+		ctx := r.Context()
+		go func() {
+			sc := bufio.NewScanner(r.Body)
+			for sc.Scan() {
+				ev := sseEvent{Name: "beat_error", Data: `{"status": 400, "detail": "not a heartbeat"}`}
+				var hb api.AgentHeartbeat
+				if json.Unmarshal(sc.Bytes(), &hb) == nil {
+					reply, _ := f.took(hb, true)
+					b, _ := json.Marshal(reply)
+					ev = sseEvent{Name: "beat", Data: string(b)}
+				}
+				select {
+				case answers <- ev:
+				case <-ctx.Done():
+					return
+				}
+			}
+		}()
+	}
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.WriteHeader(http.StatusOK)
 	fl := w.(http.Flusher)
@@ -158,6 +202,9 @@ func (f *fakeServer) stream(w http.ResponseWriter, r *http.Request) {
 		case ev := <-f.events:
 			fmt.Fprintf(w, "event: %s\ndata: %s\n\n", ev.Name, ev.Data)
 			fl.Flush()
+		case ev := <-answers:
+			fmt.Fprintf(w, "event: %s\ndata: %s\n\n", ev.Name, ev.Data)
+			fl.Flush()
 		case <-f.drop:
 			return
 		case <-r.Context().Done():
@@ -166,22 +213,41 @@ func (f *fakeServer) stream(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// took records heartbeat hb, received on a stream or by request, waits
+// beatDelay and returns its answer, and whether one was set (replyToBeat).
+func (f *fakeServer) took(hb api.AgentHeartbeat, onStream bool) (api.AgentHeartbeatReply, bool) {
+	f.mu.Lock()
+	f.beatTimes = append(f.beatTimes, time.Now())
+	delay := f.beatDelay
+	f.mu.Unlock()
+	time.Sleep(delay)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.heartbeats++
+	if onStream {
+		f.streamBeats++
+	}
+	f.beats = append(f.beats, hb)
+	var reply api.AgentHeartbeatReply
+	if f.beatReply == nil {
+		return reply, false
+	}
+	reply, f.beatReply = *f.beatReply, nil
+	return reply, true
+}
+
 func (f *fakeServer) heartbeat(w http.ResponseWriter, r *http.Request) {
 	var hb api.AgentHeartbeat
 	if err := json.NewDecoder(r.Body).Decode(&hb); err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.heartbeats++
-	f.beats = append(f.beats, hb)
-	if f.beatReply == nil {
+	reply, answer := f.took(hb, false)
+	if !answer {
 		w.WriteHeader(http.StatusNoContent) // as a server from before heartbeat replies
 		return
 	}
-	_ = json.NewEncoder(w).Encode(f.beatReply)
-	f.beatReply = nil
+	_ = json.NewEncoder(w).Encode(reply)
 }
 
 // replyToBeat answers the next heartbeat with reply.

@@ -3,6 +3,7 @@ package agent
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -60,4 +61,32 @@ func jobProcesses(dir string) []string {
 		}
 	}
 	return out
+}
+
+// TestHeartbeatsKeepTheirPaceWhenAnswersAreSlow: a heartbeat leaves an
+// interval after the last one left, not an interval after its answer. A
+// server slow to answer (700 ms here, its writer busy under load) spaced
+// the heartbeats it heard by 1.7 s, which made live nodes look silent to
+// the tests' 3 s unusable_after and fenced their jobs.
+func TestHeartbeatsKeepTheirPaceWhenAnswersAreSlow(t *testing.T) {
+	srv := newFakeServer(t)
+	srv.mu.Lock()
+	srv.beatDelay = 700 * time.Millisecond
+	srv.mu.Unlock()
+	startAgent(t, srv, t.TempDir())
+	var times []time.Time
+	waitFor(t, 20*time.Second, "six heartbeats", func() bool {
+		srv.mu.Lock()
+		defer srv.mu.Unlock()
+		times = slices.Clone(srv.beatTimes)
+		return len(times) >= 6
+	})
+	var gaps []time.Duration
+	for i := 2; i < len(times); i++ { // from the second: the first follows registration
+		gaps = append(gaps, times[i].Sub(times[i-1]))
+	}
+	slices.Sort(gaps)
+	if med := gaps[len(gaps)/2]; med > 1400*time.Millisecond {
+		t.Errorf("heartbeats 1 s apart with answers taking 700 ms arrived %s apart (median; gaps %v), want about 1 s", med, gaps)
+	}
 }

@@ -3,9 +3,11 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net"
 	"net/http"
 	"runtime/debug"
+	"sync"
 	"time"
 
 	"github.com/tideml/tide/internal/controller"
@@ -25,36 +27,38 @@ const agentKeepAlive = 20 * time.Second
 // server's 1.3 GB, and scanning their stacks a tenth of its CPU. So the
 // stream takes its connection over once the agent is authenticated
 // (Hijack): a small goroutine follows the node's messages and writes each
-// event with one write, another waits for the connection to close, and
+// event with one write, another reads the heartbeats the agent sends on
+// it (agentbeats.go) and then waits for the connection to close, and
 // net/http's goroutine and buffers go. Where the connection cannot be
 // taken over (HTTP/2), the handler serves the stream itself.
 
-// agentEvents writes an agent stream's events.
+// agentEvents writes an agent stream's events. Both goroutines of a
+// stream write (its messages, and the answers to the heartbeats it
+// carries): each call writes one whole event.
 type agentEvents interface {
 	send(event, id string, v any) error
-	keepAlive() error
+	write(b []byte) error
 }
 
 // agentStream holds an agent's connection: assignments and cancels are
-// pushed the moment the controller decides them.
+// pushed the moment the controller decides them. Opened with POST, the
+// request's body carries the agent's heartbeats, each answered on the
+// stream (agentbeats.go); opened with GET (older agents), it
+// carries nothing and they heartbeat by request.
 func (s *Server) agentStream(w http.ResponseWriter, r *http.Request) {
 	node := principalOf(r).node
 	runtime := s.runtimeOf(r.Context(), node)
 	sub := s.hub.Subscribe(node)
-	conn, _, err := http.NewResponseController(w).Hijack()
+	conn, brw, err := http.NewResponseController(w).Hijack()
 	if err != nil {
-		defer s.hub.Unsubscribe(node, sub)
-		out, ok := startSSE(w)
-		if !ok {
-			return
-		}
-		s.followNode(r.Context(), node, runtime, sub, out)
+		s.serveAgentStream(w, r, node, runtime, sub)
 		return
 	}
 	// The request's context ends when this handler returns; the stream's
 	// keeps its values (the principal) and ends when the agent hangs up.
 	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
 	out := &rawEvents{conn: conn}
+	body := hijackedBody(r, brw.Reader, conn)
 	_ = conn.SetDeadline(time.Time{}) // net/http's read deadline for the request's headers
 	if err := out.header(); err != nil {
 		cancel()
@@ -63,12 +67,14 @@ func (s *Server) agentStream(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	go func() {
-		// An agent sends nothing on its stream: a read returns when the
+		defer cancel()
+		defer s.recoverStream(node)
+		s.readBeats(ctx, r, node, body, out)
+		// The agent sends nothing more: a read returns when the
 		// connection closes.
 		var b [64]byte
 		for {
 			if _, err := conn.Read(b[:]); err != nil {
-				cancel()
 				return
 			}
 		}
@@ -77,16 +83,82 @@ func (s *Server) agentStream(w http.ResponseWriter, r *http.Request) {
 		defer conn.Close()
 		defer cancel()
 		defer s.hub.Unsubscribe(node, sub)
-		defer func() {
-			// Out of net/http's handler, a panic would take the server
-			// down with every other stream: it ends this one only, as
-			// wrap ends a request.
-			if v := recover(); v != nil {
-				s.log.Error("panic in agent stream", "node", node, "panic", v, "stack", string(debug.Stack()))
-			}
-		}()
+		defer s.recoverStream(node)
 		s.followNode(ctx, node, runtime, sub, out)
 	}()
+}
+
+// recoverStream, deferred, ends a stream's goroutine that panicked. Out
+// of net/http's handler, a panic would take the server down with every
+// other stream: it ends this one only, as wrap ends a request.
+func (s *Server) recoverStream(node string) {
+	if v := recover(); v != nil {
+		s.log.Error("panic in agent stream", "node", node, "panic", v, "stack", string(debug.Stack()))
+	}
+}
+
+// serveAgentStream serves a stream whose connection cannot be taken over
+// (HTTP/2) from the handler, as net/http's other streams. HTTP/2 reads a
+// request's body while the answer is written, so the heartbeats it
+// carries are answered as on a taken-over connection.
+func (s *Server) serveAgentStream(w http.ResponseWriter, r *http.Request, node, runtime string, sub chan controller.Message) {
+	defer s.hub.Unsubscribe(node, sub)
+	events, ok := startSSE(w)
+	if !ok {
+		return
+	}
+	out := &lockedEvents{out: events}
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	read := make(chan struct{})
+	if r.ProtoMajor >= 2 {
+		go func() {
+			defer close(read)
+			s.readBeats(ctx, r, node, r.Body, out)
+		}()
+	} else {
+		close(read) // HTTP/1 reads no body while it answers: the agent's heartbeats go unanswered, and by request
+	}
+	s.followNode(ctx, node, runtime, sub, out)
+	out.end()
+	cancel()
+	_ = r.Body.Close() // the reading goroutine's Read returns
+	<-read
+}
+
+// lockedEvents lets the two goroutines of a stream served from its
+// handler write (net/http's ResponseWriter is not safe for that), until
+// the handler ends it.
+type lockedEvents struct {
+	mu    sync.Mutex
+	out   agentEvents
+	ended bool
+}
+
+var errStreamEnded = errors.New("the agent stream ended")
+
+func (l *lockedEvents) send(event, id string, v any) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.ended {
+		return errStreamEnded
+	}
+	return l.out.send(event, id, v)
+}
+
+func (l *lockedEvents) write(b []byte) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.ended {
+		return errStreamEnded
+	}
+	return l.out.write(b)
+}
+
+func (l *lockedEvents) end() {
+	l.mu.Lock()
+	l.ended = true
+	l.mu.Unlock()
 }
 
 // followNode sends what the store holds for node, then every message
@@ -138,7 +210,7 @@ func (s *Server) followNode(ctx context.Context, node, runtime string, sub chan 
 				return
 			}
 		case <-keepalive.C:
-			if out.keepAlive() != nil {
+			if out.write(keepAliveEvent) != nil {
 				return
 			}
 		}
@@ -147,7 +219,9 @@ func (s *Server) followNode(ctx context.Context, node, runtime string, sub chan 
 
 // rawEvents writes server-sent events on a connection taken over from
 // net/http: the response's body is the events until the connection
-// closes. Each event is one write, bounded by sseWriteTimeout.
+// closes. Each event is one write, bounded by sseWriteTimeout; a
+// net.Conn writes each call's bytes whole, so the stream's two
+// goroutines need no lock.
 type rawEvents struct {
 	conn net.Conn
 }
@@ -174,5 +248,3 @@ func (e *rawEvents) send(event, id string, v any) error {
 
 // keepAliveEvent is built once: every stream sends one every 20 s.
 var keepAliveEvent = []byte(": keep-alive\n\n")
-
-func (e *rawEvents) keepAlive() error { return e.write(keepAliveEvent) }

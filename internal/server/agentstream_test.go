@@ -22,39 +22,8 @@ import (
 // hangs up, not at the next keep-alive 20 s later, so that the node's
 // next stream (or another replica) is the one pushed to.
 func TestAgentStreamEndsWithItsConnection(t *testing.T) {
-	tokens := filepath.Join(t.TempDir(), "tokens")
-	in := startWith(t, t.TempDir(), "", "", func(c *config.Server) {
-		c.Locations = append(c.Locations, config.Location{Name: "sim", Provider: "fake", Settings: map[string]any{"token_dir": tokens}})
-	})
-	t.Cleanup(func() { cleanup(t, in) })
-	createCompute(t, in, "name: sim\ntype: amlcompute\nsize: Standard_DS3_v2\nlocation: sim\nmin_instances: 1\nmax_instances: 1\n")
-	var node string
-	waitFor(t, "the sim node's token", 30*time.Second, func() bool {
-		es, _ := os.ReadDir(tokens)
-		for _, e := range es {
-			if !strings.HasPrefix(e.Name(), ".") {
-				node = e.Name()
-			}
-		}
-		return node != ""
-	})
-
-	// The test is the node's agent: it registers and heartbeats.
-	token := in.srv.NodeToken(node)
-	post := func(path, body string) error {
-		req, _ := http.NewRequest("POST", "http://"+in.cfg.Listen+path, strings.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+token)
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return err
-		}
-		resp.Body.Close()
-		if resp.StatusCode != 200 {
-			return fmt.Errorf("%s: %s", path, resp.Status)
-		}
-		return nil
-	}
+	in, node, token := startSimNode(t)
+	post := nodePost(in, token)
 	if err := post("/v1/agent/register", `{"capacity": {"vcpus": 4, "memory_gb": 14}}`); err != nil {
 		t.Fatal(err)
 	}
@@ -116,5 +85,45 @@ func TestAgentStreamEndsWithItsConnection(t *testing.T) {
 	waitFor(t, "the second stream held", 10*time.Second, func() bool { return in.srv.AgentConnected(node) })
 	if _, err := in.client.CancelJob(context.Background(), "default", j.Name); err != nil && !api.IsNotFound(err) {
 		t.Fatal(err)
+	}
+}
+
+// startSimNode starts a server with one node of a compute "sim" in a fake
+// provider's location, whose agent the test plays with the node's token.
+func startSimNode(t *testing.T) (in *instance, node, token string) {
+	tokens := filepath.Join(t.TempDir(), "tokens")
+	in = startWith(t, t.TempDir(), "", "", func(c *config.Server) {
+		c.Locations = append(c.Locations, config.Location{Name: "sim", Provider: "fake", Settings: map[string]any{"token_dir": tokens}})
+	})
+	t.Cleanup(func() { cleanup(t, in) })
+	createCompute(t, in, "name: sim\ntype: amlcompute\nsize: Standard_DS3_v2\nlocation: sim\nmin_instances: 1\nmax_instances: 1\n")
+	waitFor(t, "the sim node's token", 30*time.Second, func() bool {
+		es, _ := os.ReadDir(tokens)
+		for _, e := range es {
+			if !strings.HasPrefix(e.Name(), ".") {
+				node = e.Name()
+			}
+		}
+		return node != ""
+	})
+	return in, node, in.srv.NodeToken(node)
+}
+
+// nodePost returns a function that posts a JSON body as the node whose
+// token is token.
+func nodePost(in *instance, token string) func(path, body string) error {
+	return func(path, body string) error {
+		req, _ := http.NewRequest("POST", "http://"+in.cfg.Listen+path, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			return fmt.Errorf("%s: %s", path, resp.Status)
+		}
+		return nil
 	}
 }

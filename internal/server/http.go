@@ -202,6 +202,16 @@ func writeProblem(w http.ResponseWriter, p *api.Problem) {
 // fail writes err as a problem: service errors keep their status and code;
 // anything else is a 500 whose details go to the log only.
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
+	p, retryAfter := s.problemOf(r, err)
+	if retryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(retryAfter))
+	}
+	writeProblem(w, p)
+}
+
+// problemOf is the problem err of request r is answered with, and the
+// seconds its Retry-After says to wait (0: none).
+func (s *Server) problemOf(r *http.Request, err error) (*api.Problem, int) {
 	var se *service.Error
 	var mbe *http.MaxBytesError
 	switch {
@@ -211,29 +221,26 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 			// Whole seconds, rounded up: a client that waits this long
 			// finds room.
 			p.RetryAfter = int((se.RetryAfter + time.Second - 1) / time.Second)
-			w.Header().Set("Retry-After", strconv.Itoa(p.RetryAfter))
 		}
 		if se.Status == http.StatusTooManyRequests {
 			s.stats.Refused(se.Workspace, se.Limit)
 		}
-		writeProblem(w, p)
+		return p, p.RetryAfter
 	case errors.As(err, &mbe):
-		writeProblem(w, &api.Problem{Status: 413, Code: "RequestTooLarge", Detail: fmt.Sprintf("request body larger than %d bytes", mbe.Limit)})
+		return &api.Problem{Status: 413, Code: "RequestTooLarge", Detail: fmt.Sprintf("request body larger than %d bytes", mbe.Limit)}, 0
 	case errors.Is(err, store.ErrUnavailable):
-		w.Header().Set("Retry-After", "1")
-		writeProblem(w, &api.Problem{Status: 503, Code: "StoreUnavailable", Detail: "the store cannot be reached; retry shortly: " + err.Error()})
+		return &api.Problem{Status: 503, Code: "StoreUnavailable", Detail: "the store cannot be reached; retry shortly: " + err.Error()}, 1
 	case noSpace(err):
 		// Nothing was written; clients and agents retry (5xx), and the
 		// server works again as soon as space frees.
 		s.log.Error("data dir full", "method", r.Method, "path", r.URL.Path, "err", err)
-		w.Header().Set("Retry-After", "5")
-		writeProblem(w, &api.Problem{Status: 507, Code: "InsufficientStorage", Detail: fmt.Sprintf(
-			"the server's data dir %s (or its store) has no space left on its disk, so nothing was written: %v; free some space there (tide recovers by itself) and retry", s.cfg.DataDir, err)})
+		return &api.Problem{Status: 507, Code: "InsufficientStorage", Detail: fmt.Sprintf(
+			"the server's data dir %s (or its store) has no space left on its disk, so nothing was written: %v; free some space there (tide recovers by itself) and retry", s.cfg.DataDir, err)}, 5
 	case errors.Is(err, context.Canceled):
-		writeProblem(w, &api.Problem{Status: 499, Code: "Canceled", Detail: "request canceled"})
+		return &api.Problem{Status: 499, Code: "Canceled", Detail: "request canceled"}, 0
 	default:
 		s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
-		writeProblem(w, &api.Problem{Status: 500, Code: api.CodeInternal, Detail: "internal error: " + err.Error()})
+		return &api.Problem{Status: 500, Code: api.CodeInternal, Detail: "internal error: " + err.Error()}, 0
 	}
 }
 

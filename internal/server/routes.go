@@ -52,7 +52,8 @@ func (s *Server) routes() []route {
 		{method: "GET", pattern: ws + "/jobs/{name}/artifacts/{path...}", auth: can(service.PermJobsRead), summary: "Download one artifact", handler: s.getArtifact},
 
 		{method: "POST", pattern: "/v1/agent/register", auth: authNode, summary: "Agent: register a node", request: api.AgentHello{}, response: api.AgentWelcome{}, handler: s.agentRegister},
-		{method: "GET", pattern: "/v1/agent/stream", auth: authNode, summary: "Agent: assignments and cancels as server-sent events", sse: true, handler: s.agentStream},
+		{method: "POST", pattern: "/v1/agent/stream", auth: authNode, rawBody: true, summary: "Agent: assignments and cancels as server-sent events; the request's body carries the agent's heartbeats, one JSON object a line, each answered by a beat (or beat_error) event", request: api.AgentHeartbeat{}, sse: true, handler: s.agentStream},
+		{method: "GET", pattern: "/v1/agent/stream", auth: authNode, summary: "Agent: assignments and cancels as server-sent events (older agents, which heartbeat by request)", sse: true, handler: s.agentStream},
 		{method: "POST", pattern: "/v1/agent/heartbeat", auth: authNode, summary: "Agent: heartbeat; the answer says which assignments to stop, or the one to run", request: api.AgentHeartbeat{}, response: api.AgentHeartbeatReply{}, handler: s.agentHeartbeat},
 		{method: "POST", pattern: "/v1/agent/assignments/{id}/logs", auth: authNode, summary: "Agent: a batch of log lines", request: api.LogBatch{}, status: 204, handler: s.agentLogs},
 		{method: "PUT", pattern: "/v1/agent/assignments/{id}/checkpoint", auth: authNode, rawBody: true, summary: "Agent: upload the job's checkpoint folder as tar.gz", status: 204, handler: s.agentPutCheckpoint},

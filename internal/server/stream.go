@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -85,8 +86,6 @@ func appendEvent(b []byte, event, id string, data []byte) []byte {
 func (s *sse) comment(text string) error {
 	return s.write([]byte(": " + text + "\n\n"))
 }
-
-func (s *sse) keepAlive() error { return s.write(keepAliveEvent) }
 
 // complete reports whether every rank of a terminal job has reported its
 // last log line and all of them are stored.
@@ -218,30 +217,33 @@ func (s *Server) agentHeartbeat(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	node := principalOf(r).node
-	beat, err := s.svc.Heartbeat(r.Context(), node, hb)
+	reply, err := s.beat(r.Context(), principalOf(r).node, hb)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	if len(beat.Cancel) == 0 && !beat.Missing {
+	if reply.Cancel == nil && reply.Assign == nil {
 		// Most heartbeats: nothing to do.
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write([]byte("{}\n"))
 		return
 	}
-	reply := api.AgentHeartbeatReply{Cancel: beat.Cancel}
-	if beat.Missing {
-		// (A cancel Pending finds is for an assignment the agent does
-		// not run: nothing to stop.)
-		assign, _, err := s.svc.Pending(r.Context(), node, s.runtimeOf(r.Context(), node))
-		if err != nil {
-			s.fail(w, r, err)
-			return
-		}
-		reply.Assign = assign
-	}
 	writeJSON(w, http.StatusOK, reply)
+}
+
+// beat records heartbeat hb of node and answers it, whether it came as a
+// request (agentHeartbeat) or on the node's assignment stream
+// (agentbeats.go): the assignments the agent must stop, and the one it
+// must run when it runs nothing while the store gives its node a job.
+func (s *Server) beat(ctx context.Context, node string, hb api.AgentHeartbeat) (api.AgentHeartbeatReply, error) {
+	beat, err := s.svc.Heartbeat(ctx, node, hb)
+	if err != nil || !beat.Missing {
+		return api.AgentHeartbeatReply{Cancel: beat.Cancel}, err
+	}
+	// (A cancel Pending finds is for an assignment the agent does not
+	// run: nothing to stop.)
+	assign, _, err := s.svc.Pending(ctx, node, s.runtimeOf(ctx, node))
+	return api.AgentHeartbeatReply{Cancel: beat.Cancel, Assign: assign}, err
 }
 
 func (s *Server) agentLogs(w http.ResponseWriter, r *http.Request) {

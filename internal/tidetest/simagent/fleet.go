@@ -71,8 +71,10 @@ type running struct {
 func Start(o Options) *Fleet {
 	ctx, cancel := context.WithCancel(context.Background())
 	f := &Fleet{o: o, ctx: ctx, cancel: cancel, errs: make(chan error, 64), agents: map[string]*running{},
-		hc:   &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: MaxConns, MaxConnsPerHost: MaxConns}},
-		strm: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1}}}
+		hc: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: MaxConns, MaxConnsPerHost: MaxConns}},
+		// As a real agent's: a stream's connection is its own (see the
+		// agent's streamClient).
+		strm: &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}}
 	if o.Watch {
 		f.wg.Add(1)
 		go func() {

@@ -12,6 +12,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -218,8 +219,9 @@ func (a *Agent) stop(c api.Cancel) {
 // listen reads the assignment stream until it ends (sctx, the session,
 // ends it too); assignments run under ctx, the agent's. Its error goes to
 // errs if the session still listens.
-func (a *Agent) listen(ctx, sctx context.Context, body io.ReadCloser, errs chan<- error) {
+func (a *Agent) listen(ctx, sctx context.Context, body io.ReadCloser, errs chan<- error, beats *beatStream) {
 	defer body.Close()
+	defer close(beats.ended)
 	sc := bufio.NewScanner(body)
 	sc.Buffer(make([]byte, 4096), 1<<20)
 	event := ""
@@ -246,6 +248,8 @@ func (a *Agent) listen(ctx, sctx context.Context, body io.ReadCloser, errs chan<
 			err = a.assigned(ctx, as)
 		case strings.HasPrefix(line, "data: ") && event == "cancel":
 			err = a.canceled(strings.TrimPrefix(line, "data: "))
+		case strings.HasPrefix(line, "data: ") && (event == "beat" || event == "beat_error"):
+			beats.answer(event, strings.TrimPrefix(line, "data: "))
 		case line == "":
 			event = ""
 		}
@@ -318,13 +322,25 @@ func (a *Agent) session(ctx context.Context) (connected bool, err error) {
 	}
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	req, err := http.NewRequestWithContext(sctx, http.MethodGet, a.base+"/v1/agent/stream", nil)
-	if err != nil {
-		return false, err
+	// As a real agent: the stream's request body carries the heartbeats;
+	// a server that takes only GET gets them by request.
+	body, frames := io.Pipe()
+	defer frames.Close()
+	beats := &beatStream{w: frames, answers: make(chan beatAnswer, 4), ended: make(chan struct{})}
+	// As a real agent: the body ends with the session, or when no answer
+	// came in time (net/http waits for it to end before it returns a
+	// failed connection's error).
+	stop := context.AfterFunc(sctx, func() { frames.CloseWithError(context.Canceled) })
+	defer stop()
+	slow := time.AfterFunc(30*time.Second, func() { frames.CloseWithError(errors.New("no answer to the stream's request in 30 s")) })
+	resp, err := a.openStream(sctx, http.MethodPost, body)
+	slow.Stop()
+	if err == nil && (resp.StatusCode == http.StatusMethodNotAllowed || resp.StatusCode == http.StatusNotFound) {
+		resp.Body.Close()
+		frames.Close()
+		beats.w = nil
+		resp, err = a.openStream(sctx, http.MethodGet, nil)
 	}
-	req.Header.Set("Authorization", "Bearer "+a.token)
-	req.Header.Set("Accept", "text/event-stream")
-	resp, err := a.strm.Do(req)
 	if err != nil {
 		return false, fmt.Errorf("node %s: stream: %w", a.ID, err)
 	}
@@ -333,7 +349,7 @@ func (a *Agent) session(ctx context.Context) (connected bool, err error) {
 		return false, fmt.Errorf("node %s: stream: HTTP %d", a.ID, resp.StatusCode)
 	}
 	errs := make(chan error, 1)
-	go a.listen(ctx, sctx, resp.Body, errs)
+	go a.listen(ctx, sctx, resp.Body, errs, beats)
 	every := time.Duration(w.HeartbeatSeconds) * time.Second
 	if every <= 0 {
 		every = 2 * time.Second
@@ -348,8 +364,8 @@ func (a *Agent) session(ctx context.Context) (connected bool, err error) {
 		case err := <-errs:
 			return true, err
 		case <-tick.C:
-			var reply api.AgentHeartbeatReply
-			if err := a.post(ctx, "/v1/agent/heartbeat", a.heartbeat(), &reply); err != nil {
+			reply, err := a.beat(ctx, beats)
+			if err != nil {
 				if ctx.Err() != nil {
 					return true, nil
 				}
@@ -375,4 +391,76 @@ func (a *Agent) session(ctx context.Context) (connected bool, err error) {
 			}
 		}
 	}
+}
+
+// openStream opens the assignment stream: POST with the heartbeats' body,
+// or GET.
+func (a *Agent) openStream(ctx context.Context, method string, body io.Reader) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, method, a.base+"/v1/agent/stream", body)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+a.token)
+	req.Header.Set("Accept", "text/event-stream")
+	if body != nil {
+		req.Header.Set("Content-Type", "application/x-ndjson")
+	}
+	return a.strm.Do(req)
+}
+
+// beatStream is a session's stream as it carries heartbeats (the agent's
+// streamBeats): w is its request body (nil: heartbeats go by request),
+// answers its beat and beat_error events, ended closed once it ends.
+type beatStream struct {
+	w       *io.PipeWriter
+	answers chan beatAnswer
+	ended   chan struct{}
+}
+
+type beatAnswer struct {
+	reply api.AgentHeartbeatReply
+	err   error
+}
+
+// answer hands a beat or beat_error event to the heartbeat waiting for it.
+func (b *beatStream) answer(event, data string) {
+	var ans beatAnswer
+	if event == "beat" {
+		ans.err = json.Unmarshal([]byte(data), &ans.reply)
+	} else {
+		var p api.Problem
+		_ = json.Unmarshal([]byte(data), &p)
+		ans.err = fmt.Errorf("heartbeat: HTTP %d: %s", p.Status, p.Detail)
+	}
+	select {
+	case b.answers <- ans:
+	default: // no heartbeat waits: it gave up
+	}
+}
+
+// beat sends a heartbeat on the stream while it carries them, else by
+// request, and returns the server's answer.
+func (a *Agent) beat(ctx context.Context, b *beatStream) (api.AgentHeartbeatReply, error) {
+	hb := a.heartbeat()
+	if b.w != nil {
+		frame, err := json.Marshal(hb)
+		if err != nil {
+			return api.AgentHeartbeatReply{}, err
+		}
+		if _, err := b.w.Write(append(frame, '\n')); err == nil {
+			select {
+			case ans := <-b.answers:
+				return ans.reply, ans.err
+			case <-b.ended: // sent by request below
+			case <-ctx.Done():
+				return api.AgentHeartbeatReply{}, ctx.Err()
+			case <-time.After(10 * time.Second):
+				b.w = nil // the rest go by request, as a real agent's
+				return api.AgentHeartbeatReply{}, fmt.Errorf("node %s: heartbeat on the stream: no answer in 10 s", a.ID)
+			}
+		}
+	}
+	var reply api.AgentHeartbeatReply
+	err := a.post(ctx, "/v1/agent/heartbeat", hb, &reply)
+	return reply, err
 }

@@ -1,0 +1,252 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/tideml/tide/api"
+)
+
+// stream holds the assignment stream and dispatches its events. Opened
+// with POST, it carries the heartbeats too (below); a server that
+// takes it only with GET gets them by request.
+func (a *agent) stream(ctx context.Context) error {
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	line := newBeatLine()
+	frames := line.w
+	defer frames.Close()
+	// net/http writes a request's body while it waits for the answer,
+	// and should the connection fail first, it waits for that body to
+	// end before it returns the error: the body is ended when the session
+	// ends, and when no answer came in time.
+	stop := context.AfterFunc(sctx, func() { frames.CloseWithError(context.Canceled) })
+	defer stop()
+	slow := time.AfterFunc(streamOpenTimeout, func() { frames.CloseWithError(errNoStreamAnswer) })
+	resp, err := a.openStream(sctx, line.body)
+	slow.Stop()
+	if err == nil && (resp.StatusCode == http.StatusMethodNotAllowed || resp.StatusCode == http.StatusNotFound) {
+		resp.Body.Close()
+		frames.Close()
+		line = nil
+		resp, err = a.openStream(sctx, nil)
+	}
+	if err != nil {
+		a.client.failover()
+		return fmt.Errorf("opening stream: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		if resp.StatusCode >= 500 {
+			a.client.failover()
+		}
+		return fmt.Errorf("opening stream: %w", &statusError{Code: resp.StatusCode, Body: resp.Status})
+	}
+	if line != nil {
+		a.beats.set(line)
+		defer close(line.ended)
+		defer a.beats.drop(line)
+	}
+	// The watchdog cancels the request when the stream stays silent.
+	idle := time.AfterFunc(a.cfg.StreamIdleTimeout, cancel)
+	defer idle.Stop()
+	gotData := false
+	err = readSSE(resp.Body, func() {
+		gotData = true
+		idle.Reset(a.cfg.StreamIdleTimeout)
+	}, func(ev sseEvent) error {
+		if ev.Name == "beat" || ev.Name == "beat_error" {
+			if line != nil {
+				line.answer(ev)
+			}
+			return nil
+		}
+		a.handleEvent(ctx, ev)
+		return nil
+	})
+	if gotData {
+		return fmt.Errorf("%w: %w", errStreamHealthy, err)
+	}
+	return fmt.Errorf("reading stream: %w", err)
+}
+
+// streamOpenTimeout bounds the wait for the answer to a stream's request.
+const streamOpenTimeout = 30 * time.Second
+
+var errNoStreamAnswer = errors.New("no answer to the stream's request in 30 s")
+
+// streamClient is hc for the assignment stream: its connections are not
+// kept for other requests and it takes none kept by them. A kept one the
+// server closed meanwhile (it restarted) fails once the request is
+// written, and net/http then waits for the stream's body to end.
+func streamClient(hc *http.Client) *http.Client {
+	tr, ok := hc.Transport.(*http.Transport)
+	if hc.Transport == nil {
+		tr, ok = http.DefaultTransport.(*http.Transport)
+	}
+	if !ok {
+		return hc
+	}
+	tr = tr.Clone()
+	tr.DisableKeepAlives = true
+	c := *hc
+	c.Transport = tr
+	return &c
+}
+
+// openStream opens the assignment stream: with POST and body, the
+// heartbeats' (nil: with GET).
+func (a *agent) openStream(ctx context.Context, body io.Reader) (*http.Response, error) {
+	method, ctype := http.MethodPost, "application/x-ndjson"
+	if body == nil {
+		method, ctype = http.MethodGet, ""
+	}
+	req, err := a.client.newRequest(ctx, method, "/v1/agent/stream", body, ctype)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Accept", "text/event-stream")
+	return a.streams.Do(req)
+}
+
+// The agent opens its assignment stream with POST, and the request's body
+// carries its heartbeats, one JSON api.AgentHeartbeat a line; the server
+// answers each on the stream, in order, with a beat event (the
+// api.AgentHeartbeatReply a heartbeat request gets) or a beat_error event
+// (the api.Problem it would get). A heartbeat by request cost the server
+// about twice as much. Heartbeats go by request while no such stream is
+// up: between sessions, with a server that takes the stream only with GET
+// (older servers answer 405), and for the rest of a session once a
+// heartbeat on its stream went unanswered. An answer counts as contact
+// with the server (fenceLoop) as a request's does.
+
+// streamBeats is the current stream as it carries heartbeats.
+type streamBeats struct {
+	mu  sync.Mutex
+	cur *beatLine // nil: heartbeats go by request
+}
+
+// beatLine is one stream's heartbeats: w is its request's body, answers
+// its beat and beat_error events, ended closed once the stream ended.
+type beatLine struct {
+	body    *io.PipeReader
+	w       *io.PipeWriter
+	answers chan beatAnswer
+	ended   chan struct{}
+}
+
+type beatAnswer struct {
+	reply api.AgentHeartbeatReply
+	err   error
+}
+
+func newBeatLine() *beatLine {
+	r, w := io.Pipe()
+	return &beatLine{body: r, w: w, answers: make(chan beatAnswer, 4), ended: make(chan struct{})}
+}
+
+// line is the stream that carries heartbeats now, or nil.
+func (s *streamBeats) line() *beatLine {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cur
+}
+
+// set makes l the line heartbeats go on (nil: by request). A line that
+// is no longer current stays off until the next stream.
+func (s *streamBeats) set(l *beatLine) {
+	s.mu.Lock()
+	s.cur = l
+	s.mu.Unlock()
+}
+
+// drop stops sending heartbeats on l, if it is current.
+func (s *streamBeats) drop(l *beatLine) {
+	s.mu.Lock()
+	if s.cur == l {
+		s.cur = nil
+	}
+	s.mu.Unlock()
+}
+
+// answer hands a beat or beat_error event of stream l to the heartbeat
+// waiting for it.
+func (l *beatLine) answer(ev sseEvent) {
+	var ans beatAnswer
+	if ev.Name == "beat" {
+		if err := json.Unmarshal([]byte(ev.Data), &ans.reply); err != nil {
+			ans.err = &statusError{Code: http.StatusOK, Body: "undecodable heartbeat answer: " + err.Error()}
+		}
+	} else {
+		var p api.Problem
+		_ = json.Unmarshal([]byte(ev.Data), &p)
+		ans.err = &statusError{Code: p.Status, Body: p.Detail}
+	}
+	select {
+	case l.answers <- ans:
+	default: // no heartbeat waits for it: it gave up
+	}
+}
+
+// errStreamGone says a heartbeat could not be sent on, or was not
+// answered by, a stream that ended: it goes by request.
+var errStreamGone = errors.New("the assignment stream ended")
+
+// send sends hb on stream l and waits for its answer, or ctx's end. It
+// returns errStreamGone when the stream ended first.
+func (a *agent) sendOnStream(ctx context.Context, l *beatLine, hb api.AgentHeartbeat) (api.AgentHeartbeatReply, error) {
+	frame, err := json.Marshal(hb)
+	if err != nil {
+		return api.AgentHeartbeatReply{}, err
+	}
+	wrote := make(chan error, 1)
+	go func() {
+		_, err := l.w.Write(append(frame, '\n'))
+		wrote <- err
+	}()
+	select {
+	case err := <-wrote:
+		if err != nil {
+			return api.AgentHeartbeatReply{}, errStreamGone
+		}
+	case <-l.ended:
+		return api.AgentHeartbeatReply{}, errStreamGone
+	case <-ctx.Done():
+		// The connection takes nothing: it is stuck, and the session
+		// starts over.
+		l.w.CloseWithError(ctx.Err())
+		return api.AgentHeartbeatReply{}, ctx.Err()
+	}
+	select {
+	case ans := <-l.answers:
+		return ans.reply, ans.err
+	case <-l.ended:
+		return api.AgentHeartbeatReply{}, errStreamGone
+	case <-ctx.Done():
+		// Silence, as a request's timeout. A late answer would be
+		// taken for the next heartbeat's: the rest of this session's
+		// go by request.
+		a.beats.drop(l)
+		return api.AgentHeartbeatReply{}, ctx.Err()
+	}
+}
+
+// sendBeat sends heartbeat hb, on the stream while one carries them, else
+// (or when the stream ends before it answers) by request.
+func (a *agent) sendBeat(ctx context.Context, hb api.AgentHeartbeat) (api.AgentHeartbeatReply, error) {
+	if l := a.beats.line(); l != nil {
+		reply, err := a.sendOnStream(ctx, l, hb)
+		if !errors.Is(err, errStreamGone) {
+			return reply, err
+		}
+	}
+	var reply api.AgentHeartbeatReply
+	err := a.client.postJSON(ctx, "/v1/agent/heartbeat", hb, &reply)
+	return reply, err
+}
