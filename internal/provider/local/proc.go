@@ -54,8 +54,9 @@ func procStartTime(pid int) string {
 	return ""
 }
 
-// killSession sends SIGKILL to every process of session sid.
-func killSession(sid int) {
+// processes calls fn with each process's pid and stat fields (statFields)
+// until fn returns false.
+func processes(fn func(pid int, f []string) bool) {
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
 		return
@@ -69,36 +70,32 @@ func killSession(sid int) {
 		if err != nil {
 			continue
 		}
-		if f := statFields(stat); len(f) > 3 && f[3] == strconv.Itoa(sid) {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
+		if f := statFields(stat); len(f) >= 20 && !fn(pid, f) {
+			return
 		}
 	}
+}
+
+// killSession sends SIGKILL to every process of session sid.
+func killSession(sid int) {
+	processes(func(pid int, f []string) bool {
+		if f[3] == strconv.Itoa(sid) {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+		return true
+	})
 }
 
 // findAgent looks in /proc for the agent of the node folder dir: a session
 // leader (the provider starts each agent in its own session) alive with dir
 // on its command line. It returns its pid and start time, or 0 and "".
-func findAgent(dir string) (int, string) {
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return 0, ""
-	}
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
+func findAgent(dir string) (pid int, startTime string) {
+	processes(func(p int, f []string) bool {
+		if f[3] == strconv.Itoa(p) && isAgent(p, f[19], dir) {
+			pid, startTime = p, f[19]
+			return false
 		}
-		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		f := statFields(stat)
-		if len(f) < 20 || f[3] != e.Name() {
-			continue
-		}
-		if isAgent(pid, f[19], dir) {
-			return pid, f[19]
-		}
-	}
-	return 0, ""
+		return true
+	})
+	return pid, startTime
 }
