@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -31,7 +32,11 @@ func (a *agent) stream(ctx context.Context) error {
 	slow := time.AfterFunc(streamOpenTimeout, func() { frames.CloseWithError(errNoStreamAnswer) })
 	resp, err := a.openStream(sctx, line.body)
 	slow.Stop()
-	if err == nil && (resp.StatusCode == http.StatusMethodNotAllowed || resp.StatusCode == http.StatusNotFound) {
+	// A server that does not take the stream with POST answers 405 (404
+	// before streams), or, behind a catch-all route, something that is
+	// not an event stream: the stream is opened again with GET.
+	if err == nil && (resp.StatusCode == http.StatusMethodNotAllowed || resp.StatusCode == http.StatusNotFound ||
+		resp.StatusCode/100 == 2 && !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream")) {
 		resp.Body.Close()
 		frames.Close()
 		line = nil

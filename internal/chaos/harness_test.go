@@ -310,6 +310,14 @@ func (s *server) exactlyOnce(names []string, effectsFile string, deadline time.T
 		case c > 1:
 			t.Errorf("job %s ran %d times", n, c)
 			dup++
+			var es []api.Event
+			retrying(t, "events of "+n, func() (err error) {
+				es, err = s.client.JobEvents(context.Background(), "default", n)
+				return err
+			})
+			for _, e := range es {
+				t.Logf("  %s %s: %s %s", n, e.Time.Format("15:04:05.000"), e.Kind, e.Message)
+			}
 		}
 	}
 	if len(count) > len(names) {

@@ -68,6 +68,11 @@ type Controller struct {
 	// (only Step uses them).
 	nodes    nodeFeed
 	computes computeFeed
+	// gapJobs are the keys of the jobs written since the adaptive
+	// histories last learned (gapAllJobs: every job may have been, after
+	// a full load); only Step uses them (gapChanges).
+	gapJobs    map[string]bool
+	gapAllJobs bool
 	// alive are the running jobs stopping found alive, as kept in jobs
 	// (only Step uses it).
 	alive map[*api.Job]bool

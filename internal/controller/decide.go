@@ -52,7 +52,7 @@ func (c *Controller) decide(ctx context.Context, s *snapshot, serverlessWaits ma
 	busy := c.assign(ctx, placed.Assignments, now)
 
 	snap := autoscaler.Snapshot{}
-	gaps := c.gaps.observe(s, computes, c.startTimes)
+	gaps := c.gaps.observe(s, computes, c.startTimes, c.gapChanges(s))
 	c.saveGaps(ctx, now)
 	for k, cp := range computes {
 		if cp.IsInstance() {

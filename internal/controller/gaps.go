@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"maps"
 	"slices"
 	"time"
 
@@ -35,15 +36,40 @@ func newGapTracker(boot time.Duration) *gapTracker {
 		saved: map[string]int{}, savedAt: map[string]time.Time{}}
 }
 
+// gapChanges are the nodes and jobs written since the last observe, as
+// they are now: the nodes (in id order) and the unfinished command jobs
+// (queued or not). A node that turned idle and a job that was submitted
+// are writes, so an adaptive compute observed before learns only from
+// these.
+type gapChanges struct {
+	nodes []*api.Node
+	jobs  []gapJob
+}
+
+// gapJob is what the histories learn of a job: its compute's key, when it
+// was submitted and how many nodes it needs.
+type gapJob struct {
+	key, compute string
+	at           time.Time
+	nodes        int
+}
+
+// gapObs is one observation of a compute's history: a node that turned
+// idle (nodes 0) or a job submitted (needing nodes), named by id (the node
+// or job) to order the ones at the same instant.
+type gapObs struct {
+	at    time.Time
+	nodes int
+	id    string
+}
+
 // observe feeds what changed since the last call for the computes that use
 // the adaptive policy and returns their histories by compute key. boot
-// holds the computes' measured start times.
-func (g *gapTracker) observe(s *snapshot, computes map[string]*api.Compute, boot map[string]time.Duration) map[string]*autoscaler.GapHistory {
-	type obs struct {
-		at    time.Time
-		nodes int // 0: a node turned idle; else a job's instance count
-	}
-	per := map[string][]obs{}
+// holds the computes' measured start times. ch holds what was written
+// since the last call (nil: walk every node and job of s); a compute
+// without a history yet is walked whole either way.
+func (g *gapTracker) observe(s *snapshot, computes map[string]*api.Compute, boot map[string]time.Duration, ch *gapChanges) map[string]*autoscaler.GapHistory {
+	per := map[string][]gapObs{}
 	for k, cp := range computes {
 		if cp.ScaleDownPolicy() == api.ScaleDownAdaptive {
 			per[k] = nil
@@ -58,28 +84,47 @@ func (g *gapTracker) observe(s *snapshot, computes map[string]*api.Compute, boot
 	if len(per) == 0 {
 		return nil
 	}
-	for _, n := range s.nodes {
+	whole := map[string]bool{} // the computes walked whole
+	for k := range per {
+		if ch == nil || g.byKey[k] == nil {
+			whole[k] = true
+		}
+	}
+	// A node that turned idle when it registered goes to the job it was
+	// created for, which the history counts as a boot: only a node that
+	// finished a job starts an idle gap.
+	node := func(n *api.Node, walk bool) {
 		k := key(n.Workspace, n.Compute)
-		// A node that turned idle when it registered goes to the job it
-		// was created for, which the history counts as a boot: only a
-		// node that finished a job starts an idle gap.
-		if _, ok := per[k]; ok && n.State == api.NodeIdle && n.StateSince.After(g.watermk[k]) && !n.StateSince.Equal(n.RegisteredOn) {
-			per[k] = append(per[k], obs{at: n.StateSince})
+		if _, ok := per[k]; ok && whole[k] == walk && n.State == api.NodeIdle && n.StateSince.After(g.watermk[k]) && !n.StateSince.Equal(n.RegisteredOn) {
+			per[k] = append(per[k], gapObs{at: n.StateSince, id: n.ID})
 		}
 	}
-	for _, j := range s.jobs {
-		k := key(j.Workspace, j.Compute)
-		if _, ok := per[k]; ok && j.CreatedOn.After(g.watermk[k]) {
-			per[k] = append(per[k], obs{at: j.CreatedOn, nodes: j.InstanceCount()})
+	job := func(j gapJob, walk bool) {
+		if _, ok := per[j.compute]; ok && whole[j.compute] == walk && j.at.After(g.watermk[j.compute]) {
+			per[j.compute] = append(per[j.compute], gapObs{at: j.at, nodes: j.nodes, id: j.key})
 		}
 	}
-	if s.queue != nil {
-		for k := range per {
-			for j := range s.queue.q.Jobs(k) {
-				if at := time.Unix(0, j.Seq).UTC(); at.After(g.watermk[k]) {
-					per[k] = append(per[k], obs{at: at, nodes: j.Instances})
+	if len(whole) > 0 {
+		for i := range s.nodes {
+			node(&s.nodes[i], true)
+		}
+		for _, j := range s.jobs {
+			job(gapJob{key: key(j.Workspace, j.Name), compute: key(j.Workspace, j.Compute), at: j.CreatedOn, nodes: j.InstanceCount()}, true)
+		}
+		if s.queue != nil {
+			for k := range whole {
+				for j := range s.queue.q.Jobs(k) {
+					job(gapJob{key: j.Key, compute: k, at: time.Unix(0, j.Seq).UTC(), nodes: j.Instances}, true)
 				}
 			}
+		}
+	}
+	if ch != nil {
+		for _, n := range ch.nodes {
+			node(n, false)
+		}
+		for _, j := range ch.jobs {
+			job(j, false)
 		}
 	}
 	for k, list := range per {
@@ -101,7 +146,12 @@ func (g *gapTracker) observe(s *snapshot, computes map[string]*api.Compute, boot
 		if d := boot[k]; d > 0 && g.boot == 0 {
 			h.BootTime = d
 		}
-		slices.SortStableFunc(list, func(a, b obs) int { return cmp.Compare(a.at.UnixNano(), b.at.UnixNano()) })
+		// In time order; at one instant idle nodes first, then by id: the
+		// same whether the compute was walked whole or learned from what
+		// changed.
+		slices.SortFunc(list, func(a, b gapObs) int {
+			return cmp.Or(cmp.Compare(a.at.UnixNano(), b.at.UnixNano()), cmp.Compare(a.nodes, b.nodes), cmp.Compare(a.id, b.id))
+		})
 		for _, o := range list {
 			if o.nodes == 0 {
 				h.NodeIdle(o.at)
@@ -112,6 +162,31 @@ func (g *gapTracker) observe(s *snapshot, computes map[string]*api.Compute, boot
 		}
 	}
 	return g.byKey
+}
+
+// gapChanges takes what was written since the adaptive histories last
+// learned, as it is in s (nil: everything may have been).
+func (c *Controller) gapChanges(s *snapshot) *gapChanges {
+	nodes, allNodes := c.nodes.takeWritten()
+	jobs, allJobs := c.gapJobs, c.gapAllJobs
+	c.gapJobs, c.gapAllJobs = nil, false
+	if allNodes || allJobs {
+		return nil
+	}
+	ch := &gapChanges{}
+	for _, id := range slices.Sorted(maps.Keys(nodes)) {
+		if n := c.nodes.node(id); n != nil {
+			ch.nodes = append(ch.nodes, n)
+		}
+	}
+	for k := range jobs {
+		if j, ok := s.queue.job(k); ok {
+			ch.jobs = append(ch.jobs, gapJob{key: k, compute: j.Compute, at: time.Unix(0, j.Seq).UTC(), nodes: j.Instances})
+		} else if j := c.jobs[k]; j != nil && j.Type != api.JobTypePipeline && j.Type != api.JobTypeSweep {
+			ch.jobs = append(ch.jobs, gapJob{key: k, compute: key(j.Workspace, j.Compute), at: j.CreatedOn, nodes: j.InstanceCount()})
+		}
+	}
+	return ch
 }
 
 // gapsSaveEvery bounds how often a compute's history is written.

@@ -2,13 +2,17 @@ package controller
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"path/filepath"
+	"reflect"
 	"testing"
 	"time"
 
 	"github.com/tideml/tide/api"
 	"github.com/tideml/tide/internal/autoscaler"
+	"github.com/tideml/tide/internal/store"
 	"github.com/tideml/tide/internal/store/sqlite"
 )
 
@@ -32,7 +36,7 @@ func TestGapTrackerFeedsAdaptiveComputes(t *testing.T) {
 	}
 	g := newGapTracker(0)
 	for range 2 { // the second turn sees the same state: nothing new
-		h := g.observe(s, computes, nil)
+		h := g.observe(s, computes, nil, nil)
 		if len(h) != 1 || h["ws/gpu"] == nil {
 			t.Fatalf("histories for %v, want ws/gpu only", h)
 		}
@@ -47,7 +51,7 @@ func TestGapTrackerFeedsAdaptiveComputes(t *testing.T) {
 		}
 	}
 	adaptive.Tide = nil
-	if h := g.observe(s, computes, nil); len(h) != 0 {
+	if h := g.observe(s, computes, nil, nil); len(h) != 0 {
 		t.Errorf("histories %v after the compute left adaptive, want none", h)
 	}
 }
@@ -92,5 +96,110 @@ func TestGapsSurviveRestart(t *testing.T) {
 	}
 	if none, _ := c2.gaps.load("default/other"); none != nil {
 		t.Error("a compute with no saved history got one")
+	}
+}
+
+// TestGapsFollowChanges checks that the adaptive histories learned from
+// what was written since the last turn (gapChanges) equal those learned by
+// walking every node and job each turn, over random turns: nodes turning
+// idle (some registering idle), jobs submitted (some with times before
+// what a history has seen) and finishing, computes made adaptive and
+// fixed again.
+func TestGapsFollowChanges(t *testing.T) {
+	ctx := context.Background()
+	st := openSQLite(t)
+	r := rand.New(rand.NewPCG(7, 8))
+	now := time.Date(2026, 11, 27, 9, 0, 0, 0, time.UTC)
+	c := New(Options{Store: st, Log: slog.New(slog.DiscardHandler), Now: func() time.Time { return now }})
+	names := []string{"a", "b", "c"}
+	mustUpdate(t, st, func(tx store.Tx) error {
+		if err := tx.PutWorkspace(ctx, &api.Workspace{Name: "ws"}); err != nil {
+			return err
+		}
+		for _, n := range names {
+			if err := tx.PutCompute(ctx, &api.Compute{Workspace: "ws", Name: n, IdleTimeBeforeScaleDown: 120}, ""); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	inc, full := newGapTracker(0), newGapTracker(0)
+	var nodes, jobs []string
+	seq := 0
+	for step := range 300 {
+		now = now.Add(time.Duration(1+r.IntN(20)) * time.Second)
+		mustUpdate(t, st, func(tx store.Tx) error {
+			for range 1 + r.IntN(4) {
+				// Some writes carry a time before what was seen already.
+				at := now.Add(-time.Duration(r.IntN(3)) * 15 * time.Second)
+				compute := names[r.IntN(len(names))]
+				switch op := r.IntN(10); {
+				case op < 2: // a compute made adaptive or fixed
+					cp, err := tx.GetCompute(ctx, "ws", compute)
+					if err != nil {
+						return err
+					}
+					cp.Tide = nil
+					if r.IntN(2) == 0 {
+						cp.Tide = &api.ComputeExtensions{ScaleDownPolicy: api.ScaleDownAdaptive}
+					}
+					if err := tx.PutCompute(ctx, cp, ""); err != nil {
+						return err
+					}
+				case op < 5 || len(nodes) == 0: // a node turns idle (or registers idle)
+					n := &api.Node{ID: fmt.Sprintf("n%02d", r.IntN(30)), Workspace: "ws", Compute: compute, State: api.NodeIdle, StateSince: at}
+					if old, err := tx.GetNode(ctx, n.ID); err == nil {
+						n.Compute = old.Compute
+					} else {
+						nodes = append(nodes, n.ID)
+					}
+					if r.IntN(4) == 0 {
+						n.RegisteredOn = at
+					} else if r.IntN(3) == 0 {
+						n.State = api.NodeRunning
+					}
+					if err := tx.PutNode(ctx, n); err != nil {
+						return err
+					}
+				case op < 8: // a job submitted, queued or started at once
+					seq++
+					j := &api.Job{Workspace: "ws", Name: fmt.Sprintf("j%04d", seq), Type: api.JobTypeCommand, Compute: compute,
+						Status: []string{api.JobQueued, api.JobRunning}[r.IntN(2)], CreatedOn: at}
+					if r.IntN(3) == 0 {
+						j.Resources = &api.JobResources{InstanceCount: 2}
+					}
+					jobs = append(jobs, j.Name)
+					if err := tx.PutJob(ctx, j, ""); err != nil {
+						return err
+					}
+				case len(jobs) > 0: // a job moves on: started, finished, or queued again
+					j, err := tx.GetJob(ctx, "ws", jobs[r.IntN(len(jobs))])
+					if err != nil {
+						return err
+					}
+					j.Status = []string{api.JobQueued, api.JobRunning, api.JobCompleted}[r.IntN(3)]
+					if err := tx.PutJob(ctx, j, ""); err != nil {
+						return err
+					}
+				}
+			}
+			return nil
+		})
+		s, err := c.load(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		computes := map[string]*api.Compute{}
+		for i := range s.computes {
+			computes[key(s.computes[i].Workspace, s.computes[i].Name)] = &s.computes[i]
+		}
+		got := inc.observe(s, computes, nil, c.gapChanges(s))
+		want := full.observe(s, computes, nil, nil)
+		if !reflect.DeepEqual(got, want) || !reflect.DeepEqual(inc.watermk, full.watermk) {
+			t.Fatalf("step %d: histories learned from the changes differ from those of a walk of everything:\n%v\nwant\n%v", step, inc.watermk, full.watermk)
+		}
+	}
+	if len(full.byKey) == 0 {
+		t.Fatal("no compute was adaptive at the end: the test learned nothing")
 	}
 }

@@ -34,6 +34,19 @@ type nodeFeed struct {
 	// may have (the nodes were read whole).
 	moved    map[[2]string]bool
 	allMoved bool
+	// written are the ids of the nodes written since the last takeWritten;
+	// allWritten says that every node may have been (the nodes were read
+	// whole).
+	written    map[string]bool
+	allWritten bool
+}
+
+// takeWritten returns the ids of the nodes written since the last call
+// (every node: all) and starts again.
+func (f *nodeFeed) takeWritten() (written map[string]bool, all bool) {
+	written, all = f.written, f.allWritten
+	f.written, f.allWritten = nil, false
+	return written, all
 }
 
 // takeMoved returns the jobs whose nodes changed since the last call
@@ -156,6 +169,10 @@ func (f *nodeFeed) read(ctx context.Context, tx store.Tx) ([]api.Node, error) {
 		if len(f.list)+added == total && !moved {
 			var fresh []api.Node
 			for _, n := range changed {
+				if f.written == nil {
+					f.written = map[string]bool{}
+				}
+				f.written[n.ID] = true
 				if i, ok := f.index[n.ID]; ok {
 					f.update(i, n)
 				} else {
@@ -212,6 +229,7 @@ func (f *nodeFeed) set(nodes []api.Node) {
 	slices.SortFunc(nodes, func(a, b api.Node) int { return strings.Compare(a.ID, b.ID) })
 	f.list, f.index, f.computes, f.stale = nodes, make(map[string]int, len(nodes)), map[string]*computeNodes{}, nil
 	f.moved, f.allMoved = nil, true
+	f.written, f.allWritten = nil, true
 	for i := range nodes {
 		n := &nodes[i]
 		f.index[n.ID] = i

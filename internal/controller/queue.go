@@ -45,9 +45,18 @@ func (c *Controller) load(ctx context.Context) (*snapshot, error) {
 		c.jobs, c.order, c.ordered = map[string]*api.Job{}, nil, map[string]bool{}
 		c.queue = newJobQueue()
 	}
+	if full {
+		c.gapJobs, c.gapAllJobs = nil, true
+	}
 	for i := range changed {
 		j := &changed[i]
 		k := key(j.Workspace, j.Name)
+		if !full {
+			if c.gapJobs == nil {
+				c.gapJobs = map[string]bool{}
+			}
+			c.gapJobs[k] = true
+		}
 		switch {
 		case !slices.Contains(unfinished, j.Status):
 			delete(c.jobs, k)

@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	goruntime "runtime"
 	"strconv"
@@ -175,7 +174,7 @@ func (d *Docker) Start(ctx context.Context, spec Spec) (Handle, error) {
 	if err != nil {
 		return nil, fmt.Errorf("creating container from image %s: %w", spec.Image, err)
 	}
-	h := &dockerHandle{d: d, id: id, memory: d.Limits.MemoryBytes, done: make(chan struct{}), logsDone: make(chan struct{}), oom: make(chan struct{})}
+	h := &dockerHandle{d: d, id: id, memory: d.Limits.MemoryBytes, done: make(chan struct{}), logsDone: make(chan struct{}), oom: make(chan struct{}), out: newOutput()}
 	// The engine's OOMKilled flag misses a kill whose event reached it
 	// after the container's exit, so the handle also watches the events.
 	watchCtx, cancelWatch := context.WithCancel(context.WithoutCancel(ctx))
@@ -195,19 +194,12 @@ func (d *Docker) Start(ctx context.Context, spec Spec) (Handle, error) {
 	}
 	go func() {
 		defer close(h.logsDone)
-		_ = d.Engine.Logs(logCtx, id, writerOrDiscard(spec.Stdout), writerOrDiscard(spec.Stderr))
+		_ = d.Engine.Logs(logCtx, id, h.out.to(spec.Stdout), h.out.to(spec.Stderr))
 	}()
 	if c, err := d.Engine.InspectContainer(ctx, id); err == nil {
 		h.pid = c.State.Pid
 	}
 	return h, nil
-}
-
-func writerOrDiscard(w io.Writer) io.Writer {
-	if w == nil {
-		return io.Discard
-	}
-	return w
 }
 
 // containerName makes name a valid, unique-enough container name, or ""
@@ -239,6 +231,7 @@ type dockerHandle struct {
 	memory     int64
 	cancelLogs context.CancelFunc
 	logsDone   chan struct{}
+	out        *output // the logs' progress
 	done       chan struct{}
 	stopOnce   sync.Once
 	stopped    atomic.Bool // Stop was asked: a kill is tide's, not the kernel's
@@ -285,9 +278,10 @@ func (h *dockerHandle) Wait() (int, error) {
 	if delay == 0 {
 		delay = 2 * time.Second
 	}
-	select {
-	case <-h.logsDone:
-	case <-time.After(delay):
+	// The engine ends the logs once it sent them all; a writer slow to
+	// take them makes it wait, so only output that stopped coming is
+	// given up on.
+	if !h.out.wait(h.logsDone, delay) {
 		h.cancelLogs()
 		<-h.logsDone
 	}

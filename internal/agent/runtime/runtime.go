@@ -131,8 +131,9 @@ type Handle interface {
 // Process is the process runtime: no isolation, the job runs as the agent's
 // user on the node's own filesystem.
 type Process struct {
-	// OutputDelay bounds how long Wait waits for output after the process
-	// exited (a background child may hold the pipes open). Default 2s.
+	// OutputDelay is how long Wait waits, after the process exited, for
+	// output that stopped coming (a background child may hold the pipes
+	// open). Default 2s.
 	OutputDelay time.Duration
 	// User runs the jobs as another Unix user (a location's run_as); nil
 	// runs them as the agent's.
@@ -191,31 +192,60 @@ func (p Process) start(argv []string, spec Spec, unshare uintptr) (*handle, erro
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir = spec.Dir
 	cmd.Env = spec.Env
-	cmd.Stdout = spec.Stdout
-	cmd.Stderr = spec.Stderr
+	// The agent's own pipes, not exec's: exec's WaitDelay counts from the
+	// exit, and dropped what a slow writer had not taken by then.
+	stdout, err := newPipe(spec.Stdout)
+	if err != nil {
+		return nil, fmt.Errorf("starting %s: %w", argv[0], err)
+	}
+	stderr := stdout
+	if !sameWriter(spec.Stderr, spec.Stdout) {
+		if stderr, err = newPipe(spec.Stderr); err != nil {
+			stdout.abandon()
+			return nil, fmt.Errorf("starting %s: %w", argv[0], err)
+		}
+	}
+	pipes := []*pipe{stdout}
+	if stderr != stdout {
+		pipes = append(pipes, stderr)
+	}
+	cmd.Stdout, cmd.Stderr = stdout.w, stderr.w
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Unshareflags: unshare}
 	if p.User != nil {
 		if err := p.User.handOver(spec); err != nil {
+			for _, pp := range pipes {
+				pp.abandon()
+			}
 			return nil, err
 		}
 		if len(spec.ReadOnly) == 0 {
 			cmd.SysProcAttr.Credential = p.User.credential()
 		}
 	}
-	cmd.WaitDelay = p.OutputDelay
-	if cmd.WaitDelay == 0 {
-		cmd.WaitDelay = 2 * time.Second
+	delay := p.OutputDelay
+	if delay == 0 {
+		delay = 2 * time.Second
 	}
 	if err := cmd.Start(); err != nil {
+		for _, pp := range pipes {
+			pp.abandon()
+		}
 		return nil, fmt.Errorf("starting %s: %w", argv[0], err)
 	}
-	return &handle{cmd: cmd, done: make(chan struct{})}, nil
+	for _, pp := range pipes {
+		pp.start()
+	}
+	return &handle{cmd: cmd, pipes: pipes, outputDelay: delay, done: make(chan struct{})}, nil
 }
 
 type handle struct {
 	cmd      *exec.Cmd
 	done     chan struct{}
 	stopOnce sync.Once
+	// pipes carry the output; Wait drains them, giving up once they were
+	// quiet for outputDelay.
+	pipes       []*pipe
+	outputDelay time.Duration
 
 	mu sync.Mutex
 	// killAt is when a stopping job's grace period ends (zero while it
@@ -243,6 +273,9 @@ func (h *handle) Wait() (int, error) {
 	}
 	_ = syscall.Kill(-pid, syscall.SIGKILL)
 	err := h.cmd.Wait()
+	for _, p := range h.pipes {
+		p.drain(h.outputDelay)
+	}
 	st := h.cmd.ProcessState
 	if st == nil {
 		return -1, fmt.Errorf("waiting for process %d: %w", pid, err)
@@ -251,7 +284,7 @@ func (h *handle) Wait() (int, error) {
 		return 128 + int(ws.Signal()), nil
 	}
 	var exitErr *exec.ExitError
-	if err != nil && !errors.As(err, &exitErr) && !errors.Is(err, exec.ErrWaitDelay) {
+	if err != nil && !errors.As(err, &exitErr) {
 		return st.ExitCode(), fmt.Errorf("waiting for process %d: %w", pid, err)
 	}
 	return st.ExitCode(), nil

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -145,5 +146,63 @@ func TestProcessRunAs(t *testing.T) {
 	}
 	if _, err := LookupUser("no-such-user-xyz"); err == nil || !strings.Contains(err.Error(), "useradd") {
 		t.Errorf("unknown run_as user: %v", err)
+	}
+}
+
+// slowWriter takes each write after a pause, as the agent does when it
+// spools a job's lines to disk on a loaded node.
+type slowWriter struct {
+	mu    sync.Mutex
+	b     bytes.Buffer
+	pause time.Duration
+}
+
+func (w *slowWriter) Write(p []byte) (int, error) {
+	time.Sleep(w.pause)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.Write(p)
+}
+
+// TestOutputSlowWriterKeepsTheTail: a job's output is kept whole when the
+// writer takes it slower than the job printed it, long past OutputDelay
+// after the exit; only output that stopped coming is given up on (a
+// daemon holding the pipe: Wait returns about OutputDelay after its last
+// line). The delay once counted from the exit and dropped the tail (the
+// clean-clone CI's TestLogSpool lost line 3000).
+func TestOutputSlowWriterKeepsTheTail(t *testing.T) {
+	for _, rt := range []Runtime{Process{OutputDelay: 200 * time.Millisecond}, &Sandbox{OutputDelay: 200 * time.Millisecond}} {
+		dir := t.TempDir()
+		out := &slowWriter{pause: 300 * time.Millisecond}
+		// 108 KB of lines, read 32 KB at a time: the writer takes about
+		// a second and a half for them, most of it after the exit.
+		h, err := rt.Start(t.Context(), Spec{Command: `i=1; while [ $i -le 4000 ]; do echo "line $i ................"; i=$((i+1)); done`,
+			Dir: dir, Env: os.Environ(), Stdout: out, Stderr: out})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if code, err := h.Wait(); err != nil || code != 0 {
+			t.Fatalf("%T: Wait = %d, %v", rt, code, err)
+		}
+		out.mu.Lock()
+		text := out.b.String()
+		out.mu.Unlock()
+		if !strings.HasSuffix(text, "line 4000 ................\n") {
+			t.Errorf("%T: the output's tail was dropped: %d bytes, ends %q", rt, len(text), text[max(0, len(text)-40):])
+		}
+	}
+	// A daemon outside the job's process group holds the pipe open.
+	var out bytes.Buffer
+	h, err := Process{OutputDelay: 300 * time.Millisecond}.Start(t.Context(), Spec{Command: `setsid sleep 5 & echo bye`,
+		Dir: t.TempDir(), Env: os.Environ(), Stdout: &out, Stderr: &out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if _, err := h.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d > 3*time.Second || out.String() != "bye\n" {
+		t.Errorf("a daemon holding the output: Wait took %s, output %q; want about 300 ms, \"bye\\n\"", d, out.String())
 	}
 }

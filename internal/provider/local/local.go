@@ -9,7 +9,6 @@
 package local
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -271,6 +270,15 @@ func (p *Provider) start(req provider.NodeRequest, dir string, nf nodeFile) (*pr
 	// A new session: the agent survives the server's exit and terminal
 	// signals, and Delete can stop everything it started.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	// node.json first, without a pid: a server killed between the agent's
+	// start and the pid's write leaves a node folder whose agent runs, and
+	// whoever reads it next finds that agent by its folder (findAgent)
+	// rather than taking the node for dead and running its jobs again
+	// elsewhere while the agent still runs them.
+	if err := writeJSONFile(filepath.Join(dir, "node.json"), nf); err != nil {
+		logFile.Close()
+		return nil, fmt.Errorf("writing node.json: %w", err)
+	}
 	if err := cmd.Start(); err != nil {
 		logFile.Close()
 		return nil, fmt.Errorf("starting agent %s: %w", p.cfg.AgentCommand[0], err)
@@ -316,6 +324,11 @@ func (p *Provider) read(id string) (*provider.Node, error) {
 		return nil, &provider.NotFoundError{ID: id}
 	}
 	nf, err := readNodeFile(dir)
+	if err == nil && nf.Pid == 0 {
+		// Written before its agent started; a server that stopped before
+		// writing the pid leaves it so.
+		nf.Pid, nf.StartTime = findAgent(dir)
+	}
 	if err != nil {
 		// A server that stopped between the folder and node.json leaves
 		// this: report it so the controller deletes it.
@@ -426,6 +439,11 @@ func (p *Provider) resume(dir string) bool {
 // to its whole session after GracePeriod.
 func (p *Provider) stopAgent(ctx context.Context, id, dir string) {
 	nf, err := readNodeFile(dir)
+	if err != nil || nf.Pid == 0 {
+		// No pid written: an agent may run all the same.
+		nf, err = &nodeFile{}, nil
+		nf.Pid, nf.StartTime = findAgent(dir)
+	}
 	if err == nil && isAgent(nf.Pid, nf.StartTime, dir) {
 		p.log.InfoContext(ctx, "stopping agent", slog.String("node", id), slog.Int("pid", nf.Pid))
 		_ = syscall.Kill(-nf.Pid, syscall.SIGTERM)
@@ -489,70 +507,6 @@ func writeJSONFile(path string, v any) error {
 		return err
 	}
 	return os.Rename(tmp, path)
-}
-
-// isAgent reports whether pid is alive (not a zombie) and is the agent of
-// the node folder dir: same start time, and dir on its command line.
-func isAgent(pid int, startTime, dir string) bool {
-	if pid <= 0 || startTime == "" {
-		return false
-	}
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	f := statFields(stat)
-	if len(f) < 20 || f[0] == "Z" || f[0] == "X" || f[19] != startTime {
-		return false
-	}
-	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-	if err != nil {
-		return false
-	}
-	return slices.Contains(strings.Split(string(cmdline), "\x00"), dir)
-}
-
-// statFields returns the fields of /proc/<pid>/stat after the command name:
-// [0] is the state (field 3), [3] the session id (field 6), [19] the start
-// time (field 22).
-func statFields(stat []byte) []string {
-	i := bytes.LastIndexByte(stat, ')')
-	if i < 0 {
-		return nil
-	}
-	return strings.Fields(string(stat[i+1:]))
-}
-
-func procStartTime(pid int) string {
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return ""
-	}
-	if f := statFields(stat); len(f) >= 20 {
-		return f[19]
-	}
-	return ""
-}
-
-// killSession sends SIGKILL to every process of session sid.
-func killSession(sid int) {
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return
-	}
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		if f := statFields(stat); len(f) > 3 && f[3] == strconv.Itoa(sid) {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
-		}
-	}
 }
 
 func lastLine(path string) string {

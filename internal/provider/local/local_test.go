@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -218,5 +219,48 @@ func TestFactory(t *testing.T) {
 				t.Fatalf("Factory: %v", err)
 			}
 		})
+	}
+}
+
+// TestAgentWithoutPidIsFound: a server killed after it started a node's
+// agent but before it wrote the agent's pid leaves node.json without one.
+// The node's agent runs all the same: Get finds it by its folder and says
+// it runs (taking it for dead let the controller run its jobs again beside
+// it: the clean-clone CI's TestReplicasFailover ran two jobs twice), and
+// Delete stops it.
+func TestAgentWithoutPidIsFound(t *testing.T) {
+	data := t.TempDir()
+	p := newLocal(t, data)
+	dir := filepath.Join(data, "nodes", "orphan-1")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	nf := `{"id":"orphan-1","workspace":"ws","compute":"c","created":"2026-11-27T09:00:00Z","pid":0}`
+	if err := os.WriteFile(filepath.Join(dir, "node.json"), []byte(nf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// An agent's stand-in: a session leader with the folder on its command line.
+	cmd := exec.Command("/bin/sh", "-c", "sleep 60", "agent", dir)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	t.Cleanup(func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) })
+	n, err := p.Get(context.Background(), "orphan-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "pid:" + strconv.Itoa(cmd.Process.Pid); n.State != provider.StateRunning || n.ProviderID != want {
+		t.Errorf("Get = %s %s (%s); want %s %s", n.State, n.ProviderID, n.Reason, provider.StateRunning, want)
+	}
+	if err := p.Delete(context.Background(), "orphan-1"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-exited:
+	case <-time.After(10 * time.Second):
+		t.Error("Delete left the node's agent running")
 	}
 }
