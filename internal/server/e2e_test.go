@@ -85,7 +85,10 @@ func testConfig(dataDir string) config.Server {
 		{Name: "westus", Provider: "local", Runtime: "process", Oversubscribe: true, Settings: map[string]any{"agent_command": []any{tideBin, "agent"}, "grace_period": "5s"}},
 	}
 	cfg.HeartbeatInterval = 500 * time.Millisecond
-	cfg.UnusableAfter = 3 * time.Second
+	// Short, so that lost nodes are found quickly, but not so short that
+	// an agent on a loaded CI machine fences its jobs (at half of it) for a
+	// slow answer: 3 s did, under load 20.
+	cfg.UnusableAfter = 6 * time.Second
 	cfg.CancelGrace = 2 * time.Second
 	cfg.PreemptGrace = 3 * time.Second
 	cfg.Resync = time.Second

@@ -68,7 +68,8 @@ func Start(t *testing.T, o Options) *Server {
 	}
 	cfg.Locations = []config.Location{o.Location}
 	cfg.HeartbeatInterval = 500 * time.Millisecond
-	cfg.UnusableAfter = 3 * time.Second
+	// See internal/server's testConfig: 3 s fenced jobs under load.
+	cfg.UnusableAfter = 6 * time.Second
 	cfg.CancelGrace = 2 * time.Second
 	cfg.PreemptGrace = 2 * time.Second
 	cfg.Resync = time.Second
