@@ -66,10 +66,14 @@ func (s *Server) agentStream(w http.ResponseWriter, r *http.Request) {
 		_ = conn.Close()
 		return
 	}
+	// What the heartbeats' errors are logged with: the request itself
+	// would keep net/http's buffers and connection state for as long as
+	// the stream lasts (8 KB and more a stream).
+	named := &http.Request{Method: r.Method, URL: r.URL}
 	go func() {
 		defer cancel()
 		defer s.recoverStream(node)
-		s.readBeats(ctx, r, node, body, out)
+		s.readBeats(ctx, named, node, body, out)
 		// The agent sends nothing more: a read returns when the
 		// connection closes.
 		var b [64]byte
