@@ -33,10 +33,15 @@ type spareFolders struct {
 	dir string
 	// perm is what a new folder's permissions are (0755 less the umask);
 	// 0 when unknown, and nothing is kept.
-	perm      fs.FileMode
-	jobs      []string
-	ckpts     []string
-	next      int
+	perm  fs.FileMode
+	jobs  []string
+	ckpts []string
+	next  int
+	// given is the assignment each checkpoint folder was last made for:
+	// the folder's path is the job's, not its attempt's, and a retry on
+	// this node may have been given it before the attempt before it was
+	// kept.
+	given     map[string]string
 	fromSpare int // folders renamed into place, for tests
 }
 
@@ -101,6 +106,10 @@ func (s *spareFolders) make(j *job) error {
 	if n := len(s.ckpts); n > 0 && s.place(s.ckpts[n-1], j.checkpointDir) {
 		s.ckpts = s.ckpts[:n-1]
 	}
+	if s.given == nil {
+		s.given = map[string]string{}
+	}
+	s.given[j.checkpointDir] = j.as.ID
 	dirs := []string{j.outputsDir, j.logsDir, j.checkpointDir}
 	for _, o := range j.as.Outputs {
 		dirs = append(dirs, filepath.Join(j.outputsDir, o))
@@ -148,7 +157,11 @@ func (s *spareFolders) keep(j *job, emptied bool) {
 			}
 		}
 	}
-	if len(s.ckpts) < maxSpare && s.empty(j.checkpointDir) {
+	mine := s.given[j.checkpointDir] == j.as.ID
+	if mine {
+		delete(s.given, j.checkpointDir)
+	}
+	if mine && len(s.ckpts) < maxSpare && s.empty(j.checkpointDir) {
 		spare := s.name("c")
 		if syscall.Rename(j.checkpointDir, spare) == nil {
 			s.ckpts = append(s.ckpts, spare)

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"log/slog"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -88,5 +89,31 @@ func TestEmptyFoldersAreReused(t *testing.T) {
 	gone(filepath.Join(dir, "jobs/ws1/quiet4"))
 	if _, err := os.Stat(filepath.Join(dir, "jobs/ws1/touch/1/outputs/e")); err != nil {
 		t.Errorf("the empty file a job left: %v", err)
+	}
+}
+
+// TestRetryKeepsItsCheckpointFolder: a job's checkpoint folder is the
+// job's, not its attempt's. When the retry on this node was given its
+// folders before the attempt before it was kept, keeping that attempt's
+// folders must not take the retry's checkpoint folder away as a spare
+// (found by review: with Docker the retry's checkpoints went to spare/).
+func TestRetryKeepsItsCheckpointFolder(t *testing.T) {
+	dir := t.TempDir()
+	a := &agent{cfg: Config{Dir: dir}, log: slog.New(slog.DiscardHandler)}
+	a.spares.open(filepath.Join(dir, "spare"))
+	first := newJob(a, api.Assignment{ID: "ws1/retried/1", Workspace: "ws1", Job: "retried", Attempt: 1})
+	second := newJob(a, api.Assignment{ID: "ws1/retried/2", Workspace: "ws1", Job: "retried", Attempt: 2})
+	for _, j := range []*job{first, second} {
+		if err := a.spares.make(j); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a.spares.keep(first, false)
+	if _, err := os.Stat(second.checkpointDir); err != nil {
+		t.Errorf("the retry's checkpoint folder was taken as a spare: %v", err)
+	}
+	a.spares.keep(second, false)
+	if _, err := os.Stat(second.checkpointDir); !os.IsNotExist(err) {
+		t.Errorf("the last attempt's empty checkpoint folder was not kept: %v", err)
 	}
 }

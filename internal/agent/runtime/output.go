@@ -10,9 +10,9 @@ import (
 // output copies a job's output to a writer and tells when it went quiet.
 // After a job's process ended, its runtime waits for the output until the
 // stream ends, or until nothing came through it for the runtime's
-// OutputDelay: a process outside the job (a daemon it started) may hold the
-// stream open for ever. The delay counts from the last output, not from the
-// exit: a writer slow to take the lines (the agent spooling them to disk
+// OutputDelay, and for drainLimit OutputDelays at most: a process outside
+// the job (a daemon it started) may hold the stream open, or print, for
+// ever. The delay counts from the last output, not from the exit: a writer slow to take the lines (the agent spooling them to disk
 // while the server is away, on a loaded node) once lost the tail of a job's
 // output to a fixed delay after the exit.
 type output struct {
@@ -48,16 +48,23 @@ func (p progressWriter) Write(b []byte) (int, error) {
 	return p.w.Write(b)
 }
 
+// drainLimit bounds, in OutputDelays, the wait for output that keeps
+// coming after the exit: a daemon the job left printing for ever, or a
+// writer blocked for good, must not keep the job from ending.
+const drainLimit = 10
+
 // wait waits for done, or until the output made no progress for idle
-// since the later of its last progress and the call (the process's exit);
-// it reports whether done came.
+// since the later of its last progress and the call (the process's exit),
+// or for drainLimit idles in all; it reports whether done came.
 func (o *output) wait(done <-chan struct{}, idle time.Duration) bool {
 	from := time.Now().UnixNano()
+	end := time.Now().Add(drainLimit * idle)
 	for {
 		quiet := time.Until(time.Unix(0, max(o.last.Load(), from)).Add(idle))
 		if o.busy.Load() > 0 {
 			quiet = max(quiet, idle/4)
 		}
+		quiet = min(quiet, time.Until(end))
 		if quiet <= 0 {
 			return false
 		}
@@ -105,8 +112,11 @@ func (p *pipe) start() {
 // the pipe.
 func (p *pipe) drain(idle time.Duration) {
 	if !p.out.wait(p.done, idle) {
-		_ = p.r.Close() // ends the copy's read
-		<-p.done
+		_ = p.r.Close() // ends the copy's read; a write blocked for good is left
+		select {
+		case <-p.done:
+		case <-time.After(idle):
+		}
 	}
 	_ = p.r.Close()
 }

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -204,5 +205,35 @@ func TestOutputSlowWriterKeepsTheTail(t *testing.T) {
 	}
 	if d := time.Since(start); d > 3*time.Second || out.String() != "bye\n" {
 		t.Errorf("a daemon holding the output: Wait took %s, output %q; want about 300 ms, \"bye\\n\"", d, out.String())
+	}
+}
+
+// TestOutputOfADaemonPrintingForEver: a job that leaves a daemon printing
+// for ever (its own session: the group kill misses it) ends all the same,
+// after drainLimit OutputDelays at most (found by review: the drain had no
+// bound).
+func TestOutputOfADaemonPrintingForEver(t *testing.T) {
+	var out syncBuffer
+	h, err := Process{OutputDelay: 200 * time.Millisecond}.Start(t.Context(), Spec{
+		Command: `setsid sh -c 'echo $$ > daemon.pid; while :; do echo tick; sleep 0.05; done' & sleep 0.5; echo done`,
+		Dir:     t.TempDir(), Env: os.Environ(), Stdout: &out, Stderr: &out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if b, err := os.ReadFile(filepath.Join(h.(*handle).cmd.Dir, "daemon.pid")); err == nil {
+			pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+			_ = syscall.Kill(-pid, syscall.SIGKILL)
+		}
+	})
+	start := time.Now()
+	if _, err := h.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("Wait took %s with a daemon printing for ever; want about %s", d, drainLimit*200*time.Millisecond)
+	}
+	if !strings.Contains(out.String(), "done") {
+		t.Errorf("output %q lacks the job's own line", out.String())
 	}
 }

@@ -22,6 +22,7 @@ func TestFeedQueriesUseTheirIndexes(t *testing.T) {
 	defer s.Close()
 	for q, index := range map[string]string{
 		changedJobsQuery:     "jobs_by_etag",
+		changedComputesQuery: "computes_by_etag",
 		changedNodesQuery:    "nodes_by_rev",
 		nodesSeenBeforeQuery: "nodes_by_last_seen",
 	} {
