@@ -34,18 +34,22 @@ type shape struct {
 	name string
 	gen  func(r *rand.Rand, days int) []Job
 	// target says TestAdaptiveGeneralises asserts the whole target for the
-	// shape (where it held on every test seed).
-	target bool
+	// shape with the frontier read as the lower envelope of the fixed
+	// points (frontierAt; where it held on every test seed), and curve
+	// that it asserts it with the frontier read as the curve of the fixed
+	// idle times (curveAt; decided on the training seeds before 7001-7003
+	// were run: it held on every training trace of every shape but sparse).
+	target, curve bool
 }
 
 var shapes = []shape{
-	{"poisson", genPoisson, false},
-	{"diurnal", genDiurnal, false},
-	{"bursty-batch", genBursty, true},
-	{"heavy-tail", genHeavyTail, false},
-	{"multi-gpu", genMultiGPU, false},
-	{"sparse", genSparse, false},
-	{"daily-batch", genDailyBatch, false},
+	{"poisson", genPoisson, false, true},
+	{"diurnal", genDiurnal, false, true},
+	{"bursty-batch", genBursty, true, true},
+	{"heavy-tail", genHeavyTail, false, true},
+	{"multi-gpu", genMultiGPU, false, true},
+	{"sparse", genSparse, false, false},
+	{"daily-batch", genDailyBatch, false, true},
 }
 
 // genTrace returns shape sh's trace for seed, days long.
