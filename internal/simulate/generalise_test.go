@@ -186,8 +186,9 @@ func (g generalisation) String() string {
 // it missed on 5002 and 5003, and that assertion was dropped, not the
 // policy tuned.
 // TIDE_GEN_DAYS (default 7), TIDE_GEN_STEP (default 60 s; the docs use
-// 30) and TIDE_GEN_SEEDS=train, seen, test (the default) or a list of
-// seeds (3001,3002,3003) change the run for docs/simulate-results.md.
+// 30), TIDE_GEN_SEEDS=train, seen, test (the default) or a list of seeds
+// (3001,3002,3003) and TIDE_GEN_SHAPES (a list of shape names; default
+// all) change the run for docs/simulate-results.md.
 func TestAdaptiveGeneralises(t *testing.T) {
 	days, step := 7, 60
 	fmt.Sscan(os.Getenv("TIDE_GEN_DAYS"), &days)
@@ -212,6 +213,9 @@ func TestAdaptiveGeneralises(t *testing.T) {
 		}
 	}
 	for _, sh := range shapes {
+		if only := os.Getenv("TIDE_GEN_SHAPES"); only != "" && !slices.Contains(strings.Split(only, ","), sh.name) {
+			continue
+		}
 		for _, seed := range seeds {
 			g := judge(t, fmt.Sprintf("%s/%d (%dd)", sh.name, seed, days), genTrace(sh, seed, days), step)
 			t.Log(g)
