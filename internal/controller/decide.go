@@ -49,7 +49,7 @@ func (c *Controller) decide(ctx context.Context, s *snapshot, serverlessWaits ma
 	placed, rests := s.queue.q.Place(snodes, caps)
 	placed.Waiting = slices.DeleteFunc(placed.Waiting, func(w scheduler.Waiting) bool { return computes[w.Compute] == nil })
 	rests = slices.DeleteFunc(rests, func(r scheduler.Rest) bool { return computes[r.Compute] == nil })
-	busy := c.assign(ctx, placed.Assignments, now)
+	busy := c.assign(ctx, placed.Assignments, computes, now)
 
 	snap := autoscaler.Snapshot{}
 	gaps := c.gaps.observe(s, computes, c.startTimes, c.gapChanges(s))

@@ -152,10 +152,16 @@ func (s *Store) Update(ctx context.Context, fn func(store.Tx) error) error {
 		}
 	}()
 	x := &tx{tx: t, stmts: s.writerStmts}
+	s.writerStmts.ran.Add(2) // BEGIN, and COMMIT or ROLLBACK
 	if err := fn(x); err != nil {
 		if rerr := t.Rollback(); rerr != nil && !errors.Is(rerr, sql.ErrTxDone) {
 			s.log.ErrorContext(ctx, "rolling back write transaction", slog.Any("err", rerr))
 		}
+		s.writerStmts.prepare(ctx, x.missed)
+		return err
+	}
+	if err := x.saveRevision(ctx); err != nil {
+		t.Rollback()
 		s.writerStmts.prepare(ctx, x.missed)
 		return err
 	}
@@ -179,11 +185,17 @@ func (s *Store) View(ctx context.Context, fn func(store.Tx) error) error {
 	// (the deferred call when fn panics).
 	defer t.Rollback()
 	x := &tx{tx: t, stmts: s.readerStmts}
+	s.readerStmts.ran.Add(2) // BEGIN, ROLLBACK
 	err = fn(x)
 	t.Rollback()
 	s.readerStmts.prepare(ctx, x.missed)
 	return err
 }
+
+// Statements counts the SQL statements the store's transactions have run
+// since it was opened, each transaction's beginning and end included: what
+// a request costs the database, which tests hold down.
+func (s *Store) Statements() int64 { return s.writerStmts.ran.Load() + s.readerStmts.ran.Load() }
 
 // Close closes the database. Calling it again does nothing.
 func (s *Store) Close() error {
