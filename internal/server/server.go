@@ -129,7 +129,7 @@ func New(ctx context.Context, cfg config.Server, log *slog.Logger) (*Server, err
 	s := &Server{cfg: cfg, log: log.With("replica", cfg.Replica), store: st, hub: controller.NewHub(),
 		changes: controller.NewBroadcast(), stopping: make(chan struct{}), access: newAccessCache()}
 	log = s.log
-	s.audit = newAuditLog(st, log, s.now)
+	s.audit = newAuditLog(st, log, s.now, s.stopping)
 	if s.tls, s.caFingerprint, err = serverTLS(cfg); err != nil {
 		st.Close()
 		return nil, err
