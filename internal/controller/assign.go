@@ -26,9 +26,10 @@ type push struct {
 
 // assign gives queued jobs their nodes in one transaction (one commit for
 // all of a turn's placements, not one per job) and, once it is committed,
-// pushes each assignment to its nodes. It returns the nodes now busy, by
-// node id.
-func (c *Controller) assign(ctx context.Context, as []scheduler.Assignment, now time.Time) map[string]string {
+// pushes each assignment to its nodes. computes are the turn's, by key: an
+// attempt's identity token is made from its compute as the turn read it,
+// not read again per job. It returns the nodes now busy, by node id.
+func (c *Controller) assign(ctx context.Context, as []scheduler.Assignment, computes map[string]*api.Compute, now time.Time) map[string]string {
 	busy := map[string]string{}
 	if len(as) == 0 {
 		return busy
@@ -39,7 +40,7 @@ func (c *Controller) assign(ctx context.Context, as []scheduler.Assignment, now 
 		pushes, busy = nil, map[string]string{}
 		for _, a := range as {
 			ws, name, _ := strings.Cut(a.Job, "/")
-			p, err := c.assignOne(ctx, tx, ws, name, a.Nodes, now)
+			p, err := c.assignOne(ctx, tx, ws, name, a.Nodes, computes, now)
 			if errors.Is(err, errMoved) {
 				c.log.Info("placement skipped", "job", a.Job, "err", err)
 				continue
@@ -69,7 +70,7 @@ func (c *Controller) assign(ctx context.Context, as []scheduler.Assignment, now 
 // push to each node (nothing when the job failed instead: a secret it names
 // was deleted). It checks every precondition before it writes, so that a
 // placement it refuses (errMoved) leaves nothing half-written in tx.
-func (c *Controller) assignOne(ctx context.Context, tx store.Tx, ws, name string, nodeIDs []string, now time.Time) ([]push, error) {
+func (c *Controller) assignOne(ctx context.Context, tx store.Tx, ws, name string, nodeIDs []string, computes map[string]*api.Compute, now time.Time) ([]push, error) {
 	cur, err := tx.GetJob(ctx, ws, name)
 	if store.IsNotFound(err) {
 		return nil, fmt.Errorf("job %s: %w (deleted)", name, errMoved)
@@ -97,7 +98,14 @@ func (c *Controller) assignOne(ctx context.Context, tx store.Tx, ws, name string
 	cur.Attempt++
 	cur.Status, cur.PendingReason = api.JobPreparing, ""
 	cur.Ranks = nil
-	secrets, err := service.LoadJobSecrets(ctx, tx, c.secretBox, cur, c.identityToken)
+	cp := computes[key(cur.Workspace, cur.Compute)]
+	if cp == nil && c.identityToken != nil {
+		// Not among the turn's ready computes (a caller without them).
+		if cp, err = tx.GetCompute(ctx, cur.Workspace, cur.Compute); err != nil && !store.IsNotFound(err) {
+			return nil, err
+		}
+	}
+	secrets, err := service.LoadJobSecrets(ctx, tx, c.secretBox, cur, cp, c.identityToken)
 	if err != nil {
 		// A secret deleted since submission: the job cannot run.
 		cur.Status, cur.Error, cur.EndTime = api.JobFailed, err.Error(), now

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"io"
 	"net"
 	"net/http"
@@ -73,17 +72,41 @@ func (s *Server) readBeats(ctx context.Context, r *http.Request, node string, bo
 		if line = bytes.TrimSpace(line); len(line) == 0 {
 			continue
 		}
-		// Decoding and recording a heartbeat (which may wait for its
-		// write) grow a goroutine's stack to several KB, and a stream's
-		// reader keeps its stack while it waits for the next one: at
-		// 10,000 streams, 150 MB. A goroutine of its own answers each
-		// heartbeat; the reader waits for it (one at a time, in order).
+		// The usual heartbeat (what agents send, saying nothing new) is
+		// read field by field (beatjson.go) and answered from memory or
+		// after its batch's write (Service.Heartbeat), all of it on a
+		// small stack: this goroutine answers it. A goroutine of its own
+		// answers any other (json.Unmarshal, the store reads an answer
+		// with a cancel or an assignment needs, a problem's encoding grow
+		// a goroutine's stack to several KB, and a stream's reader keeps
+		// its stack while it waits for the next heartbeat: at 10,000
+		// streams, 150 MB); the reader waits for it (one at a time, in
+		// order).
+		var hb api.AgentHeartbeat
+		var beat service.Beat
+		read := (&beatScan{b: line}).heartbeat(&hb)
+		if read {
+			beat, err = s.svc.Heartbeat(ctx, node, hb)
+			if err == nil && !beat.Missing && beat.Cancel == nil {
+				if out.write(beatAnswered) != nil {
+					return
+				}
+				continue
+			}
+		}
 		answered := make(chan error, 1)
 		go func() {
-			err := errStreamEnded // should it panic
-			defer func() { answered <- err }()
+			werr := errStreamEnded // should it panic
+			defer func() { answered <- werr }()
 			defer s.recoverStream(node)
-			err = s.answerBeat(ctx, r, node, line, out)
+			if !read {
+				if err = decodeBeat(line, &hb); err != nil {
+					err = &service.Error{Status: 400, Code: api.CodeBadRequest, Msg: "heartbeat on the agent stream: " + err.Error()}
+				} else {
+					beat, err = s.svc.Heartbeat(ctx, node, hb)
+				}
+			}
+			werr = s.answerBeat(ctx, r, node, beat, err, out)
 		}()
 		if <-answered != nil {
 			return
@@ -91,15 +114,12 @@ func (s *Server) readBeats(ctx context.Context, r *http.Request, node string, bo
 	}
 }
 
-// answerBeat decodes one heartbeat, records it and writes its answer.
-func (s *Server) answerBeat(ctx context.Context, r *http.Request, node string, frame []byte, out agentEvents) error {
-	var hb api.AgentHeartbeat
+// answerBeat writes the answer to a heartbeat of node that Service.Heartbeat
+// recorded as beat, or refused with err.
+func (s *Server) answerBeat(ctx context.Context, r *http.Request, node string, beat service.Beat, err error, out agentEvents) error {
 	var reply api.AgentHeartbeatReply
-	err := json.Unmarshal(frame, &hb)
-	if err != nil {
-		err = &service.Error{Status: 400, Code: api.CodeBadRequest, Msg: "heartbeat on the agent stream: " + err.Error()}
-	} else {
-		reply, err = s.beat(ctx, node, hb)
+	if err == nil {
+		reply, err = s.beatReply(ctx, node, beat)
 	}
 	switch {
 	case err != nil:

@@ -8,15 +8,21 @@ import (
 	"net/http"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/tideml/tide/api"
 	"github.com/tideml/tide/internal/controller"
 )
 
 // agentKeepAlive is how often an idle assignment stream sends a comment:
 // a third of the agent's StreamIdleTimeout (60 s), after which it takes
 // the stream for dead. Each costs a write: at 10,000 nodes, every 10 s
-// was a tenth of the server's CPU while they idled.
+// was a tenth of the server's CPU while they idled. A stream that wrote
+// anything since the last tick (the answers to the heartbeats it
+// carries) sends none: at 10,000 nodes heartbeating on their streams the
+// keep-alives were 7 % of the server's CPU, a third of its writes. The
+// longest silence is then two periods, 40 s.
 const agentKeepAlive = 20 * time.Second
 
 // An agent's assignment stream lasts as long as its agent, so a server
@@ -38,6 +44,8 @@ const agentKeepAlive = 20 * time.Second
 type agentEvents interface {
 	send(event, id string, v any) error
 	write(b []byte) error
+	// wrote is when the last write that succeeded began.
+	wrote() time.Time
 }
 
 // agentStream holds an agent's connection: assignments and cancels are
@@ -49,6 +57,7 @@ func (s *Server) agentStream(w http.ResponseWriter, r *http.Request) {
 	node := principalOf(r).node
 	runtime := s.runtimeOf(r.Context(), node)
 	sub := s.hub.Subscribe(node)
+	s.deliverAsks(node) // SSH requests that came before the stream
 	conn, brw, err := http.NewResponseController(w).Hijack()
 	if err != nil {
 		s.serveAgentStream(w, r, node, runtime, sub)
@@ -62,7 +71,7 @@ func (s *Server) agentStream(w http.ResponseWriter, r *http.Request) {
 	_ = conn.SetDeadline(time.Time{}) // net/http's read deadline for the request's headers
 	if err := out.header(); err != nil {
 		cancel()
-		s.hub.Unsubscribe(node, sub)
+		s.endStream(node, sub)
 		_ = conn.Close()
 		return
 	}
@@ -86,7 +95,7 @@ func (s *Server) agentStream(w http.ResponseWriter, r *http.Request) {
 	go func() {
 		defer conn.Close()
 		defer cancel()
-		defer s.hub.Unsubscribe(node, sub)
+		defer s.endStream(node, sub)
 		defer s.recoverStream(node)
 		s.followNode(ctx, node, runtime, sub, out)
 	}()
@@ -106,7 +115,7 @@ func (s *Server) recoverStream(node string) {
 // request's body while the answer is written, so the heartbeats it
 // carries are answered as on a taken-over connection.
 func (s *Server) serveAgentStream(w http.ResponseWriter, r *http.Request, node, runtime string, sub chan controller.Message) {
-	defer s.hub.Unsubscribe(node, sub)
+	defer s.endStream(node, sub)
 	events, ok := startSSE(w)
 	if !ok {
 		return
@@ -135,8 +144,15 @@ func (s *Server) serveAgentStream(w http.ResponseWriter, r *http.Request, node, 
 // the handler ends it.
 type lockedEvents struct {
 	mu    sync.Mutex
-	out   agentEvents
+	out   *sse
 	ended bool
+	last  time.Time // wrote's
+}
+
+func (l *lockedEvents) wrote() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.last
 }
 
 var errStreamEnded = errors.New("the agent stream ended")
@@ -147,7 +163,12 @@ func (l *lockedEvents) send(event, id string, v any) error {
 	if l.ended {
 		return errStreamEnded
 	}
-	return l.out.send(event, id, v)
+	now := time.Now()
+	err := l.out.send(event, id, v)
+	if err == nil {
+		l.last = now
+	}
+	return err
 }
 
 func (l *lockedEvents) write(b []byte) error {
@@ -156,13 +177,41 @@ func (l *lockedEvents) write(b []byte) error {
 	if l.ended {
 		return errStreamEnded
 	}
-	return l.out.write(b)
+	now := time.Now()
+	err := l.out.write(b)
+	if err == nil {
+		l.last = now
+	}
+	return err
 }
 
 func (l *lockedEvents) end() {
 	l.mu.Lock()
 	l.ended = true
 	l.mu.Unlock()
+}
+
+// endStream ends node's stream sub. The store holds what its messages
+// said, and the next stream sends it, except SSH requests: those it had
+// not sent are kept for the next stream.
+func (s *Server) endStream(node string, sub chan controller.Message) {
+	s.hub.Unsubscribe(node, sub)
+	for {
+		select {
+		case ev := <-sub:
+			s.keepUnsent(node, ev)
+		default:
+			return
+		}
+	}
+}
+
+// keepUnsent keeps an SSH request a stream of node could not send, for
+// the next one (an agent reconnecting while a client waits).
+func (s *Server) keepUnsent(node string, ev controller.Message) {
+	if open, ok := ev.Data.(api.SSHOpen); ok && ev.Kind == "ssh" {
+		s.keepAsk(open.ID, node, func() { s.hub.Deliver(node, ev) })
+	}
 }
 
 // followNode sends what the store holds for node, then every message
@@ -206,6 +255,7 @@ func (s *Server) followNode(ctx context.Context, node, runtime string, sub chan 
 				continue
 			}
 			if out.send(ev.Kind, "", ev.Data) != nil {
+				s.keepUnsent(node, ev)
 				return
 			}
 			// A slow agent may have missed pushes while its channel was
@@ -213,7 +263,10 @@ func (s *Server) followNode(ctx context.Context, node, runtime string, sub chan 
 			if len(sub) == 0 && s.hub.Missed(sub) && sendPending() != nil {
 				return
 			}
-		case <-keepalive.C:
+		case now := <-keepalive.C:
+			if now.Sub(out.wrote()) < agentKeepAlive {
+				continue
+			}
 			if out.write(keepAliveEvent) != nil {
 				return
 			}
@@ -228,13 +281,20 @@ func (s *Server) followNode(ctx context.Context, node, runtime string, sub chan 
 // goroutines need no lock.
 type rawEvents struct {
 	conn net.Conn
+	last atomic.Int64 // wrote's, Unix nanoseconds
 }
 
 func (e *rawEvents) write(b []byte) error {
-	_ = e.conn.SetWriteDeadline(time.Now().Add(sseWriteTimeout))
+	now := time.Now()
+	_ = e.conn.SetWriteDeadline(now.Add(sseWriteTimeout))
 	_, err := e.conn.Write(b)
+	if err == nil {
+		e.last.Store(now.UnixNano())
+	}
 	return err
 }
+
+func (e *rawEvents) wrote() time.Time { return time.Unix(0, e.last.Load()) }
 
 // header writes the response's status line and headers (what startSSE
 // sets); the body ends when the connection closes.

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/tideml/tide/api"
+	"github.com/tideml/tide/internal/service"
 )
 
 // sse writes server-sent events.
@@ -211,7 +212,7 @@ func (s *Server) agentHeartbeat(w http.ResponseWriter, r *http.Request) {
 	var hb api.AgentHeartbeat
 	b, err := readBody(r)
 	if err == nil && len(b) > 0 {
-		err = json.Unmarshal(b, &hb)
+		err = decodeBeat(b, &hb)
 	}
 	if err != nil {
 		s.fail(w, r, err)
@@ -237,8 +238,17 @@ func (s *Server) agentHeartbeat(w http.ResponseWriter, r *http.Request) {
 // must run when it runs nothing while the store gives its node a job.
 func (s *Server) beat(ctx context.Context, node string, hb api.AgentHeartbeat) (api.AgentHeartbeatReply, error) {
 	beat, err := s.svc.Heartbeat(ctx, node, hb)
-	if err != nil || !beat.Missing {
-		return api.AgentHeartbeatReply{Cancel: beat.Cancel}, err
+	if err != nil {
+		return api.AgentHeartbeatReply{}, err
+	}
+	return s.beatReply(ctx, node, beat)
+}
+
+// beatReply is the answer to a heartbeat of node that Service.Heartbeat
+// recorded as beat.
+func (s *Server) beatReply(ctx context.Context, node string, beat service.Beat) (api.AgentHeartbeatReply, error) {
+	if !beat.Missing {
+		return api.AgentHeartbeatReply{Cancel: beat.Cancel}, nil
 	}
 	// (A cancel Pending finds is for an assignment the agent does not
 	// run: nothing to stop.)

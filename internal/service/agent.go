@@ -126,7 +126,13 @@ func (s *Service) Pending(ctx context.Context, nodeID string, runtime string) (a
 				return err
 			}
 			a := AssignmentFor(j, rank, addrs, runtime, int(s.Config.CancelGrace.Seconds()))
-			js, err := LoadJobSecrets(ctx, tx, s.SecretBox, j, s.IdentityToken)
+			var c *api.Compute
+			if s.IdentityToken != nil {
+				if c, err = tx.GetCompute(ctx, j.Workspace, j.Compute); err != nil && !store.IsNotFound(err) {
+					return err
+				}
+			}
+			js, err := LoadJobSecrets(ctx, tx, s.SecretBox, j, c, s.IdentityToken)
 			if err != nil {
 				return err
 			}

@@ -47,14 +47,38 @@ func (s *Service) SubmitJob(ctx context.Context, ws string, j *api.Job) (*api.Jo
 		engineErr = s.DockerEngine(ctx)
 	}
 	ctx = s.lookUpSnapshots(ctx, j)
+	var push func() // the placement's, when the job was placed at once
 	err := s.inWriteBatch(ctx, func(ctx context.Context, tx store.Tx) error {
-		if _, err := s.workspace(ctx, tx, ws); err != nil {
-			return err
+		push = nil
+		if spec.IsServerless(j) {
+			// Its hidden compute is written before the job.
+			if _, err := s.workspace(ctx, tx, ws); err != nil {
+				return err
+			}
 		}
 		if err := s.checkQueueRoom(ctx, tx, ws); err != nil {
 			return err
 		}
-		return s.admit(ctx, tx, ws, j, engineErr)
+		// Else the workspace is read only when the job is refused: a job
+		// is stored only in a workspace that exists (PutJob fails
+		// otherwise), and a read of it on every submission was one
+		// statement of each job's dispatch.
+		err := s.admit(ctx, tx, ws, j, engineErr)
+		if err != nil {
+			var missing *Error // (the workspace's 404; a store error keeps err)
+			if _, werr := s.workspace(ctx, tx, ws); errors.As(werr, &missing) {
+				return werr
+			}
+			return err
+		}
+		if s.Placer != nil {
+			push, err = s.Placer.PlaceSubmitted(ctx, tx, j)
+		}
+		return err
+	}, func() {
+		if push != nil {
+			push()
+		}
 	})
 	if err != nil {
 		return nil, s.mapStoreErr(err, "job", j.Name)

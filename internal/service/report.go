@@ -114,7 +114,7 @@ func (s *Service) ReportStatus(ctx context.Context, nodeID string, st api.Assign
 			}
 		}
 		return tx.PutJob(ctx, j, "")
-	})
+	}, nil)
 }
 
 // keepEmptyArtifacts writes the empty files and folders a later attempt's

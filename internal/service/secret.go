@@ -192,18 +192,17 @@ type JobSecrets struct {
 }
 
 // LoadJobSecrets reads what an attempt of j is given, opening secrets
-// with box; mint makes its identity token (nil: none).
-func LoadJobSecrets(ctx context.Context, tx store.Tx, box *SecretBox, j *api.Job, mint func(*api.Job, *api.Compute) string) (JobSecrets, error) {
+// with box; mint makes its identity token (nil: none) from j and c, the
+// job's compute (nil when it is gone). The caller passes the compute it
+// holds: the controller's turn has read it already, and reading it again
+// for every assignment was a statement of each job's dispatch.
+func LoadJobSecrets(ctx context.Context, tx store.Tx, box *SecretBox, j *api.Job, c *api.Compute, mint func(*api.Job, *api.Compute) string) (JobSecrets, error) {
 	env, masks, err := ResolveSecrets(ctx, tx, box, j.Workspace, j.EnvironmentVariables)
 	if err != nil {
 		return JobSecrets{}, err
 	}
 	out := JobSecrets{Env: env, Masks: masks}
 	if mint != nil {
-		c, err := tx.GetCompute(ctx, j.Workspace, j.Compute)
-		if err != nil && !store.IsNotFound(err) {
-			return JobSecrets{}, err
-		}
 		out.IdentityToken = mint(j, c)
 	}
 	return out, nil

@@ -178,7 +178,7 @@ func TestSubmissionErrorsStayTheirOwn(t *testing.T) {
 		},
 		put("good-3"),
 	}
-	errs := submitInTwoBatches(t, s, g, len(subs), func(i int) error { return s.inWriteBatch(ctx, subs[i]) })
+	errs := submitInTwoBatches(t, s, g, len(subs), func(i int) error { return s.inWriteBatch(ctx, subs[i], nil) })
 	for i, name := range []string{"alone", "good-1", "panics", "good-2", "rejected", "good-3"} {
 		bad := name == "panics" || name == "rejected"
 		switch {
@@ -279,4 +279,34 @@ func (b *watchedBlobs) Has(ctx context.Context, digest string) bool {
 		b.askedInside.Add(1)
 	}
 	return b.have[digest]
+}
+
+// TestSubmitToAMissingWorkspace: a job submitted to a workspace that does
+// not exist is refused with the workspace's 404, though a submission
+// reads the workspace only when its job is refused; serverless ones too
+// (their hidden compute is written first). Nothing is stored.
+func TestSubmitToAMissingWorkspace(t *testing.T) {
+	ctx := t.Context()
+	st := seedCPU(t)
+	s := &Service{Store: st, Catalog: catalog.Default(), Config: config.Default()}
+	for _, j := range []*api.Job{
+		{Name: "on-cpu", Command: "true", Compute: "cpu"},
+		{Name: "serverless", Command: "true", Resources: &api.JobResources{InstanceType: "Standard_DS3_v2"}},
+	} {
+		_, err := s.SubmitJob(ctx, "nowhere", j)
+		var e *Error
+		if !errors.As(err, &e) || e.Status != 404 || !strings.Contains(e.Msg, `workspace "nowhere" not found`) {
+			t.Errorf("job %s in a missing workspace: %v; want the workspace's 404", j.Name, err)
+		}
+	}
+	err := st.View(ctx, func(tx store.Tx) error {
+		js, err := tx.ListJobs(ctx, store.JobFilter{Workspace: "nowhere"})
+		if len(js) != 0 {
+			t.Errorf("jobs stored in a missing workspace: %v", js)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }

@@ -103,6 +103,10 @@ func (x *tx) QueuePosition(ctx context.Context, workspace, name string) (int, er
 // transaction, so every write this transaction does not see has a later
 // revision.
 func (x *tx) JobCursor(ctx context.Context) (string, error) {
+	if x.rev > 0 {
+		// What this transaction wrote last (not saved in the row yet).
+		return strconv.FormatInt(x.rev, 10), nil
+	}
 	var v int64
 	if err := x.queryRow(ctx, `SELECT value FROM revision WHERE id = 1`).Scan(&v); err != nil {
 		return "", fmt.Errorf("reading the job cursor: %w", err)
@@ -225,19 +229,17 @@ func (x *tx) PutJob(ctx context.Context, j *api.Job, ifMatch string) error {
 	if j.Name == "" || j.Workspace == "" {
 		return fmt.Errorf("job %q in workspace %q: name and workspace must be set", j.Name, j.Workspace)
 	}
-	var stored, created int64
-	err := x.queryRow(ctx, `SELECT etag, created FROM jobs WHERE workspace = ? AND name = ?`,
-		j.Workspace, j.Name).Scan(&stored, &created)
-	found := err == nil
-	if err != nil && !errors.Is(err, sql.ErrNoRows) {
-		return fmt.Errorf("putting job %s: %w", j.Name, err)
-	}
-	if err := checkEtag("job", j.Name, found, stored, ifMatch); err != nil {
-		return err
-	}
-	if !found {
-		if err := x.requireWorkspace(ctx, j.Workspace); err != nil {
-			return fmt.Errorf("job %s: %w", j.Name, err)
+	// Without ifMatch nothing is read first: a new job's created is its
+	// first revision, and the upsert keeps a stored job's (a read before
+	// every write was a statement of each job's every change).
+	if ifMatch != "" {
+		var stored int64
+		err := x.queryRow(ctx, `SELECT etag FROM jobs WHERE workspace = ? AND name = ?`, j.Workspace, j.Name).Scan(&stored)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("putting job %s: %w", j.Name, err)
+		}
+		if err := checkEtag("job", j.Name, err == nil, stored, ifMatch); err != nil {
+			return err
 		}
 	}
 	doc, err := json.Marshal(utcJob(*j))
@@ -248,16 +250,17 @@ func (x *tx) PutJob(ctx context.Context, j *api.Job, ifMatch string) error {
 	if err != nil {
 		return err
 	}
-	if !found {
-		created = rev
-	}
 	_, err = x.exec(ctx, `INSERT INTO jobs (workspace, name, compute, status, created, etag, doc, priority)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+		VALUES (?1, ?2, ?3, ?4, ?5, ?5, ?6, ?7)
 		ON CONFLICT (workspace, name) DO UPDATE SET
 			compute = excluded.compute, status = excluded.status, etag = excluded.etag, doc = excluded.doc,
 			priority = excluded.priority`,
-		j.Workspace, j.Name, j.Compute, j.Status, created, rev, string(doc), j.Priority())
+		j.Workspace, j.Name, j.Compute, j.Status, rev, string(doc), j.Priority())
 	if err != nil {
+		// A new job's missing workspace fails the foreign key: say which.
+		if werr := x.requireWorkspace(ctx, j.Workspace); store.IsNotFound(werr) {
+			return fmt.Errorf("job %s: %w", j.Name, werr)
+		}
 		return fmt.Errorf("putting job %s: %w", j.Name, err)
 	}
 	j.Etag = strconv.FormatInt(rev, 10)

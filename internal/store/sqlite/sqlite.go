@@ -46,6 +46,9 @@ type Store struct {
 	readers *sql.DB
 	// writerStmts and readerStmts are the statements each has prepared.
 	writerStmts, readerStmts *stmts
+	// ckpt copies the log into the database file, off the writer
+	// (checkpoint.go).
+	ckpt *checkpointer
 
 	closeOnce sync.Once
 	closeErr  error
@@ -74,11 +77,13 @@ func Open(ctx context.Context, path string, log *slog.Logger) (*Store, error) {
 	// corrupt the file.
 	common.Add("_pragma", "synchronous(NORMAL)")
 
-	w := url.Values{}
+	w, cv := url.Values{}, url.Values{}
 	for k, v := range common {
 		w[k] = append([]string(nil), v...)
+		cv[k] = append([]string(nil), v...)
 	}
 	w.Add("_pragma", "journal_mode(WAL)")
+	w.Add("_pragma", "wal_autocheckpoint(0)") // checkpoint.go
 	w.Set("_txlock", "immediate")
 	writer, err := sql.Open("sqlite", "file:"+path+"?"+w.Encode())
 	if err != nil {
@@ -110,7 +115,13 @@ func Open(ctx context.Context, path string, log *slog.Logger) (*Store, error) {
 	readers.SetMaxOpenConns(n)
 	readers.SetMaxIdleConns(n)
 
-	s := &Store{log: log, writer: writer, readers: readers, writerStmts: newStmts(writer), readerStmts: newStmts(readers)}
+	ckpt, err := sql.Open("sqlite", "file:"+path+"?"+cv.Encode())
+	if err != nil {
+		writer.Close()
+		readers.Close()
+		return nil, fmt.Errorf("opening sqlite database %s: %w", path, err)
+	}
+	s := &Store{log: log, writer: writer, readers: readers, writerStmts: newStmts(writer), readerStmts: newStmts(readers), ckpt: newCheckpointer(ckpt, log)}
 	if err := s.migrate(ctx); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("migrating sqlite database %s: %w", path, err)
@@ -152,6 +163,7 @@ func (s *Store) Update(ctx context.Context, fn func(store.Tx) error) error {
 		}
 	}()
 	x := &tx{tx: t, stmts: s.writerStmts}
+	s.writerStmts.ran.Add(2) // BEGIN, and COMMIT or ROLLBACK
 	if err := fn(x); err != nil {
 		if rerr := t.Rollback(); rerr != nil && !errors.Is(rerr, sql.ErrTxDone) {
 			s.log.ErrorContext(ctx, "rolling back write transaction", slog.Any("err", rerr))
@@ -159,9 +171,15 @@ func (s *Store) Update(ctx context.Context, fn func(store.Tx) error) error {
 		s.writerStmts.prepare(ctx, x.missed)
 		return err
 	}
+	if err := x.saveRevision(ctx); err != nil {
+		t.Rollback()
+		s.writerStmts.prepare(ctx, x.missed)
+		return err
+	}
 	if err := t.Commit(); err != nil {
 		return fmt.Errorf("committing write transaction: %w", err)
 	}
+	s.ckpt.committed()
 	s.writerStmts.prepare(ctx, x.missed)
 	for _, f := range x.after {
 		f()
@@ -179,18 +197,24 @@ func (s *Store) View(ctx context.Context, fn func(store.Tx) error) error {
 	// (the deferred call when fn panics).
 	defer t.Rollback()
 	x := &tx{tx: t, stmts: s.readerStmts}
+	s.readerStmts.ran.Add(2) // BEGIN, ROLLBACK
 	err = fn(x)
 	t.Rollback()
 	s.readerStmts.prepare(ctx, x.missed)
 	return err
 }
 
+// Statements counts the SQL statements the store's transactions have run
+// since it was opened, each transaction's beginning and end included: what
+// a request costs the database, which tests hold down.
+func (s *Store) Statements() int64 { return s.writerStmts.ran.Load() + s.readerStmts.ran.Load() }
+
 // Close closes the database. Calling it again does nothing.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		s.readerStmts.close()
 		s.writerStmts.close()
-		s.closeErr = errors.Join(s.readers.Close(), s.writer.Close())
+		s.closeErr = errors.Join(s.ckpt.close(), s.readers.Close(), s.writer.Close())
 	})
 	return s.closeErr
 }

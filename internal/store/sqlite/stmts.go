@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"sync"
+	"sync/atomic"
 )
 
 // maxStmts bounds how many statements a database keeps prepared. The store
@@ -19,6 +20,9 @@ type stmts struct {
 	db *sql.DB
 	mu sync.Mutex
 	m  map[string]*sql.Stmt
+	// ran counts the statements run on this database's transactions,
+	// their beginnings and ends included (Store.Statements).
+	ran atomic.Int64
 }
 
 func newStmts(db *sql.DB) *stmts { return &stmts{db: db, m: map[string]*sql.Stmt{}} }
@@ -71,6 +75,7 @@ func (x *tx) stmt(ctx context.Context, q string) *sql.Stmt {
 	if x.stmts == nil {
 		return nil
 	}
+	x.stmts.ran.Add(1)
 	st := x.stmts.get(q)
 	if st == nil {
 		x.missed = append(x.missed, q)

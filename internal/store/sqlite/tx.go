@@ -21,6 +21,13 @@ type tx struct {
 	// this transaction ran unprepared, to prepare once it has ended.
 	stmts  *stmts
 	missed []string
+	// rev is the last revision this transaction took (0: none yet) and
+	// saved the one the revision row holds: the first is taken from the
+	// row, the others counted here and the row set to the last before
+	// the commit (saveRevision), one statement per transaction instead
+	// of one per write. SQLite has one writer, so no other transaction
+	// takes one meanwhile.
+	rev, saved int64
 }
 
 // OnCommit queues fn to run after Update commits.
@@ -31,7 +38,7 @@ var _ store.Tx = (*tx)(nil)
 // Savepoint implements store.Tx.
 func (t *tx) Savepoint(ctx context.Context, fn func() error) error {
 	return store.InSavepoint(func(q string) error {
-		_, err := t.tx.ExecContext(ctx, q)
+		_, err := t.exec(ctx, q)
 		return err
 	}, &t.after, fn)
 }
@@ -51,12 +58,32 @@ func parseTime(s string) (time.Time, error) {
 // nextRevision returns a new database-wide revision number, used as etag
 // and as a job's creation order.
 func (x *tx) nextRevision(ctx context.Context) (int64, error) {
+	if x.rev > 0 {
+		x.rev++
+		return x.rev, nil
+	}
 	var v int64
 	err := x.queryRow(ctx, `UPDATE revision SET value = value + 1 WHERE id = 1 RETURNING value`).Scan(&v)
 	if err != nil {
 		return 0, fmt.Errorf("taking a revision: %w", err)
 	}
+	x.rev, x.saved = v, v
 	return v, nil
+}
+
+// saveRevision stores the last revision the transaction took, before it
+// commits. (A savepoint rolled back may have undone the row's first
+// update; the revisions it took are not given again, and none of its
+// writes is left.)
+func (x *tx) saveRevision(ctx context.Context) error {
+	if x.rev == x.saved {
+		return nil
+	}
+	if _, err := x.exec(ctx, `UPDATE revision SET value = ? WHERE id = 1`, x.rev); err != nil {
+		return fmt.Errorf("saving the revision: %w", err)
+	}
+	x.saved = x.rev
+	return nil
 }
 
 // checkEtag compares the stored etag (found reports whether a row exists)

@@ -61,6 +61,7 @@ func Run(t *testing.T, newDB func(t *testing.T) Opener) {
 		{"Rollback", testRollback},
 		{"OnCommit", testOnCommit},
 		{"Savepoint", testSavepoint},
+		{"SavepointRevisions", testSavepointRevisions},
 		{"NodeUsage", testNodeUsage},
 		{"Budgets", testBudgets},
 		{"ComputeSamples", testComputeSamples},

@@ -108,6 +108,73 @@ func testSavepoint(t *testing.T, open Opener) {
 	})
 }
 
+// testSavepointRevisions checks that writes after a savepoint that was
+// undone, and those of later transactions, are written after every stored
+// one: ChangedJobs from a cursor read before lists each of them once, in
+// order, with etags that rise. (A store may count a transaction's
+// revisions itself and store the last at its end; a savepoint undoing the
+// first must not make the next transaction take them again.)
+func testSavepointRevisions(t *testing.T, open Opener) {
+	s := openStore(t, open)
+	ctx := t.Context()
+	putWorkspaces(t, s, "default")
+	refused := errors.New("refused")
+	put := func(tx store.Tx, name string) error {
+		return tx.PutJob(ctx, newJob("default", name, "cpu", api.JobQueued), "")
+	}
+	var cursor string
+	view(t, s, func(tx store.Tx) (err error) {
+		cursor, err = tx.JobCursor(ctx)
+		return err
+	})
+	undone := func(tx store.Tx, name string) {
+		err := tx.Savepoint(ctx, func() error {
+			if err := put(tx, name); err != nil {
+				return err
+			}
+			return refused
+		})
+		wantErr(t, "savepoint of "+name, err, refused)
+	}
+	update(t, s, func(tx store.Tx) error { undone(tx, "a"); return nil })
+	update(t, s, func(tx store.Tx) error {
+		undone(tx, "b")
+		if err := put(tx, "c"); err != nil {
+			return err
+		}
+		return put(tx, "d")
+	})
+	update(t, s, func(tx store.Tx) error { return put(tx, "e") })
+	update(t, s, func(tx store.Tx) error {
+		if err := put(tx, "f"); err != nil {
+			return err
+		}
+		undone(tx, "g")
+		return nil
+	})
+	update(t, s, func(tx store.Tx) error { return put(tx, "h") })
+	view(t, s, func(tx store.Tx) error {
+		js, _, err := tx.ChangedJobs(ctx, cursor)
+		if err != nil {
+			return err
+		}
+		var names []string
+		last := int64(0)
+		for _, j := range js {
+			names = append(names, j.Name)
+			etag, err := strconv.ParseInt(j.Etag, 10, 64)
+			if err != nil || etag <= last {
+				t.Errorf("job %s: etag %q after %d; want a higher number", j.Name, j.Etag, last)
+			}
+			last = etag
+		}
+		if want := []string{"c", "d", "e", "f", "h"}; !slices.Equal(names, want) {
+			t.Errorf("ChangedJobs = %q, want %q", names, want)
+		}
+		return nil
+	})
+}
+
 func testRollback(t *testing.T, open Opener) {
 	s := openStore(t, open)
 	ctx := t.Context()

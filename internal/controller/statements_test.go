@@ -1,0 +1,112 @@
+package controller
+
+import (
+	"context"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/tideml/tide/api"
+	"github.com/tideml/tide/internal/config"
+	"github.com/tideml/tide/internal/scheduler"
+	"github.com/tideml/tide/internal/service"
+	"github.com/tideml/tide/internal/store"
+	"github.com/tideml/tide/internal/store/sqlite"
+)
+
+// TestOneJobsStatements counts the SQL statements a no-op job's dispatch
+// costs the store on its request paths: its submission, its assignment
+// (the controller's write of it, not the turn's reads) and its agent's one
+// report that it started and ended. Each budget is what the paths cost now;
+// a read or write added back (the workspace read at submission, the
+// compute read for the identity token, a read before each job write, a
+// revision statement per write) fails it. The statements of each are
+// counted alone, each path in a transaction of its own.
+func TestOneJobsStatements(t *testing.T) {
+	ctx := context.Background()
+	st := openSQLite(t).(*sqlite.Store)
+	now := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
+	cp := &api.Compute{Workspace: "ws", Name: "cpu", Location: "local", Size: "Standard_DS3_v2", MaxInstances: 2,
+		ProvisioningState: api.ProvisioningSucceeded}
+	mustUpdate(t, st, func(tx store.Tx) error {
+		if err := tx.PutWorkspace(ctx, &api.Workspace{Name: "ws"}); err != nil {
+			return err
+		}
+		if err := tx.PutCompute(ctx, cp, ""); err != nil {
+			return err
+		}
+		return tx.PutNode(ctx, &api.Node{ID: "n1", Workspace: "ws", Compute: "cpu", State: api.NodeIdle})
+	})
+	minted := 0
+	mint := func(j *api.Job, c *api.Compute) string {
+		if c == nil || c.Name != "cpu" {
+			t.Errorf("identity token minted for job %s without its compute (got %v)", j.Name, c)
+		}
+		minted++
+		return ""
+	}
+	svc := &service.Service{Store: st, Config: config.Default(), Now: func() time.Time { return now }, IdentityToken: mint}
+	c := New(Options{Store: st, Config: config.Default(), Log: slog.New(slog.DiscardHandler), Now: func() time.Time { return now },
+		IdentityToken: mint, Changes: NewBroadcast()})
+
+	count := func(what string, budget int64, fn func() error) {
+		t.Helper()
+		n0 := st.Statements()
+		if err := fn(); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if n := st.Statements() - n0; n > budget {
+			t.Errorf("%s ran %d statements, more than its budget of %d", what, n, budget)
+		} else {
+			t.Logf("%s: %d statements", what, n)
+		}
+	}
+	var j *api.Job
+	// BEGIN, the queue's count, the name's check, the compute, SAVEPOINT,
+	// the revision, the job, its event, RELEASE, COMMIT.
+	count("submission", 10, func() (err error) {
+		j, err = svc.SubmitJob(ctx, "ws", &api.Job{Type: api.JobTypeCommand, Command: "true", Compute: "cpu"})
+		return err
+	})
+	// BEGIN, the job, the node, the revision, the node, the job, the
+	// event, COMMIT.
+	count("assignment", 9, func() error {
+		busy := c.assign(ctx, []scheduler.Assignment{{Job: key("ws", j.Name), Nodes: []string{"n1"}}},
+			map[string]*api.Compute{key("ws", "cpu"): cp}, now)
+		if busy["n1"] == "" {
+			t.Errorf("job %s not assigned to node n1", j.Name)
+		}
+		return nil
+	})
+	if minted != 1 {
+		t.Errorf("identity token minted %d times, want once", minted)
+	}
+	zero := 0
+	// BEGIN, SAVEPOINT, the job, the revision, its Running event, the
+	// node, the node, its Completed event, the job, RELEASE, COMMIT.
+	count("report", 12, func() error {
+		return svc.ReportStatus(ctx, "n1", api.AssignmentStatus{ID: service.AssignmentID("ws", j.Name, 1),
+			Status: api.JobCompleted, Started: true, ExitCode: &zero})
+	})
+	err := st.View(ctx, func(tx store.Tx) error {
+		got, err := tx.GetJob(ctx, "ws", j.Name)
+		if err != nil {
+			return err
+		}
+		n, err := tx.GetNode(ctx, "n1")
+		if err != nil {
+			return err
+		}
+		if got.Status != api.JobCompleted || n.State != api.NodeIdle || n.Job != "" {
+			t.Errorf("after the report: job %s, node %s running %q; want Completed, and the node idle", got.Status, n.State, n.Job)
+		}
+		es, err := tx.ListEvents(ctx, "ws", "job/"+j.Name, 0, 0)
+		if len(es) != 4 {
+			t.Errorf("job events: %v, want Queued, Assigned, Running and Completed", es)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
