@@ -52,6 +52,34 @@ func TestDispatch(t *testing.T) {
 		which, len(lat), ms(percentile(lat, 50)), ms(percentile(lat, 99)), ms(percentile(lat, 100)), loadAverage())
 }
 
+// TestLatency runs the latency section of TestBench alone (submit to first
+// output line on an idle warm node), on one store (TIDE_BENCH_LATENCY=sqlite
+// or postgres; skipped when unset), TIDE_BENCH_JOBS jobs (default the
+// section's), with TIDE_BENCH_BIN as TestDispatch takes it, so that two
+// commits' latencies can be compared in alternated runs.
+func TestLatency(t *testing.T) {
+	which := os.Getenv("TIDE_BENCH_LATENCY")
+	if which == "" {
+		t.Skip("set TIDE_BENCH_LATENCY=sqlite or postgres")
+	}
+	if b := os.Getenv("TIDE_BENCH_BIN"); b != "" {
+		tideBin = b
+	}
+	m := benchSizes().Latency
+	if v, err := strconv.Atoi(os.Getenv("TIDE_BENCH_JOBS")); err == nil && v > 0 {
+		m = v
+	}
+	store := ""
+	if which == "postgres" {
+		store = pgtest.Start(t)
+	}
+	s := startTide(t, store, "")
+	s.compute("lat", "local", 1, 1)
+	lat := s.tideLatency("lat", m)
+	fmt.Printf("latency %s: %d jobs, submit to first line p50 %s ms, p99 %s ms, max %s ms, load %s\n",
+		which, len(lat), ms(percentile(lat, 50)), ms(percentile(lat, 99)), ms(percentile(lat, 100)), loadAverage())
+}
+
 // agentsCPU sums the CPU time of every live agent process of tideBin and
 // of the jobs they ran and reaped.
 func agentsCPU() time.Duration {

@@ -185,6 +185,9 @@ type agent struct {
 	// client that opens it (stream.go).
 	beats   streamBeats
 	streams *http.Client
+	// getUntil: until then (Unix ns) streams are opened with GET, since
+	// one opened with POST went unanswered (stream.go).
+	getUntil atomic.Int64
 }
 
 // maxEnded bounds the memory of finished assignments.

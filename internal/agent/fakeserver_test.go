@@ -47,6 +47,11 @@ type fakeServer struct {
 	// takes the stream only with GET (404 for POST, as the server's
 	// catch-all route answers).
 	getOnly bool
+	// buffersPOST plays a proxy that passes a request on only once its
+	// body ended (nginx's proxy_request_buffering, on by default): a
+	// stream opened with POST, whose body is the heartbeats, is never
+	// answered.
+	buffersPOST bool
 	// streamBeats counts the heartbeats received on a stream, of
 	// heartbeats.
 	streamBeats int
@@ -157,10 +162,14 @@ func (f *fakeServer) register(w http.ResponseWriter, r *http.Request) {
 
 func (f *fakeServer) stream(w http.ResponseWriter, r *http.Request) {
 	f.mu.Lock()
-	getOnly := f.getOnly
+	getOnly, buffersPOST := f.getOnly, f.buffersPOST
 	f.mu.Unlock()
 	if r.Method == http.MethodPost && getOnly {
 		http.NotFound(w, r)
+		return
+	}
+	if r.Method == http.MethodPost && buffersPOST {
+		_, _ = io.Copy(io.Discard, r.Body)
 		return
 	}
 	// A POST's body carries heartbeats, each answered on the stream.

@@ -67,6 +67,7 @@ func (s *sshServer) session(ctx context.Context, ch ssh.Channel, reqs <-chan *ss
 	)
 	for req := range reqs {
 		ok := false
+		var serve func() // what the request started, served once it is answered
 		switch req.Type {
 		case "env":
 			var e envRequest
@@ -127,25 +128,32 @@ func (s *sshServer) session(ctx context.Context, ch ssh.Channel, reqs <-chan *ss
 			mu.Lock()
 			ptmx, proc, started, ok = f, cmd.Process, true, true
 			mu.Unlock()
-			go func() {
+			serve = func() {
 				defer close(finished)
 				code := s.wait(cmd, f, ch)
 				_, _ = ch.SendRequest("exit-status", false, ssh.Marshal(exitStatus{Status: uint32(code)}))
 				_ = ch.Close()
-			}()
+			}
 		case "subsystem":
 			var e execRequest
 			if started || ssh.Unmarshal(req.Payload, &e) != nil || e.Command != "sftp" {
 				break
 			}
 			started, ok = true, true
-			go func() {
+			serve = func() {
 				defer close(finished)
 				s.sftp(env["HOME"], ch)
-			}()
+			}
 		}
 		if req.WantReply {
 			_ = req.Reply(ok, nil)
+		}
+		// The program is waited for, and its channel closed, only once
+		// its request was answered: a client that sees the channel close
+		// before the answer takes the request for failed (EOF), and a
+		// program as short as "exit 3" may end before the answer is sent.
+		if serve != nil {
+			go serve()
 		}
 	}
 	// The client closed the channel: a program still running hangs up.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"strings"
 	"sync"
@@ -20,26 +21,8 @@ import (
 func (a *agent) stream(ctx context.Context) error {
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	line := newBeatLine()
-	frames := line.w
-	defer frames.Close()
-	// net/http writes a request's body while it waits for the answer,
-	// and should the connection fail first, it waits for that body to
-	// end before it returns the error: the body is ended when the session
-	// ends, and when no answer came in time.
-	stop := context.AfterFunc(sctx, func() { frames.CloseWithError(context.Canceled) })
-	defer stop()
-	slow := time.AfterFunc(streamOpenTimeout, func() { frames.CloseWithError(errNoStreamAnswer) })
-	resp, err := a.openStream(sctx, line.body)
-	slow.Stop()
-	// A server that does not take the stream with POST answers 405 (404
-	// before streams), or, behind a catch-all route, something that is
-	// not an event stream: the stream is opened again with GET.
-	if err == nil && (resp.StatusCode == http.StatusMethodNotAllowed || resp.StatusCode == http.StatusNotFound ||
-		resp.StatusCode/100 == 2 && !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream")) {
-		resp.Body.Close()
-		frames.Close()
-		line = nil
+	line, resp, err := a.openBeatStream(sctx)
+	if line == nil && err == nil {
 		resp, err = a.openStream(sctx, nil)
 	}
 	if err != nil {
@@ -81,10 +64,57 @@ func (a *agent) stream(ctx context.Context) error {
 	return fmt.Errorf("reading stream: %w", err)
 }
 
-// streamOpenTimeout bounds the wait for the answer to a stream's request.
-const streamOpenTimeout = 30 * time.Second
+// openBeatStream opens the stream with POST, its body the heartbeats'
+// line. It returns a nil line, and no error, when the stream is to be
+// opened with GET:
+//   - a server that does not take it with POST answers 405 (404 before
+//     streams), or, behind a catch-all route, something that is not an
+//     event stream;
+//   - behind a proxy that passes a request on only once its body ended
+//     (nginx's proxy_request_buffering, on by default), no answer comes:
+//     streams are opened with GET for an hour.
+func (a *agent) openBeatStream(ctx context.Context) (*beatLine, *http.Response, error) {
+	if time.Now().UnixNano() < a.getUntil.Load() {
+		return nil, nil, nil
+	}
+	line := newBeatLine()
+	// net/http writes a request's body while it waits for the answer,
+	// and should the connection fail first, it waits for that body to
+	// end before it returns the error: the body is ended when the session
+	// ends, and when no answer came in time.
+	stop := context.AfterFunc(ctx, func() { line.w.CloseWithError(context.Canceled) })
+	slow := time.AfterFunc(streamOpenTimeout, func() { line.w.CloseWithError(errNoStreamAnswer) })
+	resp, err := a.openStream(ctx, line.body)
+	slow.Stop()
+	end := func() {
+		stop()
+		line.w.Close()
+	}
+	switch {
+	case errors.Is(err, errNoStreamAnswer):
+		end()
+		a.getUntil.Store(time.Now().Add(time.Hour).UnixNano())
+		a.log.WarnContext(ctx, "the stream opened with POST got no answer (a proxy that buffers request bodies?): opening it with GET for an hour; heartbeats go by request", slog.Duration("waited", streamOpenTimeout))
+		return nil, nil, nil
+	case err != nil:
+		end()
+		return nil, nil, err
+	case resp.StatusCode == http.StatusMethodNotAllowed || resp.StatusCode == http.StatusNotFound ||
+		resp.StatusCode/100 == 2 && !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream"):
+		resp.Body.Close()
+		end()
+		return nil, nil, nil
+	}
+	// The line ends with the session's context (stop stays set), and
+	// when the stream ends (its ended channel, closed by stream).
+	return line, resp, nil
+}
 
-var errNoStreamAnswer = errors.New("no answer to the stream's request in 30 s")
+// streamOpenTimeout bounds the wait for the answer to a stream's request
+// (a variable for tests).
+var streamOpenTimeout = 30 * time.Second
+
+var errNoStreamAnswer = errors.New("no answer to the stream's request in time")
 
 // streamClient is hc for the assignment stream: its connections are not
 // kept for other requests and it takes none kept by them. A kept one the

@@ -41,3 +41,21 @@ func TestHeartbeatsRideTheStream(t *testing.T) {
 		t.Fatalf("%d streams: the agent did not open one with GET", streams)
 	}
 }
+
+// TestStreamBehindABufferingProxy: behind a proxy that waits for a
+// request's whole body before passing it on, a stream opened with POST is
+// never answered. The agent then opens its stream with GET, and its
+// heartbeats go by request: it gets its jobs.
+func TestStreamBehindABufferingProxy(t *testing.T) {
+	defer func(d time.Duration) { streamOpenTimeout = d }(streamOpenTimeout)
+	streamOpenTimeout = 500 * time.Millisecond
+	srv := newFakeServer(t)
+	srv.buffersPOST = true
+	startAgent(t, srv, t.TempDir())
+	waitFor(t, 10*time.Second, "a stream opened with GET", func() bool { _, _, _, n := srv.snapshot(); return n >= 1 })
+	_, req0 := beatCounts(srv)
+	waitFor(t, 5*time.Second, "2 heartbeats by request", func() bool { _, req := beatCounts(srv); return req >= req0+2 })
+	as := assignment("behind-the-proxy", "true")
+	srv.push("assign", as)
+	waitFor(t, 10*time.Second, "the pushed job's final status", func() bool { _, ok := srv.final(as.ID); return ok })
+}

@@ -53,6 +53,11 @@ type Controller struct {
 
 	kick    chan struct{}
 	started time.Time
+	// placing is set while Run leads and its first turn has run;
+	// freeNodes are the free nodes the last turn left, by compute key
+	// (publishFree). PlaceSubmitted reads both, from any goroutine.
+	placing   atomic.Bool
+	freeNodes atomic.Pointer[map[string][]string]
 	// jobs are the unfinished jobs but the queued command jobs as the last
 	// load decoded them, by workspace/name, order their keys in creation
 	// order (with keys of jobs since finished or queued), queue the queued
@@ -181,6 +186,7 @@ func New(o Options) *Controller {
 	for _, l := range o.Config.Locations {
 		c.runtimes[l.Name] = l.Runtime
 	}
+	c.freeNodes.Store(&map[string][]string{})
 	c.gaps.load = c.loadGaps
 	return c
 }
@@ -202,6 +208,7 @@ func (c *Controller) Runtime(location string) string {
 func (c *Controller) Run(ctx context.Context) error {
 	c.started = c.now()
 	c.newTerm()
+	defer c.placing.Store(false)
 	reconciled, err := c.reconcile(ctx)
 	if err != nil {
 		c.log.Error("reconciling providers", "err", err)
@@ -226,6 +233,7 @@ func (c *Controller) Run(ctx context.Context) error {
 		began := time.Now()
 		wake, err := c.Step(ctx)
 		c.stats.Turn(time.Since(began))
+		c.placing.Store(true)
 		if err != nil && ctx.Err() == nil {
 			c.log.Error("controller step", "err", err)
 		}
@@ -257,6 +265,7 @@ func (c *Controller) Run(ctx context.Context) error {
 // context, say nothing of the backend (context canceled).
 func (c *Controller) newTerm() {
 	c.nodes, c.computes, c.cursor, c.alive = nodeFeed{}, computeFeed{}, "", nil
+	c.freeNodes.Store(&map[string][]string{})
 	c.mu.Lock()
 	c.effects = map[string]*effectRun{}
 	c.mu.Unlock()

@@ -22,7 +22,7 @@ func (c *Controller) decide(ctx context.Context, s *snapshot, serverlessWaits ma
 		}
 		k := key(cp.Workspace, cp.Name)
 		computes[k] = cp
-		caps[k] = min(cp.MaxInstances, c.quotaCap(cp))
+		caps[k] = c.placeCap(cp)
 	}
 	// An instance takes jobs only while it is up (not setting up,
 	// stopping or stopped); its node is its own, not the autoscaler's.
@@ -50,6 +50,7 @@ func (c *Controller) decide(ctx context.Context, s *snapshot, serverlessWaits ma
 	placed.Waiting = slices.DeleteFunc(placed.Waiting, func(w scheduler.Waiting) bool { return computes[w.Compute] == nil })
 	rests = slices.DeleteFunc(rests, func(r scheduler.Rest) bool { return computes[r.Compute] == nil })
 	busy := c.assign(ctx, placed.Assignments, computes, now)
+	c.publishFree(snodes, busy)
 
 	snap := autoscaler.Snapshot{}
 	gaps := c.gaps.observe(s, computes, c.startTimes, c.gapChanges(s))
@@ -159,6 +160,12 @@ func autoscalerNodes(list []api.Node, at []int, busy map[string]string) ([]autos
 		}
 	}
 	return nodes, counted
+}
+
+// placeCap is the most nodes compute cp can ever have, as
+// scheduler.Place takes it: the lower of max_instances and the quota cap.
+func (c *Controller) placeCap(cp *api.Compute) int {
+	return min(cp.MaxInstances, c.quotaCap(cp))
 }
 
 // quotaCap is the most nodes a compute's quota reservation allows: the

@@ -234,7 +234,7 @@ func (c *Controller) applyChecks(ctx context.Context, s *snapshot, now time.Time
 		case checkUnknown:
 			c.log.Warn("checking node", "node", n.ID, "err", reason)
 		case checkRemove:
-			c.removeNode(ctx, n, reason)
+			c.removeNode(ctx, n, reason, nil)
 		case checkUnusable:
 			err = c.markUnusable(ctx, n, reason, now)
 		case checkPreempted:

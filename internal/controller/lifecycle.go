@@ -102,7 +102,7 @@ func (c *Controller) deleting(ctx context.Context, s *snapshot, comp api.Compute
 			})
 			continue
 		}
-		c.removeNode(ctx, n, "compute "+gone)
+		c.removeNode(ctx, n, "compute "+gone, nil)
 	}
 	if remaining > 0 || len(ofCluster) > 0 {
 		return nil

@@ -130,14 +130,14 @@ func TestUnusableNodeIsRecheckedAtOnce(t *testing.T) {
 
 func ctrlSeen(t *testing.T, st store.Store) time.Time {
 	t.Helper()
-	var b store.NodeBeat
+	var n *api.Node
 	if err := st.View(context.Background(), func(tx store.Tx) (err error) {
-		_, b, err = tx.GetNodeBeat(context.Background(), "n")
+		n, err = tx.GetNode(context.Background(), "n")
 		return err
 	}); err != nil {
 		t.Fatal(err)
 	}
-	return b.LastHeartbeat
+	return n.LastHeartbeat
 }
 
 // TestScaleDownSaidOnce: the autoscaler asks every turn to remove an

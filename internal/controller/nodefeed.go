@@ -14,7 +14,7 @@ import (
 // date from the store's node feed (store.Tx.ChangedNodes), so that a turn
 // reads the nodes written since the last one, not all of them: at 10,000
 // nodes listing and decoding every node, twice a turn, was most of the
-// turn. Heartbeats are no writes here (store.Tx.PutNodeBeat), so the kept
+// turn. Heartbeats are no writes here (store.Tx.PutNodeBeats), so the kept
 // nodes' heartbeat fields (LastHeartbeat, Utilization, JobUsage, Cache) are
 // those of their last write: liveness reads the heartbeat times from the
 // store (NodesSeenBefore) and samples read the nodes whole.

@@ -72,7 +72,9 @@ func TestLoadFollowsNodeChanges(t *testing.T) {
 	// preparing, which liveness judges by its creation).
 	c.started = now
 	now = now.Add(2 * time.Minute)
-	mustUpdate(t, st, func(tx store.Tx) error { return tx.PutNodeBeat(ctx, "a", store.NodeBeat{LastHeartbeat: now}) })
+	mustUpdate(t, st, func(tx store.Tx) error {
+		return tx.PutNodeBeats(ctx, map[string]store.NodeBeat{"a": {LastHeartbeat: now}})
+	})
 	s := check("after a heartbeat", "0:idle", "a:running", "c:preparing")
 	if err := c.liveness(ctx, s, now); err != nil {
 		t.Fatal(err)
@@ -135,7 +137,7 @@ func TestNodeFiguresFollowChanges(t *testing.T) {
 						return err
 					}
 				case op < 9: // a heartbeat: no change
-					if err := tx.PutNodeBeat(ctx, ids[r.IntN(len(ids))], store.NodeBeat{LastHeartbeat: t0}); err != nil {
+					if err := tx.PutNodeBeats(ctx, map[string]store.NodeBeat{ids[r.IntN(len(ids))]: {LastHeartbeat: t0}}); err != nil {
 						return err
 					}
 				default:

@@ -236,27 +236,48 @@ func (c *Controller) scaleDown(ctx context.Context, n api.Node, reason string, n
 		// and the compute's events said it once.
 		return
 	}
-	_ = c.store.Update(ctx, func(tx store.Tx) error {
-		return tx.AddEvent(ctx, n.Workspace, "compute/"+n.Compute, &api.Event{Time: now, Kind: "ScaleDown", Message: fmt.Sprintf("removing node %s: %s", n.ID, reason)})
-	})
-	c.removeNode(ctx, n, reason)
+	c.removeNode(ctx, n, reason, &api.Event{Time: now, Kind: "ScaleDown", Message: fmt.Sprintf("removing node %s: %s", n.ID, reason)})
 }
 
 // removeNode marks a node leaving and deletes it through its provider in
-// the background; the record goes when the provider is done.
-func (c *Controller) removeNode(ctx context.Context, n api.Node, reason string) {
+// the background; the record goes when the provider is done. ev, if not
+// nil, is written to the node's compute with the mark. A node the turn
+// read free (n) that a submission has taken since (PlaceSubmitted) stays.
+func (c *Controller) removeNode(ctx context.Context, n api.Node, reason string, ev *api.Event) {
 	if !c.claim(n.ID) {
 		return
 	}
-	if n.State != api.NodeLeaving && n.State != api.NodeUnusable && n.State != api.NodePreempted {
+	mark := n.State != api.NodeLeaving && n.State != api.NodeUnusable && n.State != api.NodePreempted
+	if mark || ev != nil {
+		taken := false
 		_ = c.store.Update(ctx, func(tx store.Tx) error {
-			cur, err := tx.GetNode(ctx, n.ID)
-			if err != nil {
-				return err
+			taken = false
+			var cur *api.Node
+			if mark {
+				var err error
+				if cur, err = tx.GetNode(ctx, n.ID); err != nil {
+					return err
+				}
+				if free(&n) && !free(cur) {
+					taken = true
+					return nil
+				}
+			}
+			if ev != nil {
+				if err := tx.AddEvent(ctx, n.Workspace, "compute/"+n.Compute, ev); err != nil {
+					return err
+				}
+			}
+			if !mark {
+				return nil
 			}
 			cur.State, cur.StateSince = api.NodeLeaving, c.now().UTC()
 			return tx.PutNode(ctx, cur)
 		})
+		if taken {
+			c.release(n.ID)
+			return
+		}
 	}
 	go func() {
 		defer c.release(n.ID)

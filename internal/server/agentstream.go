@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tideml/tide/api"
 	"github.com/tideml/tide/internal/controller"
 )
 
@@ -56,6 +57,7 @@ func (s *Server) agentStream(w http.ResponseWriter, r *http.Request) {
 	node := principalOf(r).node
 	runtime := s.runtimeOf(r.Context(), node)
 	sub := s.hub.Subscribe(node)
+	s.deliverAsks(node) // SSH requests that came before the stream
 	conn, brw, err := http.NewResponseController(w).Hijack()
 	if err != nil {
 		s.serveAgentStream(w, r, node, runtime, sub)
@@ -69,7 +71,7 @@ func (s *Server) agentStream(w http.ResponseWriter, r *http.Request) {
 	_ = conn.SetDeadline(time.Time{}) // net/http's read deadline for the request's headers
 	if err := out.header(); err != nil {
 		cancel()
-		s.hub.Unsubscribe(node, sub)
+		s.endStream(node, sub)
 		_ = conn.Close()
 		return
 	}
@@ -93,7 +95,7 @@ func (s *Server) agentStream(w http.ResponseWriter, r *http.Request) {
 	go func() {
 		defer conn.Close()
 		defer cancel()
-		defer s.hub.Unsubscribe(node, sub)
+		defer s.endStream(node, sub)
 		defer s.recoverStream(node)
 		s.followNode(ctx, node, runtime, sub, out)
 	}()
@@ -113,7 +115,7 @@ func (s *Server) recoverStream(node string) {
 // request's body while the answer is written, so the heartbeats it
 // carries are answered as on a taken-over connection.
 func (s *Server) serveAgentStream(w http.ResponseWriter, r *http.Request, node, runtime string, sub chan controller.Message) {
-	defer s.hub.Unsubscribe(node, sub)
+	defer s.endStream(node, sub)
 	events, ok := startSSE(w)
 	if !ok {
 		return
@@ -189,6 +191,29 @@ func (l *lockedEvents) end() {
 	l.mu.Unlock()
 }
 
+// endStream ends node's stream sub. The store holds what its messages
+// said, and the next stream sends it, except SSH requests: those it had
+// not sent are kept for the next stream.
+func (s *Server) endStream(node string, sub chan controller.Message) {
+	s.hub.Unsubscribe(node, sub)
+	for {
+		select {
+		case ev := <-sub:
+			s.keepUnsent(node, ev)
+		default:
+			return
+		}
+	}
+}
+
+// keepUnsent keeps an SSH request a stream of node could not send, for
+// the next one (an agent reconnecting while a client waits).
+func (s *Server) keepUnsent(node string, ev controller.Message) {
+	if open, ok := ev.Data.(api.SSHOpen); ok && ev.Kind == "ssh" {
+		s.keepAsk(open.ID, node, func() { s.hub.Deliver(node, ev) })
+	}
+}
+
 // followNode sends what the store holds for node, then every message
 // the controller pushes to it (sub), until ctx ends, the server stops or
 // a write fails.
@@ -230,6 +255,7 @@ func (s *Server) followNode(ctx context.Context, node, runtime string, sub chan 
 				continue
 			}
 			if out.send(ev.Kind, "", ev.Data) != nil {
+				s.keepUnsent(node, ev)
 				return
 			}
 			// A slow agent may have missed pushes while its channel was

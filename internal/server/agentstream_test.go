@@ -91,12 +91,17 @@ func TestAgentStreamEndsWithItsConnection(t *testing.T) {
 // startSimNode starts a server with one node of a compute "sim" in a fake
 // provider's location, whose agent the test plays with the node's token.
 func startSimNode(t *testing.T) (in *instance, node, token string) {
+	return startSimNodeWith(t, "")
+}
+
+// startSimNodeWith is startSimNode with more of the compute's YAML.
+func startSimNodeWith(t *testing.T, more string) (in *instance, node, token string) {
 	tokens := filepath.Join(t.TempDir(), "tokens")
 	in = startWith(t, t.TempDir(), "", "", func(c *config.Server) {
 		c.Locations = append(c.Locations, config.Location{Name: "sim", Provider: "fake", Settings: map[string]any{"token_dir": tokens}})
 	})
 	t.Cleanup(func() { cleanup(t, in) })
-	createCompute(t, in, "name: sim\ntype: amlcompute\nsize: Standard_DS3_v2\nlocation: sim\nmin_instances: 1\nmax_instances: 1\n")
+	createCompute(t, in, "name: sim\ntype: amlcompute\nsize: Standard_DS3_v2\nlocation: sim\nmin_instances: 1\nmax_instances: 1\n"+more)
 	waitFor(t, "the sim node's token", 30*time.Second, func() bool {
 		es, _ := os.ReadDir(tokens)
 		for _, e := range es {

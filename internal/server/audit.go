@@ -21,17 +21,20 @@ type auditLog struct {
 	log   *slog.Logger
 	now   func() time.Time
 
-	mu      sync.Mutex
-	pending []api.AuditEntry
-	touched map[string]time.Time // token hash -> last use to record
-	lastUse map[string]time.Time // token hash -> last use recorded
-	wake    chan struct{}
-	once    sync.Once
-	writeMu sync.Mutex // one writer at a time, so entries keep their order
+	mu       sync.Mutex
+	pending  []api.AuditEntry
+	touched  map[string]time.Time // token hash -> last use to record
+	lastUse  map[string]time.Time // token hash -> last use recorded
+	wake     chan struct{}
+	stopping <-chan struct{}
+	once     sync.Once
+	writeMu  sync.Mutex // one writer at a time, so entries keep their order
 }
 
-func newAuditLog(st store.Store, log *slog.Logger, now func() time.Time) *auditLog {
-	return &auditLog{store: st, log: log, now: now, touched: map[string]time.Time{}, lastUse: map[string]time.Time{}, wake: make(chan struct{}, 1)}
+// newAuditLog returns the audit log, whose writer stops with stopping
+// (the server then writes what is left with flush).
+func newAuditLog(st store.Store, log *slog.Logger, now func() time.Time, stopping <-chan struct{}) *auditLog {
+	return &auditLog{store: st, log: log, now: now, touched: map[string]time.Time{}, lastUse: map[string]time.Time{}, wake: make(chan struct{}, 1), stopping: stopping}
 }
 
 // audited says whether a call goes to the audit log: every call that may
@@ -87,7 +90,12 @@ func (a *auditLog) kick() {
 }
 
 func (a *auditLog) run() {
-	for range a.wake {
+	for {
+		select {
+		case <-a.stopping:
+			return
+		case <-a.wake:
+		}
 		time.Sleep(20 * time.Millisecond) // gather a batch
 		a.flush(context.Background())
 	}

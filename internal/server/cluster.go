@@ -140,7 +140,8 @@ func (r *replication) receive(topic, payload string) {
 		r.s.hub.Deliver(payload, controller.Message{Kind: controller.KindSync})
 	case topicSSH:
 		var a sshAsk
-		if json.Unmarshal([]byte(payload), &a) == nil && r.s.hub.Connected(a.Node) {
+		// This replica's own asks are kept where they are made.
+		if json.Unmarshal([]byte(payload), &a) == nil && a.Replica != r.s.cfg.AdvertiseURL {
 			go r.s.askAgentSSH(a)
 		}
 	case topicChanges:

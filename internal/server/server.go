@@ -129,7 +129,7 @@ func New(ctx context.Context, cfg config.Server, log *slog.Logger) (*Server, err
 	s := &Server{cfg: cfg, log: log.With("replica", cfg.Replica), store: st, hub: controller.NewHub(),
 		changes: controller.NewBroadcast(), stopping: make(chan struct{}), access: newAccessCache()}
 	log = s.log
-	s.audit = newAuditLog(st, log, s.now)
+	s.audit = newAuditLog(st, log, s.now, s.stopping)
 	if s.tls, s.caFingerprint, err = serverTLS(cfg); err != nil {
 		st.Close()
 		return nil, err
@@ -203,6 +203,7 @@ func New(ctx context.Context, cfg config.Server, log *slog.Logger) (*Server, err
 	s.ctrl = controller.New(controller.Options{Store: counted, Catalog: cat, Config: cfg, Providers: providers, AttachedProvider: s.attachedProvider,
 		Hub: s.hub, Changes: s.changes, Log: log.With("component", "controller"), NodeToken: s.nodeToken, IdentityToken: s.jobIdentityToken, SecretBox: s.svc.SecretBox, Now: cfg.Clock, Metrics: s.stats, Parents: s.svc, Silent: s.svc.Silent})
 	s.hub.Sent = s.svc.Recheck
+	s.svc.Placer = s.ctrl
 	if c, ok := st.(store.Cluster); ok {
 		s.repl = newReplication(s, c)
 		s.hub.Relay = s.repl.relay

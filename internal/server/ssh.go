@@ -30,11 +30,74 @@ const sshDialBack = 30 * time.Second
 type sshRelay struct {
 	mu      sync.Mutex
 	waiting map[string]sshWait
+	// asks are the requests for agents whose stream was not connected
+	// here when they came (a node is idle once its agent registered, a
+	// moment before its stream connects; an agent reconnecting), by
+	// connection ID: they are delivered when the stream connects, until
+	// the client stops waiting.
+	asks map[string]sshPending
 }
 
 type sshWait struct {
 	node string
 	conn chan net.Conn
+}
+
+// sshPending is an SSH request for node's agent, kept until its stream
+// connects here or until, when the client stops waiting.
+type sshPending struct {
+	node    string
+	until   time.Time
+	deliver func() // asks the agent, connected now
+}
+
+// keepAsk keeps an SSH request for node's agent until its stream connects
+// here (deliverAsks), or until the client stops waiting.
+func (s *Server) keepAsk(id, node string, deliver func()) {
+	now := time.Now()
+	s.ssh.mu.Lock()
+	defer s.ssh.mu.Unlock()
+	if s.ssh.asks == nil {
+		s.ssh.asks = map[string]sshPending{}
+	}
+	for k, p := range s.ssh.asks {
+		if now.After(p.until) {
+			delete(s.ssh.asks, k)
+		}
+	}
+	if _, ok := s.ssh.asks[id]; !ok {
+		s.ssh.asks[id] = sshPending{node: node, until: now.Add(sshDialBack), deliver: deliver}
+	}
+}
+
+// dropAsk forgets SSH request id, and reports whether it was still kept
+// (no stream of its node connected here since).
+func (s *Server) dropAsk(id string) bool {
+	s.ssh.mu.Lock()
+	defer s.ssh.mu.Unlock()
+	_, ok := s.ssh.asks[id]
+	delete(s.ssh.asks, id)
+	return ok
+}
+
+// deliverAsks asks node's agent, whose stream just connected here, for
+// the SSH connections kept for it.
+func (s *Server) deliverAsks(node string) {
+	now := time.Now()
+	var due []func()
+	s.ssh.mu.Lock()
+	for id, p := range s.ssh.asks {
+		if p.node == node {
+			delete(s.ssh.asks, id)
+			if now.Before(p.until) {
+				due = append(due, p.deliver)
+			}
+		}
+	}
+	s.ssh.mu.Unlock()
+	for _, d := range due {
+		d()
+	}
 }
 
 func (s *Server) sshRoutes(ws string) []route {
@@ -75,14 +138,19 @@ func (s *Server) sshConnect(w http.ResponseWriter, r *http.Request) {
 		delete(s.ssh.waiting, id)
 		s.ssh.mu.Unlock()
 	}()
-	if !s.hub.Deliver(t.Node, controller.Message{Kind: "ssh", Data: t.Open}) {
+	// The request is kept before it is delivered: a stream that connects
+	// in between delivers it (the agent ignores a second ask for one
+	// connection: its dial-back finds no client waiting).
+	ask := controller.Message{Kind: "ssh", Data: t.Open}
+	s.keepAsk(id, t.Node, func() { s.hub.Deliver(t.Node, ask) })
+	defer s.dropAsk(id)
+	if s.hub.Deliver(t.Node, ask) {
+		s.dropAsk(id)
+	} else if s.repl != nil {
 		// Another replica may hold the agent's stream: it asks the agent
 		// to dial this one back.
 		ask := sshAsk{Workspace: r.PathValue("workspace"), Compute: r.PathValue("name"), Node: t.Node, ID: id, Replica: s.cfg.AdvertiseURL}
-		if s.repl == nil || s.repl.askSSH(r.Context(), ask) != nil {
-			writeProblem(w, &api.Problem{Status: 503, Code: "Unavailable", Detail: fmt.Sprintf("the agent of node %s is not connected to this server (it may be starting or reconnecting); retry in a few seconds", t.Node)})
-			return
-		}
+		_ = s.repl.askSSH(r.Context(), ask) // failing, it is this replica's, kept
 	}
 	var agent net.Conn
 	timer := time.NewTimer(sshDialBack)
@@ -90,6 +158,10 @@ func (s *Server) sshConnect(w http.ResponseWriter, r *http.Request) {
 	select {
 	case agent = <-ch:
 	case <-timer.C:
+		if s.dropAsk(id) && s.repl == nil {
+			writeProblem(w, &api.Problem{Status: 503, Code: "Unavailable", Detail: fmt.Sprintf("the agent of node %s did not connect to this server within %s (it may be starting, reconnecting or stopped); retry in a few seconds", t.Node, sshDialBack)})
+			return
+		}
 		writeProblem(w, &api.Problem{Status: 504, Code: "GatewayTimeout", Detail: fmt.Sprintf("the agent of node %s did not answer the SSH request within %s; see the node's agent log", t.Node, sshDialBack)})
 		return
 	case <-r.Context().Done():
@@ -108,8 +180,14 @@ func (s *Server) sshConnect(w http.ResponseWriter, r *http.Request) {
 }
 
 // askAgentSSH asks a node's agent, connected here, to dial back the
-// replica where a client waits (a.Replica) for SSH connection a.ID.
+// replica where a client waits (a.Replica) for SSH connection a.ID. An
+// agent not connected here is asked should its stream connect here
+// before the client stops waiting.
 func (s *Server) askAgentSSH(a sshAsk) {
+	if !s.hub.Connected(a.Node) {
+		s.keepAsk(a.ID, a.Node, func() { go s.askAgentSSH(a) })
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), sshDialBack)
 	defer cancel()
 	t, err := s.svc.SSH(ctx, a.Workspace, a.Compute, a.Node)

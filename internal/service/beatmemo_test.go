@@ -220,14 +220,14 @@ func TestDueHeartbeatsShareATransaction(t *testing.T) {
 // lastSeen is node id's last heartbeat as the store holds it.
 func lastSeen(t *testing.T, st store.Store, id string) time.Time {
 	t.Helper()
-	var b store.NodeBeat
+	var n *api.Node
 	if err := st.View(context.Background(), func(tx store.Tx) (err error) {
-		_, b, err = tx.GetNodeBeat(context.Background(), id)
+		n, err = tx.GetNode(context.Background(), id)
 		return err
 	}); err != nil {
 		t.Fatal(err)
 	}
-	return b.LastHeartbeat
+	return n.LastHeartbeat
 }
 
 // TestHeardHeartbeatKeepsANodeAlive: a heartbeat still waiting for the

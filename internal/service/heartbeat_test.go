@@ -34,14 +34,25 @@ func (g *gatedStore) Update(ctx context.Context, fn func(store.Tx) error) error 
 }
 
 // failingJobs is a store whose reads of job "broken" fail, as PostgreSQL
-// fails a read it cannot make.
-type failingJobs struct{ store.Store }
-
-func (f failingJobs) Update(ctx context.Context, fn func(store.Tx) error) error {
-	return f.Store.Update(ctx, func(tx store.Tx) error { return fn(failingJobsTx{tx}) })
+// fails a read it cannot make. It counts the savepoints taken.
+type failingJobs struct {
+	store.Store
+	savepoints *atomic.Int64
 }
 
-type failingJobsTx struct{ store.Tx }
+func (f failingJobs) Update(ctx context.Context, fn func(store.Tx) error) error {
+	return f.Store.Update(ctx, func(tx store.Tx) error { return fn(failingJobsTx{tx, f.savepoints}) })
+}
+
+type failingJobsTx struct {
+	store.Tx
+	savepoints *atomic.Int64
+}
+
+func (t failingJobsTx) Savepoint(ctx context.Context, fn func() error) error {
+	t.savepoints.Add(1)
+	return t.Tx.Savepoint(ctx, fn)
+}
 
 func (t failingJobsTx) GetJob(ctx context.Context, ws, name string) (*api.Job, error) {
 	if name == "broken" {
@@ -54,7 +65,8 @@ func (t failingJobsTx) GetJob(ctx context.Context, ws, name string) (*api.Job, e
 // being written are written together in the next transaction, each
 // answered once that committed; a node whose record is gone gets its own
 // not-found answer, and one whose heartbeat the store fails on gets its
-// own error, without failing the others.
+// own error, without failing the others. Only a heartbeat that needs the
+// store's reads takes a savepoint.
 func TestHeartbeatsShareTransactions(t *testing.T) {
 	ctx := t.Context()
 	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "tide.db"), slog.New(slog.DiscardHandler))
@@ -73,7 +85,8 @@ func TestHeartbeatsShareTransactions(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	g := &gatedStore{Store: failingJobs{st}, release: make(chan struct{})}
+	savepoints := new(atomic.Int64)
+	g := &gatedStore{Store: failingJobs{st, savepoints}, release: make(chan struct{})}
 	s := &Service{Store: g}
 	ids := []string{"first"} // written alone, held by the gate
 	for i := range nodes {
@@ -120,6 +133,12 @@ func TestHeartbeatsShareTransactions(t *testing.T) {
 	wg.Wait()
 	if n := g.updates.Load(); n != 2 {
 		t.Errorf("%d write transactions for %d heartbeats, want 2 (one alone, then the rest together)", n, len(ids))
+	}
+	// The batch reads and writes the heartbeats' columns in one statement
+	// each; only the node whose agent runs something the store must be
+	// asked about takes a savepoint.
+	if n := savepoints.Load(); n != 1 {
+		t.Errorf("%d savepoints for %d heartbeats, one of them running an assignment the node does not hold: want 1", n, len(ids))
 	}
 	var nf *Error
 	if !errors.As(errs[0], &nf) || nf.Status != 404 {

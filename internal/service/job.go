@@ -47,7 +47,9 @@ func (s *Service) SubmitJob(ctx context.Context, ws string, j *api.Job) (*api.Jo
 		engineErr = s.DockerEngine(ctx)
 	}
 	ctx = s.lookUpSnapshots(ctx, j)
+	var push func() // the placement's, when the job was placed at once
 	err := s.inWriteBatch(ctx, func(ctx context.Context, tx store.Tx) error {
+		push = nil
 		if spec.IsServerless(j) {
 			// Its hidden compute is written before the job.
 			if _, err := s.workspace(ctx, tx, ws); err != nil {
@@ -67,8 +69,16 @@ func (s *Service) SubmitJob(ctx context.Context, ws string, j *api.Job) (*api.Jo
 			if _, werr := s.workspace(ctx, tx, ws); errors.As(werr, &missing) {
 				return werr
 			}
+			return err
+		}
+		if s.Placer != nil {
+			push, err = s.Placer.PlaceSubmitted(ctx, tx, j)
 		}
 		return err
+	}, func() {
+		if push != nil {
+			push()
+		}
 	})
 	if err != nil {
 		return nil, s.mapStoreErr(err, "job", j.Name)

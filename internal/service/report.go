@@ -116,7 +116,7 @@ func (s *Service) ReportStatus(ctx context.Context, nodeID string, st api.Assign
 			events = append(events, ended...)
 		}
 		return tx.PutJob(ctx, j, "", events...)
-	})
+	}, nil)
 }
 
 // keepEmptyArtifacts writes the empty files and folders a later attempt's

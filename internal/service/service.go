@@ -77,6 +77,10 @@ type Service struct {
 	Log     *slog.Logger
 	// Notify is called after a change the controller must act on.
 	Notify func()
+	// Placer places a command job in its submission's transaction when
+	// the scheduler would place it at once; nil leaves every job to the
+	// controller's next turn.
+	Placer Placer
 	// Now is the clock; tests inject one.
 	Now func() time.Time
 	// Blobs tells whether code and data snapshots were uploaded.
@@ -112,6 +116,14 @@ type Service struct {
 
 	beats   heartbeats  // waiting for their transaction (heartbeat.go)
 	submits submissions // waiting for their transaction (submit.go)
+}
+
+// Placer places a job as it is submitted (controller.Controller).
+type Placer interface {
+	// PlaceSubmitted places j, just written Queued in tx, in tx if it is
+	// to run at once, updates j to what it wrote, and returns what to do
+	// once tx has committed (nil: nothing was placed).
+	PlaceSubmitted(ctx context.Context, tx store.Tx, j *api.Job) (func(), error)
 }
 
 func (s *Service) now() time.Time {

@@ -43,6 +43,7 @@ type submissions struct {
 type submission struct {
 	ctx  context.Context // the request's: its values (who submits)
 	fn   func(ctx context.Context, tx store.Tx) error
+	then func()        // once fn's writes committed (nil: nothing)
 	err  error         // fn's, or the transaction's
 	done chan struct{} // closed once written (or failed)
 }
@@ -51,9 +52,13 @@ type submission struct {
 // submissions (and status reports) that arrive meanwhile, and returns once that transaction
 // has committed (nil) or fn's writes were undone (fn's error, or the
 // transaction's). fn may run more than once, as in store.Store.Update.
-func (s *Service) inWriteBatch(ctx context.Context, fn func(ctx context.Context, tx store.Tx) error) error {
+// then, if not nil, runs once fn's writes have committed, on the
+// goroutine that wrote them, before inWriteBatch returns: what fn's
+// writes allow (an assignment's push) need not wait for the request's
+// goroutine to run again.
+func (s *Service) inWriteBatch(ctx context.Context, fn func(ctx context.Context, tx store.Tx) error, then func()) error {
 	g := &s.submits
-	m := &submission{ctx: ctx, fn: fn, done: make(chan struct{})}
+	m := &submission{ctx: ctx, fn: fn, then: then, done: make(chan struct{})}
 	g.mu.Lock()
 	g.next = append(g.next, m)
 	if !g.writing {
@@ -139,6 +144,9 @@ func (s *Service) writeSubmitBatch(batch []*submission) {
 	for _, m := range batch {
 		if err != nil {
 			m.err = err
+		}
+		if m.err == nil && m.then != nil {
+			m.then()
 		}
 		close(m.done)
 	}

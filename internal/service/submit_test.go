@@ -178,7 +178,7 @@ func TestSubmissionErrorsStayTheirOwn(t *testing.T) {
 		},
 		put("good-3"),
 	}
-	errs := submitInTwoBatches(t, s, g, len(subs), func(i int) error { return s.inWriteBatch(ctx, subs[i]) })
+	errs := submitInTwoBatches(t, s, g, len(subs), func(i int) error { return s.inWriteBatch(ctx, subs[i], nil) })
 	for i, name := range []string{"alone", "good-1", "panics", "good-2", "rejected", "good-3"} {
 		bad := name == "panics" || name == "rejected"
 		switch {

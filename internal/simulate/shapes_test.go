@@ -19,11 +19,14 @@ import (
 // work on. 5001-5003 were chosen before that version was run on them.
 // 6001-6003 were the fresh test seeds of the mix of two idle times tried
 // after it, which was not merged; its run on them, with the policy's
-// choices unchanged, is reported, so they are seen too.)
+// choices unchanged, is reported, so they are seen too. Every seed up to
+// 6003 is seen. 7001-7003 were fixed at 11:44 UTC on 2026-11-27, before
+// session 36's version was designed or run on them: they are its test
+// seeds, run once when its design is fixed.)
 var (
 	trainSeeds = []uint64{1, 2, 3, 11, 12, 13, 21, 22, 23}
-	seenSeeds  = []uint64{1001, 1002, 1003, 2001, 2002, 2003, 3001, 3002, 3003, 4001, 4002, 4003, 6001, 6002, 6003}
-	testSeeds  = []uint64{5001, 5002, 5003}
+	seenSeeds  = []uint64{1001, 1002, 1003, 2001, 2002, 2003, 3001, 3002, 3003, 4001, 4002, 4003, 5001, 5002, 5003, 6001, 6002, 6003}
+	testSeeds  = []uint64{7001, 7002, 7003}
 )
 
 // shape generates a trace of days days from a seeded random source.
@@ -31,18 +34,22 @@ type shape struct {
 	name string
 	gen  func(r *rand.Rand, days int) []Job
 	// target says TestAdaptiveGeneralises asserts the whole target for the
-	// shape (where it held on every test seed).
-	target bool
+	// shape with the frontier read as the lower envelope of the fixed
+	// points (frontierAt; where it held on every test seed), and curve
+	// that it asserts it with the frontier read as the curve of the fixed
+	// idle times (curveAt; decided on the training seeds before 7001-7003
+	// were run: it held on every training trace of every shape but sparse).
+	target, curve bool
 }
 
 var shapes = []shape{
-	{"poisson", genPoisson, false},
-	{"diurnal", genDiurnal, false},
-	{"bursty-batch", genBursty, true},
-	{"heavy-tail", genHeavyTail, false},
-	{"multi-gpu", genMultiGPU, false},
-	{"sparse", genSparse, false},
-	{"daily-batch", genDailyBatch, false},
+	{"poisson", genPoisson, false, true},
+	{"diurnal", genDiurnal, false, true},
+	{"bursty-batch", genBursty, true, true},
+	{"heavy-tail", genHeavyTail, false, true},
+	{"multi-gpu", genMultiGPU, false, true},
+	{"sparse", genSparse, false, false},
+	{"daily-batch", genDailyBatch, false, true},
 }
 
 // genTrace returns shape sh's trace for seed, days long.

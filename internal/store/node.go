@@ -1,8 +1,11 @@
 package store
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/tideml/tide/api"
@@ -16,6 +19,29 @@ type NodeBeat struct {
 	Utilization   *api.NodeUtilization `json:"utilization,omitempty"`
 	JobUsage      *api.JobUsage        `json:"job_usage,omitempty"`
 	Cache         *api.NodeCache       `json:"cache,omitempty"`
+}
+
+// NodeJobBeat is a node's job and heartbeat fields (Tx.NodeBeats).
+type NodeJobBeat struct {
+	Job  string
+	Beat NodeBeat
+}
+
+// MissingNode is the ErrNotFound a store's PutNodeBeats returns when it
+// wrote fewer nodes than beats holds: it names the first that tx does
+// not hold.
+func MissingNode(ctx context.Context, tx Tx, beats map[string]NodeBeat) error {
+	ids := slices.Sorted(maps.Keys(beats))
+	held, err := tx.NodeBeats(ctx, ids)
+	if err != nil {
+		return err
+	}
+	for _, id := range ids {
+		if _, ok := held[id]; !ok {
+			return NotFound("node", id)
+		}
+	}
+	return fmt.Errorf("recording the heartbeats of %d nodes: fewer written than held", len(ids))
 }
 
 // BeatOf returns n's heartbeat fields.

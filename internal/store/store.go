@@ -184,16 +184,19 @@ type Tx interface {
 	// are stored in all, and the cursor to pass next time. As with
 	// ChangedJobs, a write this transaction does not see is listed by a
 	// later call and a node may be listed again unchanged. Heartbeats
-	// (PutNodeBeat) are not listed, and neither are deletions: a caller
+	// (PutNodeBeats) are not listed, and neither are deletions: a caller
 	// that keeps every node finds those when its nodes, with the changed
 	// ones, are more than the total.
 	ChangedNodes(ctx context.Context, cursor string) ([]api.Node, int, string, error)
-	// GetNodeBeat returns a node's job and its heartbeat fields without
-	// decoding its record.
-	GetNodeBeat(ctx context.Context, id string) (job string, b NodeBeat, err error)
-	// PutNodeBeat writes a node's heartbeat fields alone: not a change
-	// ChangedNodes lists.
-	PutNodeBeat(ctx context.Context, id string, b NodeBeat) error
+	// NodeBeats returns the job and heartbeat fields of each of the nodes
+	// ids that exists, by ID, without decoding their records: one
+	// statement for a batch of heartbeats.
+	NodeBeats(ctx context.Context, ids []string) (map[string]NodeJobBeat, error)
+	// PutNodeBeats writes the heartbeat fields alone of each node in
+	// beats (by ID), in one statement: not a change ChangedNodes lists.
+	// It returns ErrNotFound when one of them does not exist; the
+	// transaction must then fail, others may have been written.
+	PutNodeBeats(ctx context.Context, beats map[string]NodeBeat) error
 	// NodesSeenBefore lists the nodes whose last heartbeat is before t,
 	// with those that never sent one (LastSeen zero): what liveness
 	// checks.

@@ -81,7 +81,7 @@ func TestAttachedCluster(t *testing.T) {
 	defer func() { srv.Shutdown() }()
 	defer func() {
 		if t.Failed() {
-			c.dump(t, srv)
+			c.dump(t, srv, "cpu-cluster")
 		}
 	}()
 	kc, err := os.ReadFile(c.kubeconfig)

@@ -378,7 +378,7 @@ func TestEndToEnd(t *testing.T) {
 	defer func() { srv.Shutdown() }()
 	defer func() {
 		if t.Failed() {
-			c.dump(t, srv)
+			c.dump(t, srv, "cpu-cluster")
 		}
 	}()
 	srv.PutCompute("name: cpu-cluster\ntype: amlcompute\nsize: Standard_DS3_v2\nmin_instances: 0\nmax_instances: 2\nidle_time_before_scale_down: 600\n")
@@ -521,14 +521,14 @@ func TestPodName(t *testing.T) {
 
 // dump logs the compute's events, its nodes and the agents' output, to
 // explain a failure.
-func (c *cluster) dump(t *testing.T, srv *servertest.Server) {
+func (c *cluster) dump(t *testing.T, srv *servertest.Server, compute string) {
 	ctx := context.Background()
-	if evs, err := srv.Client.ComputeEvents(ctx, "default", "cpu-cluster"); err == nil {
+	if evs, err := srv.Client.ComputeEvents(ctx, "default", compute); err == nil {
 		for _, e := range evs {
 			t.Logf("event %s: %s", e.Kind, e.Message)
 		}
 	}
-	if nodes, err := srv.Client.Nodes(ctx, "default", "cpu-cluster"); err == nil {
+	if nodes, err := srv.Client.Nodes(ctx, "default", compute); err == nil {
 		for _, n := range nodes {
 			t.Logf("node %s: %s %s", n.ID, n.State, n.Error)
 		}

@@ -21,11 +21,14 @@ func TestSSHIntoPod(t *testing.T) {
 	c := requireCluster(t)
 	srv, _ := c.startServer(t)
 	defer func() { srv.Shutdown() }()
-	defer func() {
-		if t.Failed() {
-			c.dump(t, srv)
+	dumped := false
+	dump := func() {
+		if t.Failed() && !dumped {
+			dumped = true
+			c.dump(t, srv, "pod-ssh")
 		}
-	}()
+	}
+	defer dump()
 	alice, mallory := newSigner(t), newSigner(t)
 	key := strings.TrimSpace(string(ssh.MarshalAuthorizedKey(alice.PublicKey())))
 	srv.PutCompute("name: pod-ssh\ntype: amlcompute\nsize: Standard_DS3_v2\nmin_instances: 1\nmax_instances: 1\nidle_time_before_scale_down: 600\n" +
@@ -94,6 +97,7 @@ func TestSSHIntoPod(t *testing.T) {
 			t.Errorf("ssh %s@%s with key %s: %v; want refused (unable to authenticate)", tc.user, node.ID, ssh.FingerprintSHA256(tc.signer.PublicKey()), err)
 		}
 	}
+	dump() // while the pod and its agent's output are there
 	srv.DeleteCompute("pod-ssh", 60*time.Second)
 }
 

@@ -144,43 +144,72 @@ func (x *tx) ChangedNodes(ctx context.Context, cursor string) ([]api.Node, int, 
 	return ns, total, next, err
 }
 
-// GetNodeBeat implements store.Tx.
-func (x *tx) GetNodeBeat(ctx context.Context, id string) (string, store.NodeBeat, error) {
-	var job string
-	var beat *string
-	err := x.tx.QueryRow(ctx, `SELECT coalesce(doc->>'job', ''), beat FROM nodes WHERE id = $1`, id).Scan(&job, &beat)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return "", store.NodeBeat{}, store.NotFound("node", id)
+// NodeBeats implements store.Tx. The rows are locked in ID order, as a
+// batch of heartbeats then writes them.
+func (x *tx) NodeBeats(ctx context.Context, ids []string) (map[string]store.NodeJobBeat, error) {
+	out := make(map[string]store.NodeJobBeat, len(ids))
+	if len(ids) == 0 {
+		return out, nil
 	}
+	rows, err := x.tx.Query(ctx, `SELECT id, coalesce(doc->>'job', ''), beat FROM nodes WHERE id = ANY($1) ORDER BY id FOR UPDATE`, ids)
 	if err != nil {
-		return "", store.NodeBeat{}, fmt.Errorf("getting node %s: %w", id, err)
+		return nil, fmt.Errorf("getting the heartbeats of %d nodes: %w", len(ids), err)
 	}
-	if beat == nil { // written before heartbeats had their column
+	var old []string // written before heartbeats had their column
+	for rows.Next() {
+		var id string
+		var jb store.NodeJobBeat
+		var beat *string
+		if err := rows.Scan(&id, &jb.Job, &beat); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("getting the heartbeats of %d nodes: %w", len(ids), err)
+		}
+		if beat == nil {
+			old = append(old, id)
+			continue
+		}
+		if err := json.Unmarshal([]byte(*beat), &jb.Beat); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("decoding node %s: %w", id, err)
+		}
+		out[id] = jb
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("getting the heartbeats of %d nodes: %w", len(ids), err)
+	}
+	for _, id := range old {
 		n, err := x.GetNode(ctx, id)
 		if err != nil {
-			return "", store.NodeBeat{}, err
+			return nil, err
 		}
-		return n.Job, store.BeatOf(n), nil
+		out[id] = store.NodeJobBeat{Job: n.Job, Beat: store.BeatOf(n)}
 	}
-	var b store.NodeBeat
-	if err := json.Unmarshal([]byte(*beat), &b); err != nil {
-		return "", store.NodeBeat{}, fmt.Errorf("decoding node %s: %w", id, err)
-	}
-	return job, b, nil
+	return out, nil
 }
 
-// PutNodeBeat implements store.Tx.
-func (x *tx) PutNodeBeat(ctx context.Context, id string, b store.NodeBeat) error {
-	beat, seen, err := store.EncodeBeat(b)
-	if err != nil {
-		return fmt.Errorf("encoding the heartbeat of node %s: %w", id, err)
+// PutNodeBeats implements store.Tx: the heartbeats go as three arrays.
+func (x *tx) PutNodeBeats(ctx context.Context, beats map[string]store.NodeBeat) error {
+	if len(beats) == 0 {
+		return nil
 	}
-	tag, err := x.tx.Exec(ctx, `UPDATE nodes SET beat = $1, last_seen = $2 WHERE id = $3`, string(beat), seen, id)
-	if err != nil {
-		return fmt.Errorf("recording the heartbeat of node %s: %w", id, err)
+	ids := make([]string, 0, len(beats))
+	docs := make([]string, 0, len(beats))
+	seens := make([]int64, 0, len(beats))
+	for id, b := range beats {
+		beat, seen, err := store.EncodeBeat(b)
+		if err != nil {
+			return fmt.Errorf("encoding the heartbeat of node %s: %w", id, err)
+		}
+		ids, docs, seens = append(ids, id), append(docs, string(beat)), append(seens, seen)
 	}
-	if tag.RowsAffected() == 0 {
-		return store.NotFound("node", id)
+	tag, err := x.tx.Exec(ctx, `UPDATE nodes SET beat = b.beat::jsonb, last_seen = b.seen
+		FROM unnest($1::text[], $2::text[], $3::bigint[]) AS b(id, beat, seen) WHERE nodes.id = b.id`, ids, docs, seens)
+	if err != nil {
+		return fmt.Errorf("recording the heartbeats of %d nodes: %w", len(beats), err)
+	}
+	if int(tag.RowsAffected()) != len(beats) {
+		return store.MissingNode(ctx, x, beats)
 	}
 	return nil
 }

@@ -156,46 +156,89 @@ func (x *tx) ChangedNodes(ctx context.Context, cursor string) ([]api.Node, int, 
 	return ns, total, next, err
 }
 
-// GetNodeBeat implements store.Tx.
-func (x *tx) GetNodeBeat(ctx context.Context, id string) (string, store.NodeBeat, error) {
-	var job string
-	var beat sql.NullString
-	err := x.queryRow(ctx, `SELECT coalesce(json_extract(doc, '$.job'), ''), beat FROM nodes WHERE id = ?`, id).Scan(&job, &beat)
-	if errors.Is(err, sql.ErrNoRows) {
-		return "", store.NodeBeat{}, store.NotFound("node", id)
+// The statements of a batch of heartbeats: each finds its nodes by ID
+// (TestFeedQueriesUseTheirIndexes).
+const (
+	nodeBeatsQuery    = `SELECT id, coalesce(json_extract(doc, '$.job'), ''), beat FROM nodes WHERE id IN (SELECT value FROM json_each(?))`
+	putNodeBeatsQuery = `UPDATE nodes SET beat = json_extract(b.value, '$[0]'), last_seen = json_extract(b.value, '$[1]')
+		FROM json_each(?) AS b WHERE nodes.id = b.key`
+)
+
+// NodeBeats implements store.Tx: the IDs go as one JSON array.
+func (x *tx) NodeBeats(ctx context.Context, ids []string) (map[string]store.NodeJobBeat, error) {
+	out := make(map[string]store.NodeJobBeat, len(ids))
+	if len(ids) == 0 {
+		return out, nil
 	}
+	list, err := json.Marshal(ids)
 	if err != nil {
-		return "", store.NodeBeat{}, fmt.Errorf("getting node %s: %w", id, err)
+		return nil, err
 	}
-	if !beat.Valid { // written before heartbeats had their column
+	rows, err := x.query(ctx, nodeBeatsQuery, string(list))
+	if err != nil {
+		return nil, fmt.Errorf("getting the heartbeats of %d nodes: %w", len(ids), err)
+	}
+	var old []string // written before heartbeats had their column
+	for rows.Next() {
+		var id string
+		var jb store.NodeJobBeat
+		var beat sql.NullString
+		if err := rows.Scan(&id, &jb.Job, &beat); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("getting the heartbeats of %d nodes: %w", len(ids), err)
+		}
+		if !beat.Valid {
+			old = append(old, id)
+			continue
+		}
+		if err := json.Unmarshal([]byte(beat.String), &jb.Beat); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("decoding node %s: %w", id, err)
+		}
+		out[id] = jb
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("getting the heartbeats of %d nodes: %w", len(ids), err)
+	}
+	for _, id := range old {
 		n, err := x.GetNode(ctx, id)
 		if err != nil {
-			return "", store.NodeBeat{}, err
+			return nil, err
 		}
-		return n.Job, store.BeatOf(n), nil
+		out[id] = store.NodeJobBeat{Job: n.Job, Beat: store.BeatOf(n)}
 	}
-	var b store.NodeBeat
-	if err := json.Unmarshal([]byte(beat.String), &b); err != nil {
-		return "", store.NodeBeat{}, fmt.Errorf("decoding node %s: %w", id, err)
-	}
-	return job, b, nil
+	return out, nil
 }
 
-// PutNodeBeat implements store.Tx.
-func (x *tx) PutNodeBeat(ctx context.Context, id string, b store.NodeBeat) error {
-	beat, seen, err := store.EncodeBeat(b)
-	if err != nil {
-		return fmt.Errorf("encoding the heartbeat of node %s: %w", id, err)
+// PutNodeBeats implements store.Tx: the heartbeats go as one JSON object,
+// {ID: [beat, last_seen]}.
+func (x *tx) PutNodeBeats(ctx context.Context, beats map[string]store.NodeBeat) error {
+	if len(beats) == 0 {
+		return nil
 	}
-	res, err := x.exec(ctx, `UPDATE nodes SET beat = ?, last_seen = ? WHERE id = ?`, string(beat), seen, id)
-	if err != nil {
-		return fmt.Errorf("recording the heartbeat of node %s: %w", id, err)
-	}
-	if n, err := res.RowsAffected(); err != nil || n == 0 {
+	rows := make(map[string][2]any, len(beats))
+	for id, b := range beats {
+		beat, seen, err := store.EncodeBeat(b)
 		if err != nil {
-			return fmt.Errorf("recording the heartbeat of node %s: %w", id, err)
+			return fmt.Errorf("encoding the heartbeat of node %s: %w", id, err)
 		}
-		return store.NotFound("node", id)
+		rows[id] = [2]any{string(beat), seen}
+	}
+	arg, err := json.Marshal(rows)
+	if err != nil {
+		return err
+	}
+	res, err := x.exec(ctx, putNodeBeatsQuery, string(arg))
+	if err != nil {
+		return fmt.Errorf("recording the heartbeats of %d nodes: %w", len(beats), err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return fmt.Errorf("recording the heartbeats of %d nodes: %w", len(beats), err)
+	}
+	if int(n) != len(beats) {
+		return store.MissingNode(ctx, x, beats)
 	}
 	return nil
 }

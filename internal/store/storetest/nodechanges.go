@@ -3,6 +3,7 @@ package storetest
 import (
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -71,7 +72,7 @@ func testChangedNodes(t *testing.T, open Opener) {
 
 	// A heartbeat is no change, but reads see it.
 	beat := store.NodeBeat{LastHeartbeat: when(5), Utilization: &api.NodeUtilization{CPUPercent: 42}, JobUsage: &api.JobUsage{CPUSeconds: 3}}
-	update(t, s, func(tx store.Tx) error { return tx.PutNodeBeat(ctx, "a", beat) })
+	update(t, s, func(tx store.Tx) error { return tx.PutNodeBeats(ctx, map[string]store.NodeBeat{"a": beat}) })
 	if ids, _, next = changedNodes(t, s, next); exact && slices.Contains(ids, "a") {
 		t.Errorf("ChangedNodes after a heartbeat of a = %v: a heartbeat is no change", ids)
 	}
@@ -83,10 +84,6 @@ func testChangedNodes(t *testing.T, open Opener) {
 		if got.State != api.NodeRunning || got.Job != "job-0" || !reflect.DeepEqual(store.BeatOf(got), store.BeatOf(&api.Node{
 			LastHeartbeat: when(5).UTC(), Utilization: beat.Utilization, JobUsage: beat.JobUsage})) {
 			t.Errorf("GetNode after a heartbeat = %+v, want the record with the heartbeat's fields", *got)
-		}
-		job, gb, err := tx.GetNodeBeat(ctx, "a")
-		if err != nil || job != "job-0" || !gb.LastHeartbeat.Equal(when(5)) || gb.Utilization == nil || gb.Utilization.CPUPercent != 42 {
-			t.Errorf("GetNodeBeat = %q, %+v, %v; want job-1 and the heartbeat", job, gb, err)
 		}
 		seen, err := tx.NodesSeenBefore(ctx, when(3))
 		if err != nil {
@@ -102,8 +99,35 @@ func testChangedNodes(t *testing.T, open Opener) {
 		}
 		return nil
 	})
-	err := s.Update(ctx, func(tx store.Tx) error { return tx.PutNodeBeat(ctx, "missing", beat) })
+	// (NodeBeats locks the nodes it reads: it runs in an update.)
+	update(t, s, func(tx store.Tx) error {
+		held, err := tx.NodeBeats(ctx, []string{"a", "missing", "b"})
+		gb := held["a"].Beat
+		if err != nil || len(held) != 2 || held["a"].Job != "job-0" || !gb.LastHeartbeat.Equal(when(5)) || gb.Utilization == nil || gb.Utilization.CPUPercent != 42 ||
+			held["b"].Job != "job-1" || !held["b"].Beat.LastHeartbeat.Equal(when(1)) {
+			t.Errorf("NodeBeats(a, missing, b) = %+v, %v; want a's job-0 and the heartbeat, b's job-1 and its first", held, err)
+		}
+		return nil
+	})
+	err := s.Update(ctx, func(tx store.Tx) error {
+		return tx.PutNodeBeats(ctx, map[string]store.NodeBeat{"b": beat, "missing": beat})
+	})
 	wantErr(t, "heartbeat of a missing node", err, store.ErrNotFound)
+	if err == nil || !strings.Contains(err.Error(), "missing") {
+		t.Errorf("heartbeats of b and a missing node: %v, want an error naming the missing node", err)
+	}
+	// Several nodes' heartbeats in one call.
+	two := map[string]store.NodeBeat{"a": {LastHeartbeat: when(6), Cache: &api.NodeCache{Hits: 7}}, "b": {LastHeartbeat: when(7)}}
+	update(t, s, func(tx store.Tx) error { return tx.PutNodeBeats(ctx, two) })
+	view(t, s, func(tx store.Tx) error {
+		for id, want := range two {
+			got, err := tx.GetNode(ctx, id)
+			if err != nil || !reflect.DeepEqual(store.BeatOf(got), store.BeatOf(&api.Node{LastHeartbeat: want.LastHeartbeat.UTC(), Cache: want.Cache})) {
+				t.Errorf("node %s after PutNodeBeats: %+v, %v; want its heartbeat %+v", id, got, err, want)
+			}
+		}
+		return nil
+	})
 
 	// A deletion lists nothing; the total says it.
 	update(t, s, func(tx store.Tx) error { return tx.DeleteNode(ctx, "c") })

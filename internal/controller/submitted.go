@@ -1,0 +1,109 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"slices"
+
+	"github.com/tideml/tide/api"
+	"github.com/tideml/tide/internal/scheduler"
+	"github.com/tideml/tide/internal/store"
+)
+
+// submittedChecks bounds the nodes PlaceSubmitted reads beyond the ones
+// the job needs: the free nodes it knows of are the last turn's, and some
+// may have been taken since.
+const submittedChecks = 8
+
+// PlaceSubmitted places job j, which its submission has just written
+// Queued in tx, in that same transaction when the scheduler places it at
+// once: the job is the only one queued in its workspace (so no other job
+// is ahead of it, and no head reserves its compute's nodes) and enough of
+// its compute's nodes are free. It returns what to do once tx has
+// committed (push the assignment to the nodes' agents), or nil when it
+// left the job to the next turn. A job so placed starts without waiting
+// for a turn of the loop, whose reads, decisions and transaction of its
+// own were most of the time from submit to start on an idle node.
+//
+// The decision is scheduler.Place's, over the job and the free nodes of
+// its compute; the nodes are the ones the last turn left free (publishFree),
+// each read again in tx, so a node taken since is not used. It places
+// nothing until this replica leads and its first turn ran (the first turn
+// waits for the providers' reconciliation; see Run), nor serverless jobs
+// and jobs of instances, which a turn handles. j is updated to what was
+// written.
+func (c *Controller) PlaceSubmitted(ctx context.Context, tx store.Tx, j *api.Job) (func(), error) {
+	if !c.placing.Load() || j.Serverless != nil || j.Type != api.JobTypeCommand || j.Status != api.JobQueued {
+		return nil, nil
+	}
+	k := key(j.Workspace, j.Compute)
+	ids := (*c.freeNodes.Load())[k]
+	need := j.InstanceCount()
+	if len(ids) < need {
+		return nil, nil
+	}
+	if n, err := tx.QueuedJobs(ctx, j.Workspace); err != nil || n != 1 {
+		return nil, err
+	}
+	cp, err := tx.GetCompute(ctx, j.Workspace, j.Compute)
+	if err != nil {
+		return nil, err
+	}
+	if cp.ProvisioningState != api.ProvisioningSucceeded || cp.IsInstance() {
+		return nil, nil
+	}
+	var nodes []scheduler.Node
+	for i, id := range ids {
+		if len(nodes) == need || i == need+submittedChecks {
+			break
+		}
+		n, err := tx.GetNode(ctx, id)
+		if store.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if n.Workspace == j.Workspace && n.Compute == j.Compute && free(n) {
+			nodes = append(nodes, scheduler.Node{ID: n.ID, Compute: k, State: n.State, Job: n.Job})
+		}
+	}
+	placed := scheduler.Place([]scheduler.Job{{Key: key(j.Workspace, j.Name), Compute: k, Instances: need, Priority: j.Priority(), Seq: j.CreatedOn.UnixNano()}},
+		nodes, map[string]int{k: c.placeCap(cp)})
+	if len(placed.Assignments) == 0 {
+		return nil, nil
+	}
+	pushes, err := c.assignOne(ctx, tx, j.Workspace, j.Name, placed.Assignments[0].Nodes, map[string]*api.Compute{k: cp}, c.now().UTC())
+	if errors.Is(err, errMoved) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	cur, err := tx.GetJob(ctx, j.Workspace, j.Name)
+	if err != nil {
+		return nil, err
+	}
+	*j = *cur
+	return func() {
+		for _, p := range pushes {
+			c.hub.Push(p.node, Message{Kind: "assign", Data: p.a})
+		}
+	}, nil
+}
+
+// publishFree keeps, for PlaceSubmitted, the free nodes a turn left (the
+// free nodes it placed on, snodes, less the ones it assigned, busy), by
+// compute key and in ID order.
+func (c *Controller) publishFree(snodes []scheduler.Node, busy map[string]string) {
+	free := map[string][]string{}
+	for _, n := range snodes {
+		if _, ok := busy[n.ID]; !ok {
+			free[n.Compute] = append(free[n.Compute], n.ID)
+		}
+	}
+	for _, ids := range free {
+		slices.Sort(ids)
+	}
+	c.freeNodes.Store(&free)
+}
