@@ -109,10 +109,7 @@ func (c *Controller) assignOne(ctx context.Context, tx store.Tx, ws, name string
 	if err != nil {
 		// A secret deleted since submission: the job cannot run.
 		cur.Status, cur.Error, cur.EndTime = api.JobFailed, err.Error(), now
-		if err := tx.PutJob(ctx, cur, ""); err != nil {
-			return nil, err
-		}
-		return nil, tx.AddEvent(ctx, cur.Workspace, "job/"+cur.Name, &api.Event{Time: now, Kind: "Failed", Message: err.Error()})
+		return nil, tx.PutJob(ctx, cur, "", &api.Event{Time: now, Kind: "Failed", Message: err.Error()})
 	}
 	id := service.AssignmentID(cur.Workspace, cur.Name, cur.Attempt)
 	addrs := make([]string, len(nodes))
@@ -124,10 +121,7 @@ func (c *Controller) assignOne(ctx context.Context, tx store.Tx, ws, name string
 		cur.Ranks = append(cur.Ranks, api.JobRank{Node: n.ID})
 		addrs[i] = n.Address
 	}
-	if err := tx.PutJob(ctx, cur, ""); err != nil {
-		return nil, err
-	}
-	if err := tx.AddEvent(ctx, cur.Workspace, "job/"+cur.Name, &api.Event{Time: now, Kind: "Assigned",
+	if err := tx.PutJob(ctx, cur, "", &api.Event{Time: now, Kind: "Assigned",
 		Message: fmt.Sprintf("attempt %d placed on %s", cur.Attempt, strings.Join(nodeIDs, ", "))}); err != nil {
 		return nil, err
 	}

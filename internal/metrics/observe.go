@@ -55,9 +55,12 @@ func (w *watchedTx) AddEvent(ctx context.Context, ws, resource string, e *api.Ev
 	return nil
 }
 
-func (w *watchedTx) PutJob(ctx context.Context, j *api.Job, ifMatch string) error {
-	if err := w.Tx.PutJob(ctx, j, ifMatch); err != nil {
+func (w *watchedTx) PutJob(ctx context.Context, j *api.Job, ifMatch string, events ...*api.Event) error {
+	if err := w.Tx.PutJob(ctx, j, ifMatch, events...); err != nil {
 		return err
+	}
+	for _, e := range events {
+		w.events = append(w.events, watchedEvent{j.Workspace, "job/" + j.Name, *e})
 	}
 	if w.jobs == nil {
 		w.jobs = map[store.JobKey]*api.Job{}

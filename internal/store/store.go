@@ -119,7 +119,11 @@ type Tx interface {
 	// keeps the count as jobs change (triggers), so it costs one row however
 	// long the queue: admission asks it on every submission.
 	QueuedJobs(ctx context.Context, workspace string) (int, error)
-	PutJob(ctx context.Context, j *api.Job, ifMatch string) error
+	// PutJob writes j (as the Put methods do) and records events on it
+	// (resource "job/NAME", as AddEvent does, in order), in one statement
+	// where the store can: a job's change and the event that says so cost
+	// one round trip, not two. Nothing is recorded when j is not written.
+	PutJob(ctx context.Context, j *api.Job, ifMatch string, events ...*api.Event) error
 	// SetPendingReason sets the pending reason of a job that is queued, in
 	// its stored document, without the caller reading and writing the whole
 	// job: a job write as PutJob's (a new etag, listed by ChangedJobs). It
@@ -164,6 +168,13 @@ type Tx interface {
 	// and is a change ChangedNodes lists.
 	PutNode(ctx context.Context, n *api.Node) error
 	DeleteNode(ctx context.Context, id string) error
+	// ReleaseNode ends node id's run of assignment, in one statement and
+	// without reading the node: when the node's job is assignment, its job
+	// is cleared and, when it is Running, its state becomes state (since
+	// now) and, when reason is not empty, its error reason. It reports
+	// whether it wrote: not when the node is gone or runs something else.
+	// A write as PutNode's (ChangedNodes lists it).
+	ReleaseNode(ctx context.Context, id, assignment, state, reason string, now time.Time) (bool, error)
 	// NodeCursor returns a position in the stream of node writes: where a
 	// caller that has just listed the nodes in this transaction starts
 	// ChangedNodes.

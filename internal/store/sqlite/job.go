@@ -225,7 +225,7 @@ func jobsQuery(cols string, f store.JobFilter) (string, []any, error) {
 }
 
 // PutJob implements store.Tx.
-func (x *tx) PutJob(ctx context.Context, j *api.Job, ifMatch string) error {
+func (x *tx) PutJob(ctx context.Context, j *api.Job, ifMatch string, events ...*api.Event) error {
 	if j.Name == "" || j.Workspace == "" {
 		return fmt.Errorf("job %q in workspace %q: name and workspace must be set", j.Name, j.Workspace)
 	}
@@ -264,6 +264,13 @@ func (x *tx) PutJob(ctx context.Context, j *api.Job, ifMatch string) error {
 		return fmt.Errorf("putting job %s: %w", j.Name, err)
 	}
 	j.Etag = strconv.FormatInt(rev, 10)
+	// (Each a statement: SQLite runs in the process, so a statement
+	// saves no round trip.)
+	for _, e := range events {
+		if err := x.AddEvent(ctx, j.Workspace, "job/"+j.Name, e); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
