@@ -2,7 +2,6 @@ package agent
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	"github.com/tideml/tide/api"
+	"github.com/tideml/tide/internal/agent/beatline"
 )
 
 // stream holds the assignment stream and dispatches its events. Opened
@@ -38,7 +38,7 @@ func (a *agent) stream(ctx context.Context) error {
 	}
 	if line != nil {
 		a.beats.set(line)
-		defer close(line.ended)
+		defer line.End()
 		defer a.beats.drop(line)
 	}
 	// The watchdog cancels the request when the stream stays silent.
@@ -51,7 +51,7 @@ func (a *agent) stream(ctx context.Context) error {
 	}, func(ev sseEvent) error {
 		if ev.Name == "beat" || ev.Name == "beat_error" {
 			if line != nil {
-				line.answer(ev)
+				line.Answer(ev.Name, ev.Data)
 			}
 			return nil
 		}
@@ -73,22 +73,22 @@ func (a *agent) stream(ctx context.Context) error {
 //   - behind a proxy that passes a request on only once its body ended
 //     (nginx's proxy_request_buffering, on by default), no answer comes:
 //     streams are opened with GET for an hour.
-func (a *agent) openBeatStream(ctx context.Context) (*beatLine, *http.Response, error) {
+func (a *agent) openBeatStream(ctx context.Context) (*beatline.Line, *http.Response, error) {
 	if time.Now().UnixNano() < a.getUntil.Load() {
 		return nil, nil, nil
 	}
-	line := newBeatLine()
+	line := beatline.New()
 	// net/http writes a request's body while it waits for the answer,
 	// and should the connection fail first, it waits for that body to
 	// end before it returns the error: the body is ended when the session
 	// ends, and when no answer came in time.
-	stop := context.AfterFunc(ctx, func() { line.w.CloseWithError(context.Canceled) })
-	slow := time.AfterFunc(streamOpenTimeout, func() { line.w.CloseWithError(errNoStreamAnswer) })
-	resp, err := a.openStream(ctx, line.body)
+	stop := context.AfterFunc(ctx, func() { line.Close(context.Canceled) })
+	slow := time.AfterFunc(streamOpenTimeout, func() { line.Close(errNoStreamAnswer) })
+	resp, err := a.openStream(ctx, line.Body())
 	slow.Stop()
 	end := func() {
 		stop()
-		line.w.Close()
+		line.Close(nil)
 	}
 	switch {
 	case errors.Is(err, errNoStreamAnswer):
@@ -159,35 +159,17 @@ func (a *agent) openStream(ctx context.Context, body io.Reader) (*http.Response,
 // up: between sessions, with a server that takes the stream only with GET
 // (older servers answer 405), and for the rest of a session once a
 // heartbeat on its stream went unanswered. An answer counts as contact
-// with the server (fenceLoop) as a request's does.
+// with the server (fenceLoop) as a request's does. The line itself is
+// package beatline, which the benchmark's simulated agents share.
 
 // streamBeats is the current stream as it carries heartbeats.
 type streamBeats struct {
 	mu  sync.Mutex
-	cur *beatLine // nil: heartbeats go by request
-}
-
-// beatLine is one stream's heartbeats: w is its request's body, answers
-// its beat and beat_error events, ended closed once the stream ended.
-type beatLine struct {
-	body    *io.PipeReader
-	w       *io.PipeWriter
-	answers chan beatAnswer
-	ended   chan struct{}
-}
-
-type beatAnswer struct {
-	reply api.AgentHeartbeatReply
-	err   error
-}
-
-func newBeatLine() *beatLine {
-	r, w := io.Pipe()
-	return &beatLine{body: r, w: w, answers: make(chan beatAnswer, 4), ended: make(chan struct{})}
+	cur *beatline.Line // nil: heartbeats go by request
 }
 
 // line is the stream that carries heartbeats now, or nil.
-func (s *streamBeats) line() *beatLine {
+func (s *streamBeats) line() *beatline.Line {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.cur
@@ -195,14 +177,14 @@ func (s *streamBeats) line() *beatLine {
 
 // set makes l the line heartbeats go on (nil: by request). A line that
 // is no longer current stays off until the next stream.
-func (s *streamBeats) set(l *beatLine) {
+func (s *streamBeats) set(l *beatline.Line) {
 	s.mu.Lock()
 	s.cur = l
 	s.mu.Unlock()
 }
 
 // drop stops sending heartbeats on l, if it is current.
-func (s *streamBeats) drop(l *beatLine) {
+func (s *streamBeats) drop(l *beatline.Line) {
 	s.mu.Lock()
 	if s.cur == l {
 		s.cur = nil
@@ -210,74 +192,21 @@ func (s *streamBeats) drop(l *beatLine) {
 	s.mu.Unlock()
 }
 
-// answer hands a beat or beat_error event of stream l to the heartbeat
-// waiting for it.
-func (l *beatLine) answer(ev sseEvent) {
-	var ans beatAnswer
-	if ev.Name == "beat" {
-		if err := json.Unmarshal([]byte(ev.Data), &ans.reply); err != nil {
-			ans.err = &statusError{Code: http.StatusOK, Body: "undecodable heartbeat answer: " + err.Error()}
-		}
-	} else {
-		var p api.Problem
-		_ = json.Unmarshal([]byte(ev.Data), &p)
-		ans.err = &statusError{Code: p.Status, Body: p.Detail}
-	}
-	select {
-	case l.answers <- ans:
-	default: // no heartbeat waits for it: it gave up
-	}
-}
-
-// errStreamGone says a heartbeat could not be sent on, or was not
-// answered by, a stream that ended: it goes by request.
-var errStreamGone = errors.New("the assignment stream ended")
-
-// send sends hb on stream l and waits for its answer, or ctx's end. It
-// returns errStreamGone when the stream ended first.
-func (a *agent) sendOnStream(ctx context.Context, l *beatLine, hb api.AgentHeartbeat) (api.AgentHeartbeatReply, error) {
-	frame, err := json.Marshal(hb)
-	if err != nil {
-		return api.AgentHeartbeatReply{}, err
-	}
-	wrote := make(chan error, 1)
-	go func() {
-		_, err := l.w.Write(append(frame, '\n'))
-		wrote <- err
-	}()
-	select {
-	case err := <-wrote:
-		if err != nil {
-			return api.AgentHeartbeatReply{}, errStreamGone
-		}
-	case <-l.ended:
-		return api.AgentHeartbeatReply{}, errStreamGone
-	case <-ctx.Done():
-		// The connection takes nothing: it is stuck, and the session
-		// starts over.
-		l.w.CloseWithError(ctx.Err())
-		return api.AgentHeartbeatReply{}, ctx.Err()
-	}
-	select {
-	case ans := <-l.answers:
-		return ans.reply, ans.err
-	case <-l.ended:
-		return api.AgentHeartbeatReply{}, errStreamGone
-	case <-ctx.Done():
-		// Silence, as a request's timeout. A late answer would be
-		// taken for the next heartbeat's: the rest of this session's
-		// go by request.
-		a.beats.drop(l)
-		return api.AgentHeartbeatReply{}, ctx.Err()
-	}
-}
-
 // sendBeat sends heartbeat hb, on the stream while one carries them, else
-// (or when the stream ends before it answers) by request.
+// (or when the stream ends before it answers) by request. Once a
+// heartbeat on the stream went unanswered, the rest of the session's go
+// by request.
 func (a *agent) sendBeat(ctx context.Context, hb api.AgentHeartbeat) (api.AgentHeartbeatReply, error) {
 	if l := a.beats.line(); l != nil {
-		reply, err := a.sendOnStream(ctx, l, hb)
-		if !errors.Is(err, errStreamGone) {
+		reply, err := l.Send(ctx, hb)
+		var ae *beatline.AnswerError
+		switch {
+		case err == nil:
+			return reply, nil
+		case errors.As(err, &ae):
+			return reply, &statusError{Code: ae.Status, Body: ae.Detail}
+		case !errors.Is(err, beatline.ErrGone):
+			a.beats.drop(l)
 			return reply, err
 		}
 	}

@@ -53,6 +53,38 @@ func (buf *replayBuf) cutLog(log []logEvent, boot time.Duration) {
 	}
 }
 
+// dayCuts returns the midnights (UTC) inside log's span, as cuts whose
+// spans are days (the first and last, parts of days), or every few of them
+// when there are more than parts-1; none when the log holds no midnight.
+// A pre-warming candidate's gain comes once a day, at the minutes
+// predicted: in spans of as many events (cutLog) it fell in some and the
+// others tied, and a t statistic over gains that are zero in half the
+// spans stays under tMin however regular they are (at most 3.9 with 8 of
+// 16 equal). A whole day holds each minute of the day once, so a gain that
+// comes every day is as sure as it is regular.
+func dayCuts(log []logEvent) []int64 {
+	if len(log) == 0 {
+		return nil
+	}
+	day := int64(24 * time.Hour)
+	first, last := log[0].At, log[len(log)-1].At
+	next := first / day * day // the first midnight after first
+	if next > first {
+		next -= day
+	}
+	next += day
+	var n int64 // midnights in (first, last)
+	if last > next {
+		n = (last - next + day - 1) / day
+	}
+	per := max((n+parts-2)/(parts-1), 1) // days per span: at most parts spans
+	var cuts []int64
+	for k := int64(0); k < n; k += per {
+		cuts = append(cuts, next+k*day)
+	}
+	return cuts
+}
+
 // confident reports whether the replay in buf (total o) gains over the
 // Reference's (ref: its outcomes at the cuts, then its total) in the spans
 // between cuts with a t statistic of at least tMin, on node time and on

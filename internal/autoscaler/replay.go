@@ -354,6 +354,11 @@ func (h *GapHistory) bestSetting() candidate {
 	refParts := append(slices.Clone(buf.at), r)
 	buf.ref = refParts
 	defer func() { buf.ref = nil }()
+	// Pre-warming candidates are judged day by day too (dayCuts): the
+	// Reference's outcomes at midnight, replayed when the first is.
+	eventCuts := slices.Clone(buf.cuts)
+	var days []int64
+	var refDays []outcome
 	best, gain := ref, -1.0
 	cv := h.curves()
 	boot := max(h.BootTime.Seconds(), 1)
@@ -397,9 +402,28 @@ func (h *GapHistory) bestSetting() candidate {
 				if limit.cost < 0 || limit.wait < 0 {
 					return best // nothing can gain that much
 				}
+				buf.cuts, buf.ref = eventCuts, refParts
 				o := replay(events, &c, h.BootTime, buf, limit)
 				same[p] = !buf.bound && b == 0
-				if o.cost > limit.cost || o.wait > limit.wait || !confident(buf, o, refParts) {
+				ok := o.cost <= limit.cost && o.wait <= limit.wait && confident(buf, o, refParts)
+				if !ok && pre && !math.IsInf(o.cost, 1) && (o.cost > limit.cost || o.wait > limit.wait) {
+					continue // its totals gain too little, however cut
+				}
+				if !ok && pre {
+					// Its gain comes once a day: judged day by day too.
+					if refDays == nil {
+						days = dayCuts(log)
+						buf.cuts, buf.ref = days, nil
+						rd := replay(log, &ref, h.BootTime, buf, outcome{})
+						refDays = append(slices.Clone(buf.at), rd)
+					}
+					if len(days) > 0 {
+						buf.cuts, buf.ref = days, refDays
+						o = replay(events, &c, h.BootTime, buf, limit)
+						ok = o.cost <= limit.cost && o.wait <= limit.wait && confident(buf, o, refDays)
+					}
+				}
+				if !ok {
 					continue
 				}
 				if g := min((r.cost-o.cost)/max(r.cost, 1), (r.wait-o.wait)/max(r.wait, 1)); g > gain {

@@ -94,24 +94,33 @@ func (s *Server) readBeats(ctx context.Context, r *http.Request, node string, bo
 				continue
 			}
 		}
-		answered := make(chan error, 1)
-		go func() {
-			werr := errStreamEnded // should it panic
-			defer func() { answered <- werr }()
-			defer s.recoverStream(node)
-			if !read {
-				if err = decodeBeat(line, &hb); err != nil {
-					err = &service.Error{Status: 400, Code: api.CodeBadRequest, Msg: "heartbeat on the agent stream: " + err.Error()}
-				} else {
-					beat, err = s.svc.Heartbeat(ctx, node, hb)
-				}
-			}
-			werr = s.answerBeat(ctx, r, node, beat, err, out)
-		}()
-		if <-answered != nil {
+		if s.answerAside(ctx, r, node, line, read, hb, beat, err, out) != nil {
 			return
 		}
 	}
+}
+
+// answerAside answers, on a goroutine of its own, a heartbeat the reader
+// did not (line, read into hb, recorded as beat or refused with err when
+// read), and waits for it. Its own function, so that what the reader
+// decodes stays on the reader's stack (captured by the goroutine, hb and
+// beat went to the heap on every heartbeat: 5 % of the server's CPU).
+func (s *Server) answerAside(ctx context.Context, r *http.Request, node string, line []byte, read bool, hb api.AgentHeartbeat, beat service.Beat, err error, out agentEvents) error {
+	answered := make(chan error, 1)
+	go func() {
+		werr := errStreamEnded // should it panic
+		defer func() { answered <- werr }()
+		defer s.recoverStream(node)
+		if !read {
+			if err = decodeBeat(line, &hb); err != nil {
+				err = &service.Error{Status: 400, Code: api.CodeBadRequest, Msg: "heartbeat on the agent stream: " + err.Error()}
+			} else {
+				beat, err = s.svc.Heartbeat(ctx, node, hb)
+			}
+		}
+		werr = s.answerBeat(ctx, r, node, beat, err, out)
+	}()
+	return <-answered
 }
 
 // answerBeat writes the answer to a heartbeat of node that Service.Heartbeat

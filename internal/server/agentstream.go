@@ -264,10 +264,7 @@ func (s *Server) followNode(ctx context.Context, node, runtime string, sub chan 
 				return
 			}
 		case now := <-keepalive.C:
-			if now.Sub(out.wrote()) < agentKeepAlive {
-				continue
-			}
-			if out.write(keepAliveEvent) != nil {
+			if keepAlive(out, now) != nil {
 				return
 			}
 		}
@@ -310,5 +307,14 @@ func (e *rawEvents) send(event, id string, v any) error {
 	return e.write(appendEvent(make([]byte, 0, len(id)+len(event)+len(data)+32), event, id, data))
 }
 
-// keepAliveEvent is built once: every stream sends one every 20 s.
+// keepAlive writes a keep-alive on out at now, its keep-alive tick,
+// unless out wrote since the last tick.
+func keepAlive(out agentEvents, now time.Time) error {
+	if now.Sub(out.wrote()) < agentKeepAlive {
+		return nil
+	}
+	return out.write(keepAliveEvent)
+}
+
+// keepAliveEvent is built once: a silent stream sends one every 20 s.
 var keepAliveEvent = []byte(": keep-alive\n\n")

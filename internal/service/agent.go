@@ -222,25 +222,24 @@ func (s *Service) AppendLogs(ctx context.Context, nodeID, assignment string, lin
 	})
 }
 
-// finishRank frees the rank's node and, when every rank has ended, ends the job.
-func finishRank(ctx context.Context, tx store.Tx, j *api.Job, rank int, now time.Time) error {
+// finishRank frees the rank's node and, when every rank has ended, ends the
+// job. It returns the event that says so (none while ranks run), which the
+// caller records with its write of j (store.Tx.PutJob).
+func finishRank(ctx context.Context, tx store.Tx, j *api.Job, rank int, now time.Time) ([]*api.Event, error) {
 	r := j.Ranks[rank]
-	if n, err := tx.GetNode(ctx, r.Node); err == nil && n.Job == AssignmentID(j.Workspace, j.Name, j.Attempt) {
-		n.Job = ""
-		switch {
-		case n.State == api.NodeRunning && r.NodeFailure:
-			// The node's own agent ended the attempt because it is
-			// stopping (its backend is taking the node away: scancel, a
-			// Pod eviction, a shutdown). It must not get the retry; the
-			// controller's provider check says why it went (preempted or
-			// gone) and removes it.
-			n.State, n.StateSince, n.Error = api.NodeLeaving, now, cmp.Or(r.Error, "its agent is stopping")
-		case n.State == api.NodeRunning:
-			n.State, n.StateSince = api.NodeIdle, now
-		}
-		if err := tx.PutNode(ctx, n); err != nil {
-			return err
-		}
+	// The node is freed in one statement, unread: its job cleared if it
+	// is still this attempt, and a running node made idle.
+	state, reason := api.NodeIdle, ""
+	if r.NodeFailure {
+		// The node's own agent ended the attempt because it is stopping
+		// (its backend is taking the node away: scancel, a Pod eviction,
+		// a shutdown). It must not get the retry; the controller's
+		// provider check says why it went (preempted or gone) and
+		// removes it.
+		state, reason = api.NodeLeaving, cmp.Or(r.Error, "its agent is stopping")
+	}
+	if _, err := tx.ReleaseNode(ctx, r.Node, AssignmentID(j.Workspace, j.Name, j.Attempt), state, reason, now); err != nil {
+		return nil, err
 	}
 	switch {
 	case j.Status != api.JobRunning && j.Status != api.JobPreparing:
@@ -259,7 +258,7 @@ func finishRank(ctx context.Context, tx store.Tx, j *api.Job, rank int, now time
 	}
 	for _, r := range j.Ranks {
 		if !api.JobTerminal(r.Status) {
-			return nil
+			return nil, nil
 		}
 	}
 	return endJob(ctx, tx, j, now)
@@ -292,8 +291,9 @@ func rankError(r api.JobRank) string {
 	return strings.ToLower(r.Status)
 }
 
-// endJob sets a job's final status from its ranks and keeps its log tail.
-func endJob(ctx context.Context, tx store.Tx, j *api.Job, now time.Time) error {
+// endJob sets a job's final status from its ranks and keeps its log tail,
+// or requeues it; it returns the event that says which.
+func endJob(ctx context.Context, tx store.Tx, j *api.Job, now time.Time) ([]*api.Event, error) {
 	status := api.JobCompleted
 	for i, r := range j.Ranks {
 		switch {
@@ -320,15 +320,15 @@ func endJob(ctx context.Context, tx store.Tx, j *api.Job, now time.Time) error {
 		j.ExitCode = j.Ranks[0].ExitCode
 	}
 	if status == api.JobFailed {
-		if ok, err := requeue(ctx, tx, j, now); ok || err != nil {
-			return err
+		if e := requeue(j, now); e != nil {
+			return []*api.Event{e}, nil
 		}
 	}
 	j.Status, j.EndTime, j.PendingReason = status, now, ""
 	if status == api.JobFailed {
 		tail, err := logTail(ctx, tx, j, 20)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		j.LogTail = tail
 	}
@@ -338,7 +338,7 @@ func endJob(ctx context.Context, tx store.Tx, j *api.Job, now time.Time) error {
 	if msg == "" {
 		msg = "every node exited 0"
 	}
-	return tx.AddEvent(ctx, j.Workspace, "job/"+j.Name, &api.Event{Time: now, Kind: status, Message: msg})
+	return []*api.Event{{Time: now, Kind: status, Message: msg}}, nil
 }
 
 // logTail is the last n lines of j's log, prefixed with their node's rank
@@ -409,15 +409,18 @@ func RankLost(ctx context.Context, st store.Store, ws, name string, attempt int,
 		if api.JobTerminal(j.Status) || j.Attempt != attempt {
 			return nil
 		}
+		var events []*api.Event
 		for i := range j.Ranks {
 			if r := &j.Ranks[i]; r.Node == node && !api.JobTerminal(r.Status) {
 				r.Status, r.Error, r.NodeFailure = api.JobFailed, reason, true
-				if err := finishRank(ctx, tx, j, i, now); err != nil {
+				es, err := finishRank(ctx, tx, j, i, now)
+				if err != nil {
 					return err
 				}
+				events = append(events, es...)
 			}
 		}
-		return tx.PutJob(ctx, j, "")
+		return tx.PutJob(ctx, j, "", events...)
 	})
 }
 
@@ -454,8 +457,8 @@ func endAttempt(ctx context.Context, st store.Store, ws, name string, attempt in
 		ended = true
 		if status == api.JobFailed && j.Status != api.JobCancelRequested {
 			j.Error = reason
-			if ok, err := requeue(ctx, tx, j, now); ok || err != nil {
-				return err
+			if e := requeue(j, now); e != nil {
+				return tx.PutJob(ctx, j, "", e)
 			}
 		}
 		j.Status, j.EndTime, j.PendingReason, j.Error = status, now, "", reason
@@ -466,10 +469,7 @@ func endAttempt(ctx context.Context, st store.Store, ws, name string, attempt in
 			}
 			j.LogTail = tail
 		}
-		if err := tx.PutJob(ctx, j, ""); err != nil {
-			return err
-		}
-		return tx.AddEvent(ctx, ws, "job/"+name, &api.Event{Time: now, Kind: status, Message: reason})
+		return tx.PutJob(ctx, j, "", &api.Event{Time: now, Kind: status, Message: reason})
 	})
 	return ended, err
 }
@@ -478,9 +478,10 @@ func endAttempt(ctx context.Context, st store.Store, ws, name string, attempt in
 // setting allows: after a node failure (a rank's node was preempted or
 // lost) under tide.retries.on_node_failure, after a non-zero exit under
 // tide.retries.on_exit_code. The job keeps its name, logs and checkpoint;
-// the next attempt gets a new number. It reports whether it requeued (and
-// then has stored the job).
-func requeue(ctx context.Context, tx store.Tx, j *api.Job, now time.Time) (bool, error) {
+// the next attempt gets a new number. It returns the event that says so,
+// for the caller to record with its write of j, or nil (j unchanged) when
+// no retry is left.
+func requeue(j *api.Job, now time.Time) *api.Event {
 	nodeFailure := false
 	for _, r := range j.Ranks {
 		nodeFailure = nodeFailure || r.NodeFailure
@@ -491,17 +492,14 @@ func requeue(ctx context.Context, tx store.Tx, j *api.Job, now time.Time) (bool,
 		cause, used, limit = "a node failure", &j.Retried.NodeFailure, onNode
 	}
 	if *used >= limit {
-		return false, nil
+		return nil
 	}
 	*used++
 	reason := j.Error
 	msg := fmt.Sprintf("attempt %d ended by %s (%s); retry %d of %d", j.Attempt, cause, reason, *used, limit)
 	j.Status, j.PendingReason = api.JobQueued, "requeued after "+cause+"; waiting for the scheduler"
 	j.Error, j.ExitCode, j.EndTime = "", nil, time.Time{}
-	if err := tx.PutJob(ctx, j, ""); err != nil {
-		return false, err
-	}
-	return true, tx.AddEvent(ctx, j.Workspace, "job/"+j.Name, &api.Event{Time: now, Kind: "Requeued", Message: msg})
+	return &api.Event{Time: now, Kind: "Requeued", Message: msg}
 }
 
 // nodeMayLog lets a node add log lines to a job it runs or ran: one of the

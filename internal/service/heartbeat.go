@@ -362,10 +362,11 @@ func endUnstartedRank(ctx context.Context, tx store.Tx, nodeID, job string, now 
 			continue
 		}
 		j.Ranks[i].Status, j.Ranks[i].Error = api.JobCanceled, "stopped before its agent started it"
-		if err := finishRank(ctx, tx, j, i, now); err != nil {
+		events, err := finishRank(ctx, tx, j, i, now)
+		if err != nil {
 			return false, err
 		}
-		return true, tx.PutJob(ctx, j, "")
+		return true, tx.PutJob(ctx, j, "", events...)
 	}
 	return false, nil
 }

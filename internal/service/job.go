@@ -114,19 +114,16 @@ func (s *Service) admit(ctx context.Context, tx store.Tx, ws string, j *api.Job,
 	j.StartTime, j.EndTime = time.Time{}, time.Time{}
 	j.ExitCode, j.Error, j.LogTail, j.Ranks, j.Attempt = nil, "", nil, nil, 0
 	j.PendingReason = "waiting for the scheduler"
-	if err := tx.PutJob(ctx, j, ""); err != nil {
-		return err
-	}
-	if err := ignoredSettings(ctx, tx, j); err != nil {
-		return err
-	}
 	msg := fmt.Sprintf("submitted to compute %s (%d node(s))", j.Compute, j.InstanceCount())
 	if sl := j.Serverless; sl != nil && sl.Kubernetes != "" {
 		msg = fmt.Sprintf("submitted to Kubernetes compute %s: %d Pod(s) of instance type %s, on nodes of its own (compute %s)", sl.Kubernetes, sl.InstanceCount, sl.InstanceType, j.Compute)
 	} else if sl != nil {
 		msg = fmt.Sprintf("submitted serverless: %d × %s (%s) in location %s, on nodes of its own (compute %s)", sl.InstanceCount, sl.InstanceType, sl.Tier, sl.Location, j.Compute)
 	}
-	return tx.AddEvent(ctx, ws, "job/"+j.Name, &api.Event{Time: now, Kind: "Queued", Message: msg})
+	if err := tx.PutJob(ctx, j, "", &api.Event{Time: now, Kind: "Queued", Message: msg}); err != nil {
+		return err
+	}
+	return ignoredSettings(ctx, tx, j)
 }
 
 // CheckJob runs the checks SubmitJob runs, before the client uploads the

@@ -99,21 +99,23 @@ func (s *Service) ReportStatus(ctx context.Context, nodeID string, st api.Assign
 		if st.Usage != nil {
 			r.Usage = st.Usage
 		}
+		// The events are recorded with the job's write.
+		var events []*api.Event
 		if (st.Status == api.JobRunning || st.Started) && j.Status == api.JobPreparing {
 			// (A final status that says Started stands for the Running
 			// report its agent did not send: the job starts and ends in
 			// one transaction.)
 			j.Status, j.StartTime, j.PendingReason = api.JobRunning, now, ""
-			if err := tx.AddEvent(ctx, ws, "job/"+name, &api.Event{Time: now, Kind: "Running", Message: fmt.Sprintf("started on node %s", nodeID)}); err != nil {
-				return err
-			}
+			events = append(events, &api.Event{Time: now, Kind: "Running", Message: fmt.Sprintf("started on node %s", nodeID)})
 		}
 		if api.JobTerminal(st.Status) {
-			if err := finishRank(ctx, tx, j, st.NodeRank, now); err != nil {
+			ended, err := finishRank(ctx, tx, j, st.NodeRank, now)
+			if err != nil {
 				return err
 			}
+			events = append(events, ended...)
 		}
-		return tx.PutJob(ctx, j, "")
+		return tx.PutJob(ctx, j, "", events...)
 	}, nil)
 }
 

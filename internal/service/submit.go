@@ -106,6 +106,10 @@ func (s *Service) writeSubmitBatch(batch []*submission) {
 	ctx, cancel := context.WithTimeout(context.Background(), submitWriteTimeout)
 	defer cancel()
 	committed := false
+	// A submission alone in its transaction takes no savepoint: its error
+	// rolls the transaction back, which undoes what the savepoint would
+	// have (two statements fewer; an idle server writes each alone).
+	alone := len(batch) == 1
 	err := s.Store.Update(ctx, func(tx store.Tx) error {
 		committed = false
 		for _, m := range batch {
@@ -118,6 +122,13 @@ func (s *Service) writeSubmitBatch(batch []*submission) {
 				continue
 			}
 			mctx := requestValues{Context: ctx, values: m.ctx}
+			if alone {
+				if m.err = runSubmission(mctx, tx, m.fn); m.err != nil {
+					return m.err
+				}
+				committed = true
+				continue
+			}
 			m.err = tx.Savepoint(ctx, func() error { return runSubmission(mctx, tx, m.fn) })
 			if m.err == nil {
 				committed = true
@@ -127,6 +138,11 @@ func (s *Service) writeSubmitBatch(batch []*submission) {
 		}
 		return nil
 	})
+	if alone && err != nil && batch[0].err != nil && errors.Is(err, batch[0].err) {
+		// The one submission's own error, which rolled its transaction
+		// back: it keeps it.
+		err = nil
+	}
 	if err != nil {
 		if s.Log != nil {
 			s.Log.Warn("a batch of submissions and status reports was not written", "writes", len(batch), "err", err)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -200,11 +201,12 @@ func jobsQuery(cols string, f store.JobFilter) (string, []any) {
 	return q, args
 }
 
-// PutJob implements store.Tx. It is one statement, one round trip: the
-// revision is taken and the etag compared in the write itself. Only when
-// it writes nothing does a second read say why (no such job or workspace,
-// or another etag).
-func (x *tx) PutJob(ctx context.Context, j *api.Job, ifMatch string) error {
+// PutJob implements store.Tx. It is one statement, one round trip, its
+// events included: the revision is taken and the etag compared in the
+// write itself, and the events take their numbers from their counter in
+// it. Only when it writes nothing does a second read say why (no such job
+// or workspace, or another etag).
+func (x *tx) PutJob(ctx context.Context, j *api.Job, ifMatch string, events ...*api.Event) error {
 	if j.Name == "" || j.Workspace == "" {
 		return fmt.Errorf("job %q in workspace %q: name and workspace must be set", j.Name, j.Workspace)
 	}
@@ -212,28 +214,61 @@ func (x *tx) PutJob(ctx context.Context, j *api.Job, ifMatch string) error {
 	if err != nil {
 		return fmt.Errorf("encoding job %s: %w", j.Name, err)
 	}
-	var row pgx.Row
+	args := []any{j.Workspace, j.Name, j.Compute, j.Status, string(doc), j.Priority()}
+	var with, write string
 	if ifMatch == "" {
 		// The workspace is joined in so that a missing one writes nothing
 		// (instead of failing the foreign key, which would abort the
 		// transaction).
-		row = x.tx.QueryRow(ctx, `WITH r AS (SELECT nextval('revision') AS v)
-			INSERT INTO jobs (workspace, name, compute, status, created, etag, doc, priority, txid)
+		with = `r AS (SELECT nextval('revision') AS v)`
+		write = `INSERT INTO jobs (workspace, name, compute, status, created, etag, doc, priority, txid)
 			SELECT w.name, $2, $3, $4, r.v, r.v, $5, $6, pg_current_xact_id() FROM r, workspaces w WHERE w.name = $1
 			ON CONFLICT (workspace, name) DO UPDATE SET
 				compute = excluded.compute, status = excluded.status, etag = excluded.etag, doc = excluded.doc,
 				priority = excluded.priority, txid = excluded.txid
-			RETURNING etag`,
-			j.Workspace, j.Name, j.Compute, j.Status, string(doc), j.Priority())
+			RETURNING etag`
 	} else {
-		row = x.tx.QueryRow(ctx, `UPDATE jobs SET compute = $3, status = $4, etag = nextval('revision'), doc = $5,
+		write = `UPDATE jobs SET compute = $3, status = $4, etag = nextval('revision'), doc = $5,
 				priority = $6, txid = pg_current_xact_id()
 			WHERE workspace = $1 AND name = $2 AND etag::text = $7
-			RETURNING etag`,
-			j.Workspace, j.Name, j.Compute, j.Status, string(doc), j.Priority(), ifMatch)
+			RETURNING etag`
+		args = append(args, ifMatch)
 	}
-	var rev int64
-	err = row.Scan(&rev)
+	var q string
+	switch {
+	case len(events) > 0:
+		// The events are inserted from the job's write (FROM j), so a
+		// write that did not happen records none; their seqs are the
+		// counter's last n.
+		if with != "" {
+			with += ", "
+		}
+		k := len(args)
+		q = fmt.Sprintf(`WITH %sj AS (%s),
+			c AS (INSERT INTO counters (workspace, scope, last) SELECT $1, $%[3]d, $%[4]d::bigint FROM j
+				ON CONFLICT (workspace, scope) DO UPDATE SET last = counters.last + $%[4]d::bigint RETURNING last),
+			e AS (INSERT INTO events (workspace, resource, seq, time, kind, message)
+				SELECT $1, $%[5]d, c.last - $%[4]d::bigint + ev.n, ev.t, ev.k, ev.m
+				FROM c, unnest($%[6]d::timestamptz[], $%[7]d::text[], $%[8]d::text[]) WITH ORDINALITY AS ev(t, k, m, n)
+				RETURNING seq)
+			SELECT j.etag, (SELECT coalesce(max(seq), 0) FROM e) FROM j`, with, write, k+1, k+2, k+3, k+4, k+5, k+6)
+		resource := "job/" + j.Name
+		ts, kinds, msgs := make([]time.Time, len(events)), make([]string, len(events)), make([]string, len(events))
+		for i, e := range events {
+			ts[i], kinds[i], msgs[i] = pgTime(e.Time), e.Kind, e.Message
+		}
+		args = append(args, "event/"+resource, int64(len(events)), resource, ts, kinds, msgs)
+	case with != "":
+		q = "WITH " + with + " " + write
+	default:
+		q = write
+	}
+	var rev, last int64
+	dest := []any{&rev}
+	if len(events) > 0 {
+		dest = append(dest, &last)
+	}
+	err = x.tx.QueryRow(ctx, q, args...).Scan(dest...)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return x.whyJobNotPut(ctx, j, ifMatch)
 	}
@@ -241,19 +276,32 @@ func (x *tx) PutJob(ctx context.Context, j *api.Job, ifMatch string) error {
 		return fmt.Errorf("putting job %s: %w", j.Name, err)
 	}
 	j.Etag = strconv.FormatInt(rev, 10)
+	for i, e := range events {
+		e.Seq = last - int64(len(events)) + int64(i) + 1
+	}
 	return nil
 }
 
-// SetPendingReason implements store.Tx.
-func (x *tx) SetPendingReason(ctx context.Context, workspace, name, reason string) (bool, error) {
-	tag, err := x.tx.Exec(ctx, `UPDATE jobs SET doc = jsonb_set(doc, '{pending_reason}', to_jsonb($3::text)),
-			etag = nextval('revision'), txid = pg_current_xact_id()
-		WHERE workspace = $1 AND name = $2 AND status = $4 AND coalesce(doc->>'pending_reason', '') <> $3`,
-		workspace, name, reason, api.JobQueued)
-	if err != nil {
-		return false, fmt.Errorf("setting the pending reason of job %s: %w", name, err)
+// SetPendingReasons implements store.Tx: one statement, the keys and
+// reasons passed as arrays.
+func (x *tx) SetPendingReasons(ctx context.Context, reasons map[store.JobKey]string) (int, error) {
+	if len(reasons) == 0 {
+		return 0, nil
 	}
-	return tag.RowsAffected() > 0, nil
+	ws, names, rs := make([]string, 0, len(reasons)), make([]string, 0, len(reasons)), make([]string, 0, len(reasons))
+	for k, r := range reasons {
+		ws, names, rs = append(ws, k.Workspace), append(names, k.Name), append(rs, r)
+	}
+	tag, err := x.tx.Exec(ctx, `UPDATE jobs SET doc = jsonb_set(doc, '{pending_reason}', to_jsonb(v.reason)),
+			etag = nextval('revision'), txid = pg_current_xact_id()
+		FROM unnest($1::text[], $2::text[], $3::text[]) AS v(ws, name, reason)
+		WHERE jobs.workspace = v.ws AND jobs.name = v.name AND jobs.status = $4
+			AND coalesce(jobs.doc->>'pending_reason', '') <> v.reason`,
+		ws, names, rs, api.JobQueued)
+	if err != nil {
+		return 0, fmt.Errorf("setting %d pending reasons: %w", len(reasons), err)
+	}
+	return int(tag.RowsAffected()), nil
 }
 
 // whyJobNotPut is the error of a PutJob that wrote nothing.

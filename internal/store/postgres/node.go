@@ -94,6 +94,25 @@ func (x *tx) PutNode(ctx context.Context, n *api.Node) error {
 	return nil
 }
 
+// ReleaseNode implements store.Tx. The document's fields are set as
+// EncodeNode writes them (a time in RFC 3339 with nanoseconds, UTC; no job
+// field when there is none).
+func (x *tx) ReleaseNode(ctx context.Context, id, assignment, state, reason string, now time.Time) (bool, error) {
+	args := []any{id, assignment, api.NodeRunning, state, now.UTC().Format(time.RFC3339Nano)}
+	set := `(doc - 'job') || jsonb_build_object('state', $4::text, 'state_since', $5::text)`
+	if reason != "" {
+		set = `(doc - 'job') || jsonb_build_object('state', $4::text, 'state_since', $5::text, 'error', $6::text)`
+		args = append(args, reason)
+	}
+	tag, err := x.tx.Exec(ctx, `UPDATE nodes SET txid = pg_current_xact_id(),
+			doc = CASE WHEN doc ->> 'state' = $3 THEN `+set+` ELSE doc - 'job' END
+		WHERE id = $1 AND doc ->> 'job' = $2`, args...)
+	if err != nil {
+		return false, fmt.Errorf("releasing node %s: %w", id, err)
+	}
+	return tag.RowsAffected() > 0, nil
+}
+
 // DeleteNode implements store.Tx.
 func (x *tx) DeleteNode(ctx context.Context, id string) error {
 	return x.deleteOne(ctx, "node", id, `DELETE FROM nodes WHERE id = $1`, id)

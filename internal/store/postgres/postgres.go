@@ -54,6 +54,8 @@ type Store struct {
 
 	closeOnce sync.Once
 	closeErr  error
+	// statements counts what the connections send (Statements).
+	statements *counter
 }
 
 var _ store.Store = (*Store)(nil)
@@ -65,7 +67,9 @@ func Open(ctx context.Context, url string, log *slog.Logger) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("postgres url: %w", err)
 	}
-	s := &Store{log: log, pool: newPool(cfg, maxConns), writer: make(chan struct{}, 1)}
+	c := &counter{}
+	cfg.Tracer = c
+	s := &Store{log: log, pool: newPool(cfg, maxConns), writer: make(chan struct{}, 1), statements: c}
 	if err := s.migrate(ctx); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("migrating postgres database %s on %s: %w", cfg.Database, cfg.Host, err)

@@ -3,8 +3,11 @@ package storetest
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"reflect"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/tideml/tide/api"
 	"github.com/tideml/tide/internal/store"
@@ -260,4 +263,56 @@ func testQueuedJobs(t *testing.T, open Opener) {
 	c.Etag = etag
 	update(t, s, func(tx store.Tx) error { return tx.PutJob(ctx, c, c.Etag) })
 	want("c canceled", 2, 0)
+}
+
+// testPutJobEvents checks the events PutJob records with a job: after
+// the job's earlier events, in order, with their Seq set; none when the
+// job is not written (another etag, no such workspace).
+func testPutJobEvents(t *testing.T, open Opener) {
+	s := openStore(t, open)
+	ctx := t.Context()
+	putWorkspaces(t, s, "default")
+	j := newJob("default", "j", "cpu", api.JobQueued)
+	first := &api.Event{Time: when(1), Kind: "Queued", Message: "submitted"}
+	update(t, s, func(tx store.Tx) error { return tx.PutJob(ctx, j, "", first) })
+	update(t, s, func(tx store.Tx) error {
+		return tx.AddEvent(ctx, "default", "job/j", &api.Event{Time: when(2), Kind: "Note", Message: "added alone"})
+	})
+	running := &api.Event{Time: when(3), Kind: "Running", Message: "started"}
+	done := &api.Event{Time: when(4), Kind: "Completed", Message: "every node exited 0"}
+	j.Status = api.JobCompleted
+	update(t, s, func(tx store.Tx) error { return tx.PutJob(ctx, j, j.Etag, running, done) })
+	if first.Seq != 1 || running.Seq != 3 || done.Seq != 4 {
+		t.Errorf("seqs of the events put with the job = %d, %d, %d; want 1, 3, 4", first.Seq, running.Seq, done.Seq)
+	}
+	// Not written, nothing recorded.
+	err := s.Update(ctx, func(tx store.Tx) error {
+		return tx.PutJob(ctx, j, "12345", &api.Event{Time: when(5), Kind: "Lost", Message: "stale etag"})
+	})
+	wantErr(t, "PutJob with another etag", err, store.ErrPrecondition)
+	err = s.Update(ctx, func(tx store.Tx) error {
+		return tx.PutJob(ctx, newJob("nowhere", "j", "cpu", api.JobQueued), "", &api.Event{Time: when(5), Kind: "Lost", Message: "no workspace"})
+	})
+	wantErr(t, "PutJob in a missing workspace", err, store.ErrNotFound)
+	view(t, s, func(tx store.Tx) error {
+		es, err := tx.ListEvents(ctx, "default", "job/j", 0, 0)
+		if err != nil {
+			return err
+		}
+		var got []string
+		for _, e := range es {
+			got = append(got, fmt.Sprintf("%d %s %s", e.Seq, e.Kind, e.Time.UTC().Format(time.RFC3339)))
+		}
+		at := func(m int) string { return when(m).UTC().Format(time.RFC3339) }
+		want := []string{"1 Queued " + at(1), "2 Note " + at(2),
+			"3 Running " + at(3), "4 Completed " + at(4)}
+		if !slices.Equal(got, want) {
+			t.Errorf("job events = %q, want %q", got, want)
+		}
+		es, err = tx.ListEvents(ctx, "nowhere", "job/j", 0, 0)
+		if len(es) != 0 {
+			t.Errorf("events of a job not written: %v", es)
+		}
+		return err
+	})
 }

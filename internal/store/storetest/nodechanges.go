@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tideml/tide/api"
 	"github.com/tideml/tide/internal/store"
@@ -152,4 +153,77 @@ func testChangedNodes(t *testing.T, open Opener) {
 		}
 		return nil
 	})
+}
+
+// testReleaseNode checks ReleaseNode: a node that runs the assignment
+// loses its job and, when running, takes the state (and reason as its
+// error) since the time given; every other field, heartbeat ones
+// included, is kept; a node that runs something else, or none, is left
+// alone; and the node feed lists what it wrote.
+func testReleaseNode(t *testing.T, open Opener) {
+	s := openStore(t, open)
+	ctx := t.Context()
+	putWorkspaces(t, s, "default")
+	node := func(id, state, job string) *api.Node {
+		return &api.Node{ID: id, Workspace: "default", Compute: "cpu", Location: "local", State: state, Job: job,
+			Address: "10.0.0.1", StateSince: when(1), CreatedOn: when(0), Error: "earlier", LastHeartbeat: when(2),
+			Utilization: &api.NodeUtilization{CPUPercent: 50}}
+	}
+	stored := []*api.Node{node("idle", api.NodeRunning, "default/j/1"), node("leaving", api.NodeRunning, "default/j/1"),
+		node("gone", api.NodeLeaving, "default/j/1"), node("other", api.NodeRunning, "default/k/1")}
+	var cursor string
+	update(t, s, func(tx store.Tx) (err error) {
+		for _, n := range stored {
+			if err := tx.PutNode(ctx, n); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	view(t, s, func(tx store.Tx) (err error) {
+		cursor, err = tx.NodeCursor(ctx)
+		return err
+	})
+	now := when(5).Add(123456789 * time.Nanosecond)
+	update(t, s, func(tx store.Tx) error {
+		for _, c := range []struct {
+			id, state, reason string
+			want              bool
+		}{{"idle", api.NodeIdle, "", true}, {"leaving", api.NodeLeaving, "its agent is stopping", true},
+			{"gone", api.NodeIdle, "", true}, {"other", api.NodeIdle, "", false}, {"missing", api.NodeIdle, "", false}} {
+			if ok, err := tx.ReleaseNode(ctx, c.id, "default/j/1", c.state, c.reason, now); err != nil || ok != c.want {
+				t.Errorf("ReleaseNode(%s) = %v, %v; want %v", c.id, ok, err, c.want)
+			}
+		}
+		return nil
+	})
+	want := map[string]*api.Node{}
+	for _, n := range stored {
+		c := *n
+		want[n.ID] = &c
+	}
+	want["idle"].Job, want["idle"].State, want["idle"].StateSince = "", api.NodeIdle, now
+	want["leaving"].Job, want["leaving"].State, want["leaving"].StateSince, want["leaving"].Error = "", api.NodeLeaving, now, "its agent is stopping"
+	want["gone"].Job = ""
+	view(t, s, func(tx store.Tx) error {
+		for id, w := range want {
+			got, err := tx.GetNode(ctx, id)
+			if err != nil {
+				return err
+			}
+			w.CreatedOn, w.StateSince, w.LastHeartbeat = w.CreatedOn.UTC(), w.StateSince.UTC(), w.LastHeartbeat.UTC()
+			got.CreatedOn, got.StateSince, got.LastHeartbeat = got.CreatedOn.UTC(), got.StateSince.UTC(), got.LastHeartbeat.UTC()
+			if !reflect.DeepEqual(got, w) {
+				t.Errorf("node %s after ReleaseNode:\n got %+v\nwant %+v", id, got, w)
+			}
+		}
+		return nil
+	})
+	// (A node may be listed again unchanged: "other" may be too.)
+	ids, _, _ := changedNodes(t, s, cursor)
+	for _, id := range []string{"gone", "idle", "leaving"} {
+		if !slices.Contains(ids, id) {
+			t.Errorf("ChangedNodes after ReleaseNode = %v, without %s", ids, id)
+		}
+	}
 }

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/tideml/tide/api"
+	"github.com/tideml/tide/internal/agent/beatline"
 )
 
 // Runner runs an assignment on a simulated node once the agent reported it
@@ -219,9 +220,11 @@ func (a *Agent) stop(c api.Cancel) {
 // listen reads the assignment stream until it ends (sctx, the session,
 // ends it too); assignments run under ctx, the agent's. Its error goes to
 // errs if the session still listens.
-func (a *Agent) listen(ctx, sctx context.Context, body io.ReadCloser, errs chan<- error, beats *beatStream) {
+func (a *Agent) listen(ctx, sctx context.Context, body io.ReadCloser, errs chan<- error, beats *beatline.Line) {
 	defer body.Close()
-	defer close(beats.ended)
+	if beats != nil {
+		defer beats.End()
+	}
 	sc := bufio.NewScanner(body)
 	sc.Buffer(make([]byte, 4096), 1<<20)
 	event := ""
@@ -248,8 +251,8 @@ func (a *Agent) listen(ctx, sctx context.Context, body io.ReadCloser, errs chan<
 			err = a.assigned(ctx, as)
 		case strings.HasPrefix(line, "data: ") && event == "cancel":
 			err = a.canceled(strings.TrimPrefix(line, "data: "))
-		case strings.HasPrefix(line, "data: ") && (event == "beat" || event == "beat_error"):
-			beats.answer(event, strings.TrimPrefix(line, "data: "))
+		case strings.HasPrefix(line, "data: ") && (event == "beat" || event == "beat_error") && beats != nil:
+			beats.Answer(event, strings.TrimPrefix(line, "data: "))
 		case line == "":
 			event = ""
 		}
@@ -322,23 +325,23 @@ func (a *Agent) session(ctx context.Context) (connected bool, err error) {
 	}
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	// As a real agent: the stream's request body carries the heartbeats;
-	// a server that takes only GET gets them by request.
-	body, frames := io.Pipe()
-	defer frames.Close()
-	beats := &beatStream{w: frames, answers: make(chan beatAnswer, 4), ended: make(chan struct{})}
+	// As a real agent: the stream's request body carries the heartbeats
+	// (the agent's own beatline); a server that takes only GET gets them
+	// by request.
+	beats := beatline.New()
+	defer beats.Close(nil)
 	// As a real agent: the body ends with the session, or when no answer
 	// came in time (net/http waits for it to end before it returns a
 	// failed connection's error).
-	stop := context.AfterFunc(sctx, func() { frames.CloseWithError(context.Canceled) })
+	stop := context.AfterFunc(sctx, func() { beats.Close(context.Canceled) })
 	defer stop()
-	slow := time.AfterFunc(30*time.Second, func() { frames.CloseWithError(errors.New("no answer to the stream's request in 30 s")) })
-	resp, err := a.openStream(sctx, http.MethodPost, body)
+	slow := time.AfterFunc(30*time.Second, func() { beats.Close(errors.New("no answer to the stream's request in 30 s")) })
+	resp, err := a.openStream(sctx, http.MethodPost, beats.Body())
 	slow.Stop()
 	if err == nil && (resp.StatusCode == http.StatusMethodNotAllowed || resp.StatusCode == http.StatusNotFound) {
 		resp.Body.Close()
-		frames.Close()
-		beats.w = nil
+		beats.Close(nil)
+		beats = nil
 		resp, err = a.openStream(sctx, http.MethodGet, nil)
 	}
 	if err != nil {
@@ -364,7 +367,7 @@ func (a *Agent) session(ctx context.Context) (connected bool, err error) {
 		case err := <-errs:
 			return true, err
 		case <-tick.C:
-			reply, err := a.beat(ctx, beats)
+			reply, err := a.beat(ctx, &beats)
 			if err != nil {
 				if ctx.Err() != nil {
 					return true, nil
@@ -408,56 +411,28 @@ func (a *Agent) openStream(ctx context.Context, method string, body io.Reader) (
 	return a.strm.Do(req)
 }
 
-// beatStream is a session's stream as it carries heartbeats (the agent's
-// streamBeats): w is its request body (nil: heartbeats go by request),
-// answers its beat and beat_error events, ended closed once it ends.
-type beatStream struct {
-	w       *io.PipeWriter
-	answers chan beatAnswer
-	ended   chan struct{}
-}
-
-type beatAnswer struct {
-	reply api.AgentHeartbeatReply
-	err   error
-}
-
-// answer hands a beat or beat_error event to the heartbeat waiting for it.
-func (b *beatStream) answer(event, data string) {
-	var ans beatAnswer
-	if event == "beat" {
-		ans.err = json.Unmarshal([]byte(data), &ans.reply)
-	} else {
-		var p api.Problem
-		_ = json.Unmarshal([]byte(data), &p)
-		ans.err = fmt.Errorf("heartbeat: HTTP %d: %s", p.Status, p.Detail)
-	}
-	select {
-	case b.answers <- ans:
-	default: // no heartbeat waits: it gave up
-	}
-}
-
-// beat sends a heartbeat on the stream while it carries them, else by
-// request, and returns the server's answer.
-func (a *Agent) beat(ctx context.Context, b *beatStream) (api.AgentHeartbeatReply, error) {
+// beat sends a heartbeat on the session's stream while it carries them
+// (*beats non-nil), else by request, and returns the server's answer. As
+// a real agent's, once one went unanswered for 10 s, the rest of the
+// session's go by request.
+func (a *Agent) beat(ctx context.Context, beats **beatline.Line) (api.AgentHeartbeatReply, error) {
 	hb := a.heartbeat()
-	if b.w != nil {
-		frame, err := json.Marshal(hb)
-		if err != nil {
-			return api.AgentHeartbeatReply{}, err
-		}
-		if _, err := b.w.Write(append(frame, '\n')); err == nil {
-			select {
-			case ans := <-b.answers:
-				return ans.reply, ans.err
-			case <-b.ended: // sent by request below
-			case <-ctx.Done():
-				return api.AgentHeartbeatReply{}, ctx.Err()
-			case <-time.After(10 * time.Second):
-				b.w = nil // the rest go by request, as a real agent's
-				return api.AgentHeartbeatReply{}, fmt.Errorf("node %s: heartbeat on the stream: no answer in 10 s", a.ID)
-			}
+	if *beats != nil {
+		hctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		reply, err := (*beats).Send(hctx, hb)
+		cancel()
+		switch {
+		case err == nil:
+			return reply, nil
+		case errors.Is(err, beatline.ErrGone):
+			// sent by request below
+		case ctx.Err() != nil:
+			return reply, ctx.Err()
+		case hctx.Err() != nil:
+			*beats = nil
+			return reply, fmt.Errorf("node %s: heartbeat on the stream: no answer in 10 s", a.ID)
+		default:
+			return reply, fmt.Errorf("node %s: %w", a.ID, err)
 		}
 	}
 	var reply api.AgentHeartbeatReply
