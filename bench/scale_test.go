@@ -267,6 +267,19 @@ func (h histogram) sub(h0 histogram) histogram {
 
 func (h histogram) count() float64 { return h.counts[len(h.counts)-1] }
 
+// buckets lists h's non-empty buckets as "le: count" (not cumulative).
+func (h histogram) buckets() []string {
+	var out []string
+	below := 0.0
+	for i, le := range h.le {
+		if n := h.counts[i] - below; n > 0 {
+			out = append(out, fmt.Sprintf("%g: %.0f", le, n))
+		}
+		below = h.counts[i]
+	}
+	return out
+}
+
 // quantile estimates the q-quantile the way Prometheus' histogram_quantile
 // does: linear within the bucket that holds it.
 func (h histogram) quantile(q float64) time.Duration {
@@ -371,6 +384,7 @@ func TestScale(t *testing.T) {
 	// Batch jobs arrive; the round ends when Batch queued jobs started.
 	t.Logf("%s rounds", time.Now().UTC().Format(time.TimeOnly))
 	h0 := s.scrapeHistogram("tide_controller_turn_seconds")
+	u0 = s.usage()
 	for range sz.Rounds {
 		r0 := time.Now()
 		done := pool.take(sz.Batch)
@@ -395,6 +409,8 @@ func TestScale(t *testing.T) {
 		r.rounds = append(r.rounds, time.Since(r0))
 	}
 	r.turns = s.scrapeHistogram("tide_controller_turn_seconds").sub(h0)
+	t.Logf("%s rounds done: server CPU %.2f s; turns by bucket (le seconds: count) %v", time.Now().UTC().Format(time.TimeOnly),
+		(s.usage().CPU - u0.CPU).Seconds(), r.turns.buckets())
 
 	// 4. What a user asks while all this is queued.
 	t.Logf("%s job list and job show", time.Now().UTC().Format(time.TimeOnly))

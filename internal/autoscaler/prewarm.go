@@ -59,26 +59,8 @@ func (p *profile) add(ns int64, nodes int) {
 // past days are known.
 func (p *profile) predict(d int64) {
 	p.pred = [slotsPerDay]int{}
-	var past []map[int]int
-	for k := int64(1); k <= profileDays; k++ {
-		if p.First == 0 || d-k < p.First-1 {
-			break
-		}
-		row := int((d - k) % profileDays)
-		if p.Day[row] != d-k {
-			past = append(past, nil) // a day without demand
-		} else {
-			past = append(past, p.Counts[row])
-		}
-	}
-	if len(past) >= recurDays && !slices.ContainsFunc(past, func(c map[int]int) bool { return c == nil }) {
-		for m, n := range past[0] {
-			least := n
-			for _, c := range past[1:] {
-				least = min(least, c[m])
-			}
-			p.pred[m] = least
-		}
+	for m, n := range p.forecast(d) {
+		p.pred[m] = n
 	}
 	p.next[slotsPerDay] = slotsPerDay
 	for m := slotsPerDay - 1; m >= 0; m-- {
@@ -87,6 +69,51 @@ func (p *profile) predict(d int64) {
 			p.next[m] = m
 		}
 	}
+}
+
+// forecast returns the prediction for day d: per minute, the least nodes
+// demanded on every one of the days before d that the profile holds (a
+// row overwritten by a later day counts as a day without demand), when
+// at least recurDays of them are known, each had demand, and chance would
+// not make minutes recur so: on a busy compute (a job every few minutes)
+// tens of minutes a day have had jobs on each of the last three days by
+// chance, and pre-warming them replays as a gain on the very days they
+// were drawn from. So the days' shares of minutes with demand, multiplied,
+// must expect fewer than one such minute a day. nil otherwise.
+func (p *profile) forecast(d int64) map[int]int {
+	var past []map[int]int
+	for k := int64(1); k <= profileDays; k++ {
+		e := d - k
+		if p.First == 0 || e < p.First-1 {
+			break
+		}
+		row := int(e % profileDays)
+		if p.Day[row] != e {
+			return nil // a day without demand
+		}
+		past = append(past, p.Counts[row])
+	}
+	if len(past) < recurDays {
+		return nil
+	}
+	chance := float64(slotsPerDay)
+	for _, c := range past {
+		chance *= float64(len(c)) / slotsPerDay
+	}
+	if chance >= 1 {
+		return nil
+	}
+	out := map[int]int{}
+	for m, n := range past[0] {
+		least := n
+		for _, c := range past[1:] {
+			least = min(least, c[m])
+		}
+		if least > 0 {
+			out[m] = least
+		}
+	}
+	return out
 }
 
 // ahead returns the nodes predicted for the minutes from now's to a boot

@@ -115,3 +115,28 @@ func TestDayCuts(t *testing.T) {
 		t.Errorf("40 days: %d cuts %v, want 14 every 3 days from the first midnight", len(got), got)
 	}
 }
+
+// TestForecastIgnoresChanceRecurrence: on three days with jobs in 600 of
+// the 1,440 minutes, about 100 minutes have jobs on all three by chance,
+// and a batch at 02:00 every day cannot be told from them: nothing is
+// predicted. With jobs in 30 minutes a day, the batch is predicted.
+func TestForecastIgnoresChanceRecurrence(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	day := int64(24 * time.Hour)
+	for _, tc := range []struct {
+		busy int
+		want bool
+	}{{600, false}, {30, true}} {
+		var p profile
+		for d := int64(0); d < 3; d++ {
+			p.add(d*day+2*int64(time.Hour), 10)
+			for _, m := range r.Perm(slotsPerDay)[:tc.busy] {
+				p.add(d*day+int64(m)*int64(time.Minute), 1)
+			}
+		}
+		p.predict(3)
+		if got := p.pred[120] >= 10; got != tc.want {
+			t.Errorf("jobs in %d minutes a day: 02:00 predicted %d nodes, want predicted %v", tc.busy, p.pred[120], tc.want)
+		}
+	}
+}

@@ -26,9 +26,14 @@ type push struct {
 
 // assign gives queued jobs their nodes in one transaction (one commit for
 // all of a turn's placements, not one per job) and, once it is committed,
-// pushes each assignment to its nodes. computes are the turn's, by key: an
-// attempt's identity token is made from its compute as the turn read it,
-// not read again per job. It returns the nodes now busy, by node id.
+// pushes each assignment to its nodes. computes are the turn's, by key (an
+// attempt's identity token is made from its compute). It returns the nodes
+// now busy, by node id.
+//
+// The transaction reads the jobs and their nodes in one statement each and
+// writes the nodes, and the jobs with their events, in one each (store.Tx's
+// batch methods): a statement per job and node cost a turn placing 100 jobs
+// about 20 ms at 10,000 nodes.
 func (c *Controller) assign(ctx context.Context, as []scheduler.Assignment, computes map[string]*api.Compute, now time.Time) map[string]string {
 	busy := map[string]string{}
 	if len(as) == 0 {
@@ -37,23 +42,10 @@ func (c *Controller) assign(ctx context.Context, as []scheduler.Assignment, comp
 	var pushes []push
 	err := c.store.Update(ctx, func(tx store.Tx) error {
 		// A store may run fn again: start from nothing each time.
-		pushes, busy = nil, map[string]string{}
-		for _, a := range as {
-			ws, name, _ := strings.Cut(a.Job, "/")
-			p, err := c.assignOne(ctx, tx, ws, name, a.Nodes, computes, now)
-			if errors.Is(err, errMoved) {
-				c.log.Info("placement skipped", "job", a.Job, "err", err)
-				continue
-			}
-			if err != nil {
-				return fmt.Errorf("assigning job %s: %w", a.Job, err)
-			}
-			pushes = append(pushes, p...)
-			for _, n := range a.Nodes {
-				busy[n] = a.Job
-			}
-		}
-		return nil
+		busy = map[string]string{}
+		var err error
+		pushes, err = c.place(ctx, tx, as, computes, busy, now)
+		return err
 	})
 	if err != nil {
 		c.log.Error("assigning jobs", "jobs", len(as), "err", err)
@@ -66,34 +58,90 @@ func (c *Controller) assign(ctx context.Context, as []scheduler.Assignment, comp
 	return busy
 }
 
-// assignOne writes, in tx, job ws/name's attempt on nodeIDs and returns what to
-// push to each node (nothing when the job failed instead: a secret it names
-// was deleted). It checks every precondition before it writes, so that a
-// placement it refuses (errMoved) leaves nothing half-written in tx.
-func (c *Controller) assignOne(ctx context.Context, tx store.Tx, ws, name string, nodeIDs []string, computes map[string]*api.Compute, now time.Time) ([]push, error) {
-	cur, err := tx.GetJob(ctx, ws, name)
-	if store.IsNotFound(err) {
-		return nil, fmt.Errorf("job %s: %w (deleted)", name, errMoved)
+// place writes, in tx, each placement's attempt on its nodes and returns
+// what to push to each node; busy gets the nodes it gave a job. A
+// placement the store no longer allows (errMoved: the job left the queue,
+// a node is not idle any more) is skipped; the next turn decides again.
+// Every precondition is checked before anything is written.
+func (c *Controller) place(ctx context.Context, tx store.Tx, as []scheduler.Assignment, computes map[string]*api.Compute, busy map[string]string, now time.Time) ([]push, error) {
+	keys := make([]store.JobKey, len(as))
+	var ids []string
+	for i, a := range as {
+		ws, name, _ := strings.Cut(a.Job, "/")
+		keys[i] = store.JobKey{Workspace: ws, Name: name}
+		ids = append(ids, a.Nodes...)
 	}
+	js, err := tx.ListJobs(ctx, store.JobFilter{Keys: keys})
 	if err != nil {
 		return nil, err
 	}
-	if cur.Status != api.JobQueued {
-		return nil, fmt.Errorf("job %s is %s, not Queued: %w", name, cur.Status, errMoved)
+	jobs := make(map[string]*api.Job, len(js))
+	for i := range js {
+		jobs[key(js[i].Workspace, js[i].Name)] = &js[i]
 	}
-	nodes := make([]*api.Node, len(nodeIDs))
-	for i, nid := range nodeIDs {
-		n, err := tx.GetNode(ctx, nid)
-		if store.IsNotFound(err) {
-			return nil, fmt.Errorf("node %s: %w (removed)", nid, errMoved)
+	ns, err := tx.GetNodes(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	nodes := make(map[string]*api.Node, len(ns))
+	for i := range ns {
+		nodes[ns[i].ID] = &ns[i]
+	}
+	var (
+		pushes   []push
+		putJobs  []store.JobPut
+		putNodes []*api.Node
+	)
+	for _, a := range as {
+		cur, placed, err := c.placeOne(ctx, tx, a, jobs, nodes, busy, computes, now)
+		if errors.Is(err, errMoved) {
+			c.log.Info("placement skipped", "job", a.Job, "err", err)
+			continue
 		}
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("assigning job %s: %w", a.Job, err)
 		}
-		if n.State != api.NodeIdle || n.Job != "" {
-			return nil, fmt.Errorf("node %s is %s, not idle: %w", nid, n.State, errMoved)
+		if cur.Status == api.JobFailed {
+			putJobs = append(putJobs, store.JobPut{Job: cur, Events: []*api.Event{{Time: now, Kind: "Failed", Message: cur.Error}}})
+			continue
 		}
-		nodes[i] = n
+		putJobs = append(putJobs, store.JobPut{Job: cur, Events: []*api.Event{{Time: now, Kind: "Assigned",
+			Message: fmt.Sprintf("attempt %d placed on %s", cur.Attempt, strings.Join(a.Nodes, ", "))}}})
+		for _, p := range placed {
+			putNodes = append(putNodes, nodes[p.node])
+			busy[p.node] = a.Job
+		}
+		pushes = append(pushes, placed...)
+	}
+	if err := tx.PutNodes(ctx, putNodes); err != nil {
+		return nil, err
+	}
+	return pushes, tx.PutJobs(ctx, putJobs)
+}
+
+// placeOne checks placement a against the stored job and nodes (jobs and
+// nodes, read in the transaction; busy the nodes earlier placements of
+// this transaction took) and, when it may go ahead, sets the job's new
+// attempt and the nodes' job in them, returning the job to write and what
+// to push to each node. A job whose secret was deleted since submission
+// is returned failed instead, with nothing to push.
+func (c *Controller) placeOne(ctx context.Context, tx store.Tx, a scheduler.Assignment, jobs map[string]*api.Job, nodes map[string]*api.Node, busy map[string]string,
+	computes map[string]*api.Compute, now time.Time) (*api.Job, []push, error) {
+	cur := jobs[a.Job]
+	if cur == nil {
+		return nil, nil, fmt.Errorf("job %s: %w (deleted)", a.Job, errMoved)
+	}
+	if cur.Status != api.JobQueued {
+		return nil, nil, fmt.Errorf("job %s is %s, not Queued: %w", cur.Name, cur.Status, errMoved)
+	}
+	for _, nid := range a.Nodes {
+		n := nodes[nid]
+		if n == nil {
+			return nil, nil, fmt.Errorf("node %s: %w (removed)", nid, errMoved)
+		}
+		if n.State != api.NodeIdle || n.Job != "" || busy[nid] != "" {
+			return nil, nil, fmt.Errorf("node %s is %s, not idle: %w", nid, n.State, errMoved)
+		}
 	}
 	cur.Attempt++
 	cur.Status, cur.PendingReason = api.JobPreparing, ""
@@ -101,36 +149,31 @@ func (c *Controller) assignOne(ctx context.Context, tx store.Tx, ws, name string
 	cp := computes[key(cur.Workspace, cur.Compute)]
 	if cp == nil && c.identityToken != nil {
 		// Not among the turn's ready computes (a caller without them).
+		var err error
 		if cp, err = tx.GetCompute(ctx, cur.Workspace, cur.Compute); err != nil && !store.IsNotFound(err) {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	secrets, err := service.LoadJobSecrets(ctx, tx, c.secretBox, cur, cp, c.identityToken)
 	if err != nil {
 		// A secret deleted since submission: the job cannot run.
 		cur.Status, cur.Error, cur.EndTime = api.JobFailed, err.Error(), now
-		return nil, tx.PutJob(ctx, cur, "", &api.Event{Time: now, Kind: "Failed", Message: err.Error()})
+		return cur, nil, nil
 	}
 	id := service.AssignmentID(cur.Workspace, cur.Name, cur.Attempt)
-	addrs := make([]string, len(nodes))
-	for i, n := range nodes {
+	addrs := make([]string, len(a.Nodes))
+	for i, nid := range a.Nodes {
+		n := nodes[nid]
 		n.Job, n.State, n.StateSince = id, api.NodeRunning, now
-		if err := tx.PutNode(ctx, n); err != nil {
-			return nil, err
-		}
 		cur.Ranks = append(cur.Ranks, api.JobRank{Node: n.ID})
 		addrs[i] = n.Address
 	}
-	if err := tx.PutJob(ctx, cur, "", &api.Event{Time: now, Kind: "Assigned",
-		Message: fmt.Sprintf("attempt %d placed on %s", cur.Attempt, strings.Join(nodeIDs, ", "))}); err != nil {
-		return nil, err
+	runtime := c.Runtime(nodes[a.Nodes[0]].Location)
+	pushes := make([]push, len(a.Nodes))
+	for rank, nid := range a.Nodes {
+		as := service.AssignmentFor(cur, rank, addrs, runtime, int(c.cfg.CancelGrace.Seconds()))
+		secrets.Apply(&as)
+		pushes[rank] = push{node: nid, a: as}
 	}
-	runtime := c.Runtime(nodes[0].Location)
-	pushes := make([]push, len(nodes))
-	for rank, n := range nodes {
-		a := service.AssignmentFor(cur, rank, addrs, runtime, int(c.cfg.CancelGrace.Seconds()))
-		secrets.Apply(&a)
-		pushes[rank] = push{node: n.ID, a: a}
-	}
-	return pushes, nil
+	return cur, pushes, nil
 }

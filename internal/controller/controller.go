@@ -78,18 +78,18 @@ type Controller struct {
 	// a full load); only Step uses them (gapChanges).
 	gapJobs    map[string]bool
 	gapAllJobs bool
-	// alive are the running jobs stopping found alive, as kept in jobs
-	// (only Step uses it).
-	alive map[*api.Job]bool
+	// stopLook are the keys of the jobs stopping looks at next turn (jobs
+	// written since, jobs it did not find alive and running), stopAll
+	// says it looks at every job (after a full load or a failure); only
+	// Step uses them.
+	stopLook map[string]bool
+	stopAll  bool
 	// startTimes is, per compute key, how long its nodes take to start
 	// (learnStartTimes); only Step uses it.
 	startTimes map[string]time.Duration
 	// rand draws simulated evictions; lastEvictionCheck is when it last did.
 	rand              func() float64
 	lastEvictionCheck time.Time
-	// lastSample and lastPrune are when compute samples were last
-	// recorded and pruned (only Step uses them).
-	lastSample, lastPrune time.Time
 
 	mu       sync.Mutex
 	attached map[string]provider.Provider
@@ -105,6 +105,11 @@ type Controller struct {
 	// deleteFailures counts the failed deletes of each node, for the
 	// wait before the next (removeNode).
 	deleteFailures map[string]int
+	// lastSample and lastPrune are when compute samples were last
+	// recorded and pruned; sampling says a goroutine records them now
+	// (sample).
+	lastSample, lastPrune time.Time
+	sampling              bool
 }
 
 // Options are what a Controller needs.
@@ -166,6 +171,7 @@ func New(o Options) *Controller {
 		effects:        map[string]*effectRun{},
 		runtimes:       map[string]string{},
 		jobs:           map[string]*api.Job{},
+		stopLook:       map[string]bool{},
 		startTimes:     map[string]time.Duration{},
 	}
 	if c.now == nil {
@@ -264,7 +270,7 @@ func (c *Controller) Run(ctx context.Context) error {
 // store), and background calls of the earlier term, which ended with its
 // context, say nothing of the backend (context canceled).
 func (c *Controller) newTerm() {
-	c.nodes, c.computes, c.cursor, c.alive = nodeFeed{}, computeFeed{}, "", nil
+	c.nodes, c.computes, c.cursor, c.stopAll = nodeFeed{}, computeFeed{}, "", true
 	c.freeNodes.Store(&map[string][]string{})
 	c.mu.Lock()
 	c.effects = map[string]*effectRun{}
@@ -320,7 +326,8 @@ func (c *Controller) Step(ctx context.Context) (time.Time, error) {
 	c.recovered(s)
 	c.learnStartTimes()
 	wake, err := c.decide(ctx, s, waits, now)
-	errs = append(errs, err, c.sample(ctx, s, now))
+	errs = append(errs, err)
+	c.sample(ctx, s, now)
 	if !instWake.IsZero() && (wake.IsZero() || instWake.Before(wake)) {
 		wake = instWake
 	}

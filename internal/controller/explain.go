@@ -148,16 +148,16 @@ func (c *Controller) reasons(placed scheduler.Result, rests []scheduler.Rest, pl
 	}
 	// One transaction for every change: a step costs what changed, not the
 	// length of the queue. Each reason is set in the stored job
-	// (SetPendingReason), not read and written whole: a job that left the
+	// (SetPendingReasons, one statement for them all), not read and written whole: a job that left the
 	// queue meanwhile keeps what it has.
+	reasons := make(map[store.JobKey]string, len(changed))
+	for jk, reason := range changed {
+		ws, name, _ := strings.Cut(jk, "/")
+		reasons[store.JobKey{Workspace: ws, Name: name}] = reason
+	}
 	do := func(ctx context.Context, tx store.Tx) error {
-		for jk, reason := range changed {
-			ws, name, _ := strings.Cut(jk, "/")
-			if _, err := tx.SetPendingReason(ctx, ws, name, reason); err != nil {
-				return err
-			}
-		}
-		return nil
+		_, err := tx.SetPendingReasons(ctx, reasons)
+		return err
 	}
 	// When the write fails, what the rests' jobs store is no longer known:
 	// look at them all next turn.

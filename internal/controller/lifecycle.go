@@ -1,8 +1,11 @@
 package controller
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/tideml/tide/api"
@@ -240,40 +243,47 @@ func (c *Controller) markUnusable(ctx context.Context, n api.Node, reason string
 
 // stopping pushes cancels to the nodes of jobs being canceled or failing,
 // and ends jobs whose nodes are gone. A running job it found alive is
-// looked at again only when it changed (the kept job is another) or one of
-// its nodes did (nodeFeed.takeMoved): a turn does not walk the ranks of
-// every running job.
+// looked at again only when it changed (written since: load notes it in
+// stopLook) or one of its nodes did (nodeFeed.takeMoved): a turn looks at
+// what changed, not at the ranks of every running job (walking 10,000
+// running jobs cost a turn about 2 ms).
 func (c *Controller) stopping(ctx context.Context, s *snapshot, now time.Time) error {
 	moved, all := c.nodes.takeMoved()
-	if all || c.alive == nil {
-		c.alive = map[*api.Job]bool{}
-	}
-	if err := c.stop(ctx, s, moved, now); err != nil {
-		c.alive = nil // what the rest of the jobs' nodes did is lost: look at them all
-		return err
-	}
-	if len(c.alive) > 2*len(s.jobs)+64 {
-		alive := make(map[*api.Job]bool, len(s.jobs))
-		for _, j := range s.jobs {
-			if c.alive[j] {
-				alive[j] = true
+	look := c.stopLook
+	c.stopLook = map[string]bool{}
+	jobs := s.jobs
+	if !all && !c.stopAll {
+		for k := range moved {
+			look[key(k[0], k[1])] = true
+		}
+		jobs = make([]*api.Job, 0, len(look))
+		for k := range look {
+			if j := c.jobs[k]; j != nil && j.Type != api.JobTypePipeline && j.Type != api.JobTypeSweep {
+				jobs = append(jobs, j)
 			}
 		}
-		c.alive = alive
+		// In creation order, as a walk of s.jobs would take them.
+		slices.SortFunc(jobs, func(a, b *api.Job) int {
+			return cmp.Or(a.CreatedOn.Compare(b.CreatedOn), strings.Compare(a.Workspace, b.Workspace), strings.Compare(a.Name, b.Name))
+		})
+	}
+	c.stopAll = false
+	if err := c.stop(ctx, jobs, now); err != nil {
+		c.stopAll = true // what the rest of the jobs' nodes did is lost: look at them all
+		return err
 	}
 	return nil
 }
 
-// stop is stopping's walk over the jobs.
-func (c *Controller) stop(ctx context.Context, s *snapshot, moved map[[2]string]bool, now time.Time) error {
-	for _, j := range s.jobs {
+// stop is stopping's look at jobs. A job it does not find alive and
+// running (one being canceled or failing, or whose nodes are gone) is
+// looked at again next turn.
+func (c *Controller) stop(ctx context.Context, jobs []*api.Job, now time.Time) error {
+	for _, j := range jobs {
 		if j.Status != api.JobCancelRequested && j.Status != api.JobFinalizing && j.Status != api.JobPreparing && j.Status != api.JobRunning {
 			continue
 		}
 		running := j.Status == api.JobPreparing || j.Status == api.JobRunning
-		if running && c.alive[j] && !moved[[2]string{j.Workspace, j.Name}] {
-			continue
-		}
 		id := service.AssignmentID(j.Workspace, j.Name, j.Attempt)
 		alive := 0
 		for _, r := range j.Ranks {
@@ -289,6 +299,9 @@ func (c *Controller) stop(ctx context.Context, s *snapshot, moved map[[2]string]
 				c.pushCancel(r.Node, id, service.StopReason(j), now)
 			}
 		}
+		if !running || alive == 0 {
+			c.stopLook[key(j.Workspace, j.Name)] = true
+		}
 		if alive == 0 {
 			var err error
 			if j.Status == api.JobCancelRequested {
@@ -299,10 +312,6 @@ func (c *Controller) stop(ctx context.Context, s *snapshot, moved map[[2]string]
 			if err != nil {
 				return err
 			}
-			continue
-		}
-		if running {
-			c.alive[j] = true
 		}
 	}
 	return nil

@@ -242,6 +242,18 @@ func TestStoppingFollowsNodeChanges(t *testing.T) {
 			t.Fatalf("job %s is %s before any node changed, want Running", name, s)
 		}
 	}
+	// A turn looks at the jobs and nodes that changed, not at every
+	// running job: a kept job made to look lost in memory alone (no
+	// write, no node change) is not looked at, so not ended.
+	kept := c.jobs["ws/keep"]
+	lost := *kept
+	lost.Ranks = []api.JobRank{{Node: "n-none", Status: api.JobRunning}}
+	c.jobs["ws/keep"] = &lost
+	turn()
+	if got := status()["keep"]; got != api.JobRunning {
+		t.Errorf("a turn with nothing changed looked at a running job (it ended it: %s)", got)
+	}
+	c.jobs["ws/keep"] = kept
 	mustUpdate(t, st, func(tx store.Tx) error {
 		n, err := tx.GetNode(ctx, "n-unusable")
 		if err != nil {

@@ -46,7 +46,7 @@ func (c *Controller) load(ctx context.Context) (*snapshot, error) {
 		c.queue = newJobQueue()
 	}
 	if full {
-		c.gapJobs, c.gapAllJobs = nil, true
+		c.gapJobs, c.gapAllJobs, c.stopAll = nil, true, true
 	}
 	for i := range changed {
 		j := &changed[i]
@@ -56,6 +56,7 @@ func (c *Controller) load(ctx context.Context) (*snapshot, error) {
 				c.gapJobs = map[string]bool{}
 			}
 			c.gapJobs[k] = true
+			c.stopLook[k] = true
 		}
 		switch {
 		case !slices.Contains(unfinished, j.Status):

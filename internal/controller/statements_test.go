@@ -95,8 +95,9 @@ func oneJobsStatements(t *testing.T, st counted, budgets [3]int64) {
 		j, err = svc.SubmitJob(ctx, "ws", &api.Job{Type: api.JobTypeCommand, Command: "true", Compute: "cpu"})
 		return err
 	})
-	// On SQLite: BEGIN, the job, the node, the revision, the node, the
-	// job, its event, the revision saved, COMMIT.
+	// On SQLite: BEGIN, the jobs, the nodes, the revision, the nodes, the
+	// jobs, the events, the revision saved, COMMIT: the same for a turn's
+	// hundred placements as for one (TestPlacementsAreBatched).
 	count("assignment", budgets[1], func() error {
 		busy := c.assign(ctx, []scheduler.Assignment{{Job: key("ws", j.Name), Nodes: []string{"n1"}}},
 			map[string]*api.Compute{key("ws", "cpu"): cp}, now)

@@ -2,7 +2,6 @@ package controller
 
 import (
 	"context"
-	"errors"
 	"slices"
 
 	"github.com/tideml/tide/api"
@@ -73,16 +72,16 @@ func (c *Controller) PlaceSubmitted(ctx context.Context, tx store.Tx, j *api.Job
 	if len(placed.Assignments) == 0 {
 		return nil, nil
 	}
-	pushes, err := c.assignOne(ctx, tx, j.Workspace, j.Name, placed.Assignments[0].Nodes, map[string]*api.Compute{k: cp}, c.now().UTC())
-	if errors.Is(err, errMoved) {
-		return nil, nil
-	}
+	pushes, err := c.place(ctx, tx, placed.Assignments, map[string]*api.Compute{k: cp}, map[string]string{}, c.now().UTC())
 	if err != nil {
 		return nil, err
 	}
 	cur, err := tx.GetJob(ctx, j.Workspace, j.Name)
 	if err != nil {
 		return nil, err
+	}
+	if cur.Status == api.JobQueued {
+		return nil, nil // the placement was refused (errMoved): left to the next turn
 	}
 	*j = *cur
 	return func() {

@@ -70,6 +70,55 @@ func (w *watchedTx) PutJob(ctx context.Context, j *api.Job, ifMatch string, even
 	return nil
 }
 
+func (w *watchedTx) PutJobs(ctx context.Context, puts []store.JobPut) error {
+	if err := w.Tx.PutJobs(ctx, puts); err != nil {
+		return err
+	}
+	if w.jobs == nil {
+		w.jobs = map[store.JobKey]*api.Job{}
+	}
+	for _, p := range puts {
+		j := p.Job
+		for _, e := range p.Events {
+			w.events = append(w.events, watchedEvent{j.Workspace, "job/" + j.Name, *e})
+		}
+		c := *j
+		w.jobs[store.JobKey{Workspace: j.Workspace, Name: j.Name}] = &c
+	}
+	return nil
+}
+
+// PutNodes counts the nodes first written, as PutNode does.
+func (w *watchedTx) PutNodes(ctx context.Context, ns []*api.Node) error {
+	var preparing []string
+	for _, n := range ns {
+		if n.State == api.NodePreparing {
+			preparing = append(preparing, n.ID)
+		}
+	}
+	stored := map[string]bool{}
+	if len(preparing) > 0 {
+		got, err := w.Tx.GetNodes(ctx, preparing)
+		if err != nil {
+			return err
+		}
+		for _, n := range got {
+			stored[n.ID] = true
+		}
+	}
+	if err := w.Tx.PutNodes(ctx, ns); err != nil {
+		return err
+	}
+	for _, n := range ns {
+		if n.State == api.NodePreparing && !stored[n.ID] {
+			stored[n.ID] = true
+			c := *n
+			w.nodes = append(w.nodes, &c)
+		}
+	}
+	return nil
+}
+
 func (w *watchedTx) PutNode(ctx context.Context, n *api.Node) error {
 	// A node first written is one the controller creates (as preparing);
 	// only then is the extra read made.

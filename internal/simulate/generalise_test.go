@@ -176,7 +176,8 @@ func (g generalisation) String() string {
 //     test seeds 5001-5003);
 //   - the whole target with the curve on every shape but sparse (decided
 //     on the training seeds, where it held on all 54 such traces, before
-//     7001-7003 were run);
+//     7001-7003 were run; it held on all 18 such traces of 7001-7003 and
+//     of 8001-8003);
 //   - on every trace, that the policy never has more node-hours or a
 //     longer mean wait than fixed 120 s (where it finds no sure gain, it
 //     keeps fixed 120 s).

@@ -124,12 +124,18 @@ type Tx interface {
 	// where the store can: a job's change and the event that says so cost
 	// one round trip, not two. Nothing is recorded when j is not written.
 	PutJob(ctx context.Context, j *api.Job, ifMatch string, events ...*api.Event) error
-	// SetPendingReason sets the pending reason of a job that is queued, in
-	// its stored document, without the caller reading and writing the whole
-	// job: a job write as PutJob's (a new etag, listed by ChangedJobs). It
-	// reports whether it wrote: not when the job is gone, is not queued or
-	// has that reason already.
-	SetPendingReason(ctx context.Context, workspace, name, reason string) (bool, error)
+	// PutJobs writes each job as PutJob(ctx, p.Job, "", p.Events...) does
+	// (a new etag, set in the job; its events recorded), in a few
+	// statements however many they are: a controller turn's placements
+	// write a hundred jobs at once.
+	PutJobs(ctx context.Context, puts []JobPut) error
+	// SetPendingReasons sets the pending reason of each job in reasons
+	// that is queued, in its stored document, without the caller reading
+	// and writing the whole job: a job write as PutJob's (a new etag,
+	// listed by ChangedJobs), in a few statements however many they are.
+	// It returns how many it wrote: not a job that is gone, is not queued
+	// or has that reason already.
+	SetPendingReasons(ctx context.Context, reasons map[JobKey]string) (int, error)
 
 	GetDatastore(ctx context.Context, workspace, name string) (*api.Datastore, error)
 	ListDatastores(ctx context.Context, workspace string) ([]api.Datastore, error)
@@ -167,6 +173,12 @@ type Tx interface {
 	// PutNode writes a node's record, heartbeat fields (NodeBeat) included,
 	// and is a change ChangedNodes lists.
 	PutNode(ctx context.Context, n *api.Node) error
+	// GetNodes returns the stored nodes among ids (the others are left
+	// out), in id order, as GetNode returns each.
+	GetNodes(ctx context.Context, ids []string) ([]api.Node, error)
+	// PutNodes writes each node as PutNode does, in a few statements
+	// however many they are.
+	PutNodes(ctx context.Context, ns []*api.Node) error
 	DeleteNode(ctx context.Context, id string) error
 	// ReleaseNode ends node id's run of assignment, in one statement and
 	// without reading the node: when the node's job is assignment, its job
@@ -293,6 +305,12 @@ type NodeUsage struct {
 	Workspace, Compute, Node string
 	Started, Ended           time.Time
 	PricePerHour             float64
+}
+
+// JobPut is a job PutJobs writes and the events it records on it.
+type JobPut struct {
+	Job    *api.Job
+	Events []*api.Event
 }
 
 // JobKey names a job.

@@ -282,16 +282,26 @@ func (x *tx) PutJob(ctx context.Context, j *api.Job, ifMatch string, events ...*
 	return nil
 }
 
-// SetPendingReason implements store.Tx.
-func (x *tx) SetPendingReason(ctx context.Context, workspace, name, reason string) (bool, error) {
-	tag, err := x.tx.Exec(ctx, `UPDATE jobs SET doc = jsonb_set(doc, '{pending_reason}', to_jsonb($3::text)),
-			etag = nextval('revision'), txid = pg_current_xact_id()
-		WHERE workspace = $1 AND name = $2 AND status = $4 AND coalesce(doc->>'pending_reason', '') <> $3`,
-		workspace, name, reason, api.JobQueued)
-	if err != nil {
-		return false, fmt.Errorf("setting the pending reason of job %s: %w", name, err)
+// SetPendingReasons implements store.Tx: one statement, the keys and
+// reasons passed as arrays.
+func (x *tx) SetPendingReasons(ctx context.Context, reasons map[store.JobKey]string) (int, error) {
+	if len(reasons) == 0 {
+		return 0, nil
 	}
-	return tag.RowsAffected() > 0, nil
+	ws, names, rs := make([]string, 0, len(reasons)), make([]string, 0, len(reasons)), make([]string, 0, len(reasons))
+	for k, r := range reasons {
+		ws, names, rs = append(ws, k.Workspace), append(names, k.Name), append(rs, r)
+	}
+	tag, err := x.tx.Exec(ctx, `UPDATE jobs SET doc = jsonb_set(doc, '{pending_reason}', to_jsonb(v.reason)),
+			etag = nextval('revision'), txid = pg_current_xact_id()
+		FROM unnest($1::text[], $2::text[], $3::text[]) AS v(ws, name, reason)
+		WHERE jobs.workspace = v.ws AND jobs.name = v.name AND jobs.status = $4
+			AND coalesce(jobs.doc->>'pending_reason', '') <> v.reason`,
+		ws, names, rs, api.JobQueued)
+	if err != nil {
+		return 0, fmt.Errorf("setting %d pending reasons: %w", len(reasons), err)
+	}
+	return int(tag.RowsAffected()), nil
 }
 
 // whyJobNotPut is the error of a PutJob that wrote nothing.

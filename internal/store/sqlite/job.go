@@ -274,25 +274,44 @@ func (x *tx) PutJob(ctx context.Context, j *api.Job, ifMatch string, events ...*
 	return nil
 }
 
-// SetPendingReason implements store.Tx. A revision taken for a job that
-// is then not written is a gap in the revisions, which the feed skips.
-func (x *tx) SetPendingReason(ctx context.Context, workspace, name, reason string) (bool, error) {
-	rev, err := x.nextRevision(ctx)
-	if err != nil {
-		return false, err
+// SetPendingReasons implements store.Tx: one statement for all the jobs,
+// each row's etag one of a block of revisions taken first. A revision
+// taken for a job that is then not written is a gap in the revisions,
+// which the feed skips.
+func (x *tx) SetPendingReasons(ctx context.Context, reasons map[store.JobKey]string) (int, error) {
+	if len(reasons) == 0 {
+		return 0, nil
 	}
-	res, err := x.exec(ctx, `UPDATE jobs SET doc = json_set(doc, '$.pending_reason', ?), etag = ?
-		WHERE workspace = ? AND name = ? AND status = ? AND coalesce(json_extract(doc, '$.pending_reason'), '') != ?`,
-		reason, rev, workspace, name, api.JobQueued, reason)
+	rows := make([][3]string, 0, len(reasons))
+	for k, r := range reasons {
+		rows = append(rows, [3]string{k.Workspace, k.Name, r})
+	}
+	arg, err := json.Marshal(rows)
 	if err != nil {
-		return false, fmt.Errorf("setting the pending reason of job %s: %w", name, err)
+		return 0, fmt.Errorf("setting %d pending reasons: %w", len(reasons), err)
+	}
+	first, err := x.takeRevisions(ctx, len(rows))
+	if err != nil {
+		return 0, err
+	}
+	res, err := x.exec(ctx, setPendingReasonsQuery, first, string(arg), api.JobQueued)
+	if err != nil {
+		return 0, fmt.Errorf("setting %d pending reasons: %w", len(reasons), err)
 	}
 	n, err := res.RowsAffected()
 	if err != nil {
-		return false, fmt.Errorf("setting the pending reason of job %s: %w", name, err)
+		return 0, fmt.Errorf("setting %d pending reasons: %w", len(reasons), err)
 	}
-	return n > 0, nil
+	return int(n), nil
 }
+
+// setPendingReasonsQuery finds each job by its key: "+jobs.status", as
+// SQLite otherwise walked every queued job (jobs_queue_order) for each
+// reason (TestFeedQueriesUseTheirIndexes).
+const setPendingReasonsQuery = `UPDATE jobs SET doc = json_set(doc, '$.pending_reason', v.reason), etag = ?1 + v.i
+	FROM (SELECT key AS i, value->>0 AS ws, value->>1 AS name, value->>2 AS reason FROM json_each(?2)) AS v
+	WHERE jobs.workspace = v.ws AND jobs.name = v.name AND +jobs.status = ?3
+		AND coalesce(json_extract(jobs.doc, '$.pending_reason'), '') != v.reason`
 
 func utcJob(j api.Job) api.Job {
 	j.Etag = ""

@@ -28,12 +28,18 @@ func TestFeedQueriesUseTheirIndexes(t *testing.T) {
 		nodesSeenBeforeQuery: "nodes_by_last_seen",
 		nodeBeatsQuery:       "sqlite_autoindex_nodes_1 (id=?)",
 		putNodeBeatsQuery:    "sqlite_autoindex_nodes_1 (id=?)",
+		// A turn's pending reasons: each job by its key, not every
+		// queued one.
+		setPendingReasonsQuery: "sqlite_autoindex_jobs_2 (workspace=? AND name=?)",
 	} {
-		arg := any(0)
-		if strings.Contains(q, "json_each") {
-			arg = "[]"
+		args := []any{0}
+		switch {
+		case q == setPendingReasonsQuery:
+			args = []any{0, "[]", "Queued"}
+		case strings.Contains(q, "json_each"):
+			args = []any{"[]"}
 		}
-		rows, err := s.readers.QueryContext(ctx, "EXPLAIN QUERY PLAN "+q, arg)
+		rows, err := s.readers.QueryContext(ctx, "EXPLAIN QUERY PLAN "+q, args...)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -193,16 +193,16 @@ func testSetPendingReason(t *testing.T, open Opener) {
 	})
 	set := func(name, reason string) bool {
 		t.Helper()
-		var wrote bool
+		var wrote int
 		update(t, s, func(tx store.Tx) (err error) {
-			wrote, err = tx.SetPendingReason(ctx, "default", name, reason)
+			wrote, err = tx.SetPendingReasons(ctx, map[store.JobKey]string{{Workspace: "default", Name: name}: reason})
 			return err
 		})
-		return wrote
+		return wrote == 1
 	}
 	const reason = `compute at max_instances (2 node(s), all busy) "quoted" – ünïcode`
 	if !set("q", reason) {
-		t.Fatalf("SetPendingReason of a queued job wrote nothing")
+		t.Fatalf("SetPendingReasons of a queued job wrote nothing")
 	}
 	var got *api.Job
 	view(t, s, func(tx store.Tx) (err error) {
@@ -212,27 +212,56 @@ func testSetPendingReason(t *testing.T, open Opener) {
 	want := *q
 	want.PendingReason, want.Etag, want.CreatedOn = reason, got.Etag, q.CreatedOn.UTC()
 	if got.Etag == q.Etag || !sameJSON(*got, want) {
-		t.Errorf("after SetPendingReason the job is\n%+v\nwant the stored one with the reason and a new etag\n%+v", *got, want)
+		t.Errorf("after SetPendingReasons the job is\n%+v\nwant the stored one with the reason and a new etag\n%+v", *got, want)
 	}
 	if changed, _, _ := changedJobs(t, s, cursor); changed["q"] != got.Etag {
-		t.Errorf("ChangedJobs after SetPendingReason = %v, want q at etag %s", changed, got.Etag)
+		t.Errorf("ChangedJobs after SetPendingReasons = %v, want q at etag %s", changed, got.Etag)
 	}
 	if set("q", reason) {
-		t.Errorf("SetPendingReason wrote a reason the job has already")
+		t.Errorf("SetPendingReasons wrote a reason the job has already")
 	}
 	if set("r", "waiting") || set("missing", "waiting") {
-		t.Errorf("SetPendingReason wrote a job that is not queued, or one that does not exist")
+		t.Errorf("SetPendingReasons wrote a job that is not queued, or one that does not exist")
 	}
 	view(t, s, func(tx store.Tx) error {
 		j, err := tx.GetJob(ctx, "default", "r")
 		if err != nil || j.PendingReason != "" || j.Etag != r.Etag {
-			t.Errorf("a running job after SetPendingReason: %+v, %v; want it unchanged", j, err)
+			t.Errorf("a running job after SetPendingReasons: %+v, %v; want it unchanged", j, err)
 		}
 		return nil
 	})
 	if !set("q", "") {
-		t.Errorf("SetPendingReason of an empty reason wrote nothing")
+		t.Errorf("SetPendingReasons of an empty reason wrote nothing")
 	}
+	// Several at once: each written job gets an etag of its own.
+	more := map[store.JobKey]string{{Workspace: "default", Name: "r"}: "not queued", {Workspace: "default", Name: "missing"}: "gone"}
+	for _, name := range []string{"q2", "q3", "q4"} {
+		update(t, s, func(tx store.Tx) error { return tx.PutJob(ctx, newJob("default", name, "cpu", api.JobQueued), "") })
+		more[store.JobKey{Workspace: "default", Name: name}] = "reason of " + name
+	}
+	more[store.JobKey{Workspace: "default", Name: "q"}] = "" // has it already
+	var wrote int
+	update(t, s, func(tx store.Tx) (err error) {
+		wrote, err = tx.SetPendingReasons(ctx, more)
+		return err
+	})
+	if wrote != 3 {
+		t.Errorf("SetPendingReasons of 3 queued jobs, one with its reason, one not queued and one missing wrote %d, want 3", wrote)
+	}
+	etags := map[string]bool{}
+	view(t, s, func(tx store.Tx) error {
+		for _, name := range []string{"q2", "q3", "q4"} {
+			j, err := tx.GetJob(ctx, "default", name)
+			if err != nil {
+				return err
+			}
+			if j.PendingReason != "reason of "+name || etags[j.Etag] {
+				t.Errorf("job %s after SetPendingReasons: reason %q etag %s; want its reason and an etag of its own", name, j.PendingReason, j.Etag)
+			}
+			etags[j.Etag] = true
+		}
+		return nil
+	})
 }
 
 // sameJSON reports whether a and b encode alike.

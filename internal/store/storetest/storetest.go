@@ -40,6 +40,7 @@ func Run(t *testing.T, newDB func(t *testing.T) Opener) {
 		{"ListJobs", testListJobs},
 		{"ChangedJobs", testChangedJobs},
 		{"SetPendingReason", testSetPendingReason},
+		{"BatchWrites", testBatchWrites},
 		{"QueuePosition", testQueuePosition},
 		{"QueuedJobs", testQueuedJobs},
 		{"Datastores", testDatastores},
