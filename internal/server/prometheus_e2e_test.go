@@ -107,6 +107,7 @@ scrape_configs:
 		{`sum(tide_scale_downs_total{compute="obs"})`, func(v float64) bool { return v == 2 }, "2 nodes scaled down"},
 		{`sum(tide_http_request_duration_seconds_count{route="/v1/workspaces/{workspace}/jobs",method="POST",code="201"})`, func(v float64) bool { return v == 2 }, "2 submissions timed"},
 		{`sum(tide_controller_turn_seconds_count)`, func(v float64) bool { return v > 0 }, "controller turns timed"},
+		{`tide_store_statements_total`, func(v float64) bool { return v > 0 }, "store statements counted"},
 	}
 	for _, c := range checks {
 		last := "no answer" // what prometheus answered last, should it never hold
