@@ -35,6 +35,7 @@ func TestDispatch(t *testing.T) {
 	s.compute("warm", "local", Nodes, Nodes)
 	var rates []float64
 	var cpu, agents time.Duration
+	stmts0 := s.scrapeCounter("tide_store_statements_total")
 	for range sz.Runs {
 		a0 := agentsCPU()
 		d := s.tideDispatch("warm", sz.Jobs)
@@ -43,8 +44,11 @@ func TestDispatch(t *testing.T) {
 		cpu += d.CPU
 	}
 	n := sz.Jobs * sz.Runs
-	fmt.Printf("dispatch %s: %d jobs x %d runs, jobs/s %.1f (median %.1f), CPU s per 1000 jobs: server %s, agents %s, load %s\n",
-		which, sz.Jobs, sz.Runs, rates, median(rates), per1000(cpu, n), per1000(agents, n), loadAverage())
+	// Statements per job: the store's, the turns' and this benchmark's
+	// polls included.
+	stmts := (s.scrapeCounter("tide_store_statements_total") - stmts0) / float64(n)
+	fmt.Printf("dispatch %s: %d jobs x %d runs, jobs/s %.1f (median %.1f), CPU s per 1000 jobs: server %s, agents %s, store statements per job %.1f, load %s\n",
+		which, sz.Jobs, sz.Runs, rates, median(rates), per1000(cpu, n), per1000(agents, n), stmts, loadAverage())
 	s.deleteCompute("warm")
 	s.compute("lat", "local", 1, 1)
 	lat := s.tideLatency("lat", sz.Latency)

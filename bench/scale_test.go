@@ -229,6 +229,33 @@ func (s *tideServer) scrapeHistogram(name string) histogram {
 	return h
 }
 
+// scrapeCounter reads counter name from the server's /metrics (with the
+// admin's token); 0 when the server has none (an older binary).
+func (s *tideServer) scrapeCounter(name string) float64 {
+	t := s.t
+	req, err := http.NewRequest("GET", s.url+"/metrics", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+s.admin)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				t.Fatalf("metrics: bad line %q", sc.Text())
+			}
+			return f
+		}
+	}
+	return 0
+}
+
 // sub returns the observations of h made since h0.
 func (h histogram) sub(h0 histogram) histogram {
 	d := histogram{le: h.le, counts: make([]float64, len(h.counts))}

@@ -26,6 +26,7 @@ type tideServer struct {
 	url    string
 	cmd    *exec.Cmd
 	client *api.Client
+	admin  string // the admin's token, for /metrics
 	done   chan struct{}
 }
 
@@ -84,6 +85,7 @@ locations:
 		if err != nil || cc.Token == "" {
 			return false
 		}
+		s.admin = cc.Token
 		s.client, err = api.NewClient(s.url, cc.Token, nil)
 		return err == nil && s.client.Ready(context.Background()) == nil
 	})

@@ -39,7 +39,9 @@ func TestGapHistoryKeepAlive(t *testing.T) {
 		// costs less, but makes no fewer jobs wait: a gain on node time
 		// alone is not enough to leave the reference (minGain: on the
 		// generated training traces such choices lengthened the waits).
-		{"long gaps keep the reference", history(20*time.Minute, time.Hour, 500), 120 * time.Second, 120 * time.Second},
+		// Every 61 minutes, so that no minute of the day recurs: jobs at
+		// the same minutes every day are pre-warmed instead.
+		{"long gaps keep the reference", history(20*time.Minute, 61*time.Minute, 500), 120 * time.Second, 120 * time.Second},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -57,14 +59,17 @@ func TestGapHistoryKeepAlive(t *testing.T) {
 func TestKeepAliveByHour(t *testing.T) {
 	h := NewGapHistory()
 	at := time.Date(2026, 11, 2, 0, 0, 0, 0, time.UTC)
-	for range 14 * 24 * 6 { // every 10 minutes for two weeks
+	// Every 10 minutes and 1 second for two weeks: the same minutes every
+	// day would be pre-warmed (TestPrewarmBeforeDailyBatch), and the
+	// timeouts are what this test is about.
+	for range 14 * 24 * 6 {
 		h.NodeIdle(at)
 		if hr := at.Hour(); hr >= 9 && hr < 17 {
 			h.Demand(at.Add(4*time.Minute), 1) // reused after 4 min by day
 		} else {
 			h.Demand(at.Add(30*time.Minute), 1) // by night much later
 		}
-		at = at.Add(10 * time.Minute)
+		at = at.Add(10*time.Minute + time.Second)
 	}
 	day, _, ok := h.KeepAlive(time.Date(2026, 11, 20, 12, 0, 0, 0, time.UTC))
 	night, _, _ := h.KeepAlive(time.Date(2026, 11, 20, 3, 0, 0, 0, time.UTC))

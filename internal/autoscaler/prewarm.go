@@ -72,8 +72,7 @@ func (p *profile) predict(d int64) {
 }
 
 // forecast returns the prediction for day d: per minute, the least nodes
-// demanded on every one of the days before d that the profile holds (a
-// row overwritten by a later day counts as a day without demand), when
+// demanded on every one of the days before d that the profile holds, when
 // at least recurDays of them are known, each had demand, and chance would
 // not make minutes recur so: on a busy compute (a job every few minutes)
 // tens of minutes a day have had jobs on each of the last three days by
@@ -88,6 +87,9 @@ func (p *profile) forecast(d int64) map[int]int {
 			break
 		}
 		row := int(e % profileDays)
+		if p.Day[row] > e {
+			break // the row holds a later day now: e is no longer kept
+		}
 		if p.Day[row] != e {
 			return nil // a day without demand
 		}

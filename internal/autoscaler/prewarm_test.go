@@ -140,3 +140,19 @@ func TestForecastIgnoresChanceRecurrence(t *testing.T) {
 		}
 	}
 }
+
+// TestPredictsAfterAWeek: a batch at 02:00 every day is predicted from
+// the fourth day on, and still after the profile's seven days have filled
+// and its rows are reused (a row holding a later day counted as a day
+// without demand, so nothing was predicted after a compute's first week).
+func TestPredictsAfterAWeek(t *testing.T) {
+	day := int64(24 * time.Hour)
+	var p profile
+	for d := int64(0); d < 20; d++ {
+		p.add(d*day+int64(time.Minute), 1) // a day begins: predict
+		if want := d >= recurDays; (p.pred[120] == 10) != want {
+			t.Errorf("day %d: 02:00 predicted %d nodes, want predicted %v", d, p.pred[120], want)
+		}
+		p.add(d*day+2*int64(time.Hour), 10)
+	}
+}

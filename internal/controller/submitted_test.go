@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"testing"
 	"time"
 
@@ -88,6 +89,10 @@ func TestPlaceSubmitted(t *testing.T) {
 	if j, push := submit("gang", 3); push != nil || j.Status != api.JobQueued {
 		t.Fatalf("a gang of 3 with 2 nodes free: %s; want left Queued", j.Status)
 	}
+	// a, found taken, is not read again until the next turn.
+	if got := (*ctrl.freeNodes.Load())["ws/cpu"]; !slices.Equal(got, []string{"b", "c"}) {
+		t.Errorf("free nodes after a was found taken: %v; want [b c]", got)
+	}
 	mustUpdate(t, st, func(tx store.Tx) error {
 		j, err := tx.GetJob(ctx, "ws", "gang")
 		if err != nil {
@@ -99,6 +104,9 @@ func TestPlaceSubmitted(t *testing.T) {
 	j, push := submit("alone", 1)
 	if push == nil || j.Status != api.JobPreparing || j.Attempt != 1 || len(j.Ranks) != 1 || j.Ranks[0].Node != "b" {
 		t.Fatalf("alone with b and c free: %s attempt %d ranks %+v, pushed %v; want Preparing on b", j.Status, j.Attempt, j.Ranks, push != nil)
+	}
+	if got := (*ctrl.freeNodes.Load())["ws/cpu"]; !slices.Equal(got, []string{"c"}) {
+		t.Errorf("free nodes after alone took b: %v; want [c]", got)
 	}
 	var n *api.Node
 	if err := st.View(ctx, func(tx store.Tx) (err error) { n, err = tx.GetNode(ctx, "b"); return err }); err != nil {

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/tideml/tide/api"
+	"github.com/tideml/tide/internal/server/servertest"
 )
 
 // TestPrometheusScrapesScaleUpAndDown runs Debian's prometheus against a
@@ -106,12 +107,19 @@ scrape_configs:
 		{`sum(tide_scale_downs_total{compute="obs"})`, func(v float64) bool { return v == 2 }, "2 nodes scaled down"},
 		{`sum(tide_http_request_duration_seconds_count{route="/v1/workspaces/{workspace}/jobs",method="POST",code="201"})`, func(v float64) bool { return v == 2 }, "2 submissions timed"},
 		{`sum(tide_controller_turn_seconds_count)`, func(v float64) bool { return v > 0 }, "controller turns timed"},
+		{`tide_store_statements_total`, func(v float64) bool { return v > 0 }, "store statements counted"},
 	}
 	for _, c := range checks {
-		waitFor(t, c.what+" ("+c.query+")", 15*time.Second, func() bool {
+		last := "no answer" // what prometheus answered last, should it never hold
+		if !servertest.Poll(context.Background(), 15*time.Second, func() bool {
 			v, ok := q(c.query)
+			if ok {
+				last = fmt.Sprint(v)
+			}
 			return ok && c.want(v)
-		})
+		}) {
+			t.Fatalf("prometheus never saw %s (%s) in 15s; it last answered %s", c.what, c.query, last)
+		}
 	}
 	// Every query of the shipped Grafana dashboard is valid PromQL over
 	// tide's metric names (a series that never happened, like preemptions

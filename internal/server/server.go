@@ -226,6 +226,12 @@ func New(ctx context.Context, cfg config.Server, log *slog.Logger) (*Server, err
 			}
 			return 0
 		}))
+	if c, ok := st.(interface{ Statements() int64 }); ok {
+		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "tide_store_statements_total",
+			Help: "SQL statements the store has run, transactions' BEGIN and COMMIT included.",
+		}, func() float64 { return float64(c.Statements()) }))
+	}
 	s.metrics = promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
 	return s, nil
 }
