@@ -211,11 +211,13 @@ func (c *Controller) liveness(ctx context.Context, s *snapshot, now time.Time) e
 // twice, and Azure ML also fails a job whose node is lost; retries are an
 // explicit job setting.
 func (c *Controller) markUnusable(ctx context.Context, n api.Node, reason string, now time.Time) error {
+	job := n.Job // the transaction's, since a submission may have placed one on it (PlaceSubmitted)
 	err := c.store.Update(ctx, func(tx store.Tx) error {
 		cur, err := tx.GetNode(ctx, n.ID)
 		if err != nil {
 			return err
 		}
+		job = cur.Job
 		cur.State, cur.StateSince, cur.Error = api.NodeUnusable, now, reason
 		if err := tx.PutNode(ctx, cur); err != nil {
 			return err
@@ -225,8 +227,8 @@ func (c *Controller) markUnusable(ctx context.Context, n api.Node, reason string
 	if err != nil && !store.IsNotFound(err) {
 		return err
 	}
-	if n.Job != "" {
-		ws, name, attempt, perr := service.ParseAssignmentID(n.Job)
+	if job != "" {
+		ws, name, attempt, perr := service.ParseAssignmentID(job)
 		if perr == nil {
 			if err := service.RankLost(ctx, c.store, ws, name, attempt, n.ID, fmt.Sprintf("node %s became unusable: %s", n.ID, reason), now); err != nil {
 				return err

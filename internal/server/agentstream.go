@@ -200,9 +200,15 @@ func (s *Server) endStream(node string, sub chan controller.Message) {
 		select {
 		case ev := <-sub:
 			s.keepUnsent(node, ev)
+			continue
 		default:
-			return
 		}
+		break
+	}
+	// The agent's next stream may have connected already (it reconnected
+	// before this one noticed its end): it gets them now.
+	if s.hub.Connected(node) {
+		s.deliverAsks(node)
 	}
 }
 
