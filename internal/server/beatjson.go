@@ -34,30 +34,37 @@ type beatScan struct {
 	i int
 }
 
+// The names of the objects a heartbeat holds, in the order of the
+// indexes fields gives read.
+var (
+	heartbeatFields   = []string{"node_id", "running", "usage", "utilization", "cache", "refused"}
+	usageFields       = []string{"cpu_seconds", "memory_bytes", "peak_memory_bytes", "gpu_percent", "gpu_memory_bytes", "disk_bytes", "samples", "note"}
+	utilizationFields = []string{"cpu_percent", "memory_bytes", "gpu_percent", "gpu_memory_bytes"}
+	cacheFields       = []string{"hits", "misses", "evictions", "entries", "bytes", "limit_bytes"}
+)
+
+// fields reads an object whose names are among names (at most 32), each
+// at most once, calling read with the index of each name in names and the
+// scan at its value. Another name (activity in a heartbeat, or one
+// json.Unmarshal matches otherwise) or a repeated one returns false.
+func (d *beatScan) fields(names []string, read func(f int) bool) bool {
+	var seen uint32
+	return d.object(func(key []byte) bool {
+		for f, name := range names {
+			if name == string(key) {
+				if seen&(1<<f) != 0 {
+					return false
+				}
+				seen |= 1 << f
+				return read(f)
+			}
+		}
+		return false
+	})
+}
+
 func (d *beatScan) heartbeat(hb *api.AgentHeartbeat) bool {
-	var seen [7]bool
-	ok := d.object(func(key []byte) bool {
-		var f int
-		switch string(key) {
-		case "node_id":
-			f = 0
-		case "running":
-			f = 1
-		case "usage":
-			f = 2
-		case "utilization":
-			f = 3
-		case "cache":
-			f = 4
-		case "refused":
-			f = 5
-		default: // activity, or a name json.Unmarshal matches otherwise
-			return false
-		}
-		if seen[f] {
-			return false
-		}
-		seen[f] = true
+	ok := d.fields(heartbeatFields, func(f int) bool {
 		switch f {
 		case 0:
 			s, ok := d.str()
@@ -94,33 +101,7 @@ func (d *beatScan) heartbeat(hb *api.AgentHeartbeat) bool {
 }
 
 func (d *beatScan) usage(u *api.JobUsage) bool {
-	var seen [8]bool
-	return d.object(func(key []byte) bool {
-		var f int
-		switch string(key) {
-		case "cpu_seconds":
-			f = 0
-		case "memory_bytes":
-			f = 1
-		case "peak_memory_bytes":
-			f = 2
-		case "gpu_percent":
-			f = 3
-		case "gpu_memory_bytes":
-			f = 4
-		case "disk_bytes":
-			f = 5
-		case "samples":
-			f = 6
-		case "note":
-			f = 7
-		default:
-			return false
-		}
-		if seen[f] {
-			return false
-		}
-		seen[f] = true
+	return d.fields(usageFields, func(f int) bool {
 		switch f {
 		case 0:
 			return d.float(&u.CPUSeconds)
@@ -145,25 +126,7 @@ func (d *beatScan) usage(u *api.JobUsage) bool {
 }
 
 func (d *beatScan) utilization(u *api.NodeUtilization) bool {
-	var seen [4]bool
-	return d.object(func(key []byte) bool {
-		var f int
-		switch string(key) {
-		case "cpu_percent":
-			f = 0
-		case "memory_bytes":
-			f = 1
-		case "gpu_percent":
-			f = 2
-		case "gpu_memory_bytes":
-			f = 3
-		default:
-			return false
-		}
-		if seen[f] {
-			return false
-		}
-		seen[f] = true
+	return d.fields(utilizationFields, func(f int) bool {
 		switch f {
 		case 0:
 			return d.float(&u.CPUPercent)
@@ -178,34 +141,20 @@ func (d *beatScan) utilization(u *api.NodeUtilization) bool {
 }
 
 func (d *beatScan) cache(c *api.NodeCache) bool {
-	var seen [6]bool
-	return d.object(func(key []byte) bool {
-		var f int
-		var p *int64
-		switch string(key) {
-		case "hits":
-			f, p = 0, &c.Hits
-		case "misses":
-			f, p = 1, &c.Misses
-		case "evictions":
-			f, p = 2, &c.Evictions
-		case "entries":
-			f = 3
-		case "bytes":
-			f, p = 4, &c.Bytes
-		case "limit_bytes":
-			f, p = 5, &c.LimitBytes
-		default:
-			return false
-		}
-		if seen[f] {
-			return false
-		}
-		seen[f] = true
-		if p == nil {
+	return d.fields(cacheFields, func(f int) bool {
+		switch f {
+		case 0:
+			return d.int64(&c.Hits)
+		case 1:
+			return d.int64(&c.Misses)
+		case 2:
+			return d.int64(&c.Evictions)
+		case 3:
 			return d.int(&c.Entries)
+		case 4:
+			return d.int64(&c.Bytes)
 		}
-		return d.int64(p)
+		return d.int64(&c.LimitBytes)
 	})
 }
 
