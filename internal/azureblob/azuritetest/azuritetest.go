@@ -45,6 +45,26 @@ func Start(t testing.TB) *Azurite {
 		}
 		t.Skip("azurite-blob not installed (npm install -g azurite)")
 	}
+	// The port is free when asked for, but another test's server may take
+	// it before Azurite binds it: then Azurite exits, or a foreign server
+	// answers. Either way, start again on another port.
+	var last string
+	for range 5 {
+		az, out, ok := start(t, bin)
+		if ok {
+			return az
+		}
+		last = out
+	}
+	t.Fatalf("azurite-blob did not start on a free port in 5 tries; last output: %s", last)
+	return nil
+}
+
+// start runs azurite-blob on a port free now and waits until Azurite
+// itself answers there. It reports false, with Azurite's output, when
+// Azurite exited (its port was taken) or another server answered.
+func start(t testing.TB, bin string) (*Azurite, string, bool) {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -63,23 +83,29 @@ func Start(t testing.TB) *Azurite {
 	az := &Azurite{URL: fmt.Sprintf("http://127.0.0.1:%d/%s", port, Account), cmd: cmd}
 	exited := make(chan struct{})
 	go func() { cmd.Wait(); close(exited) }()
-	t.Cleanup(func() {
+	stop := func() {
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		<-exited
-	})
+	}
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		resp, err := http.Get(az.URL + "?comp=list")
 		if err == nil {
 			resp.Body.Close()
-			return az
+			if !strings.HasPrefix(resp.Header.Get("Server"), "Azurite-Blob") {
+				stop()
+				return nil, fmt.Sprintf("port %d answered by %q, not Azurite", port, resp.Header.Get("Server")), false
+			}
+			t.Cleanup(stop)
+			return az, "", true
 		}
 		select {
 		case <-exited:
-			t.Fatalf("azurite-blob exited: %s", out.String())
+			return nil, out.String(), false
 		default:
 		}
 		if time.Now().After(deadline) {
+			stop()
 			t.Fatalf("azurite-blob did not answer on port %d within 60s: %s", port, out.String())
 		}
 		time.Sleep(100 * time.Millisecond)
