@@ -92,7 +92,9 @@ func ownRange() (lo, hi int, ok bool) {
 // lock takes the lock file of a port, or reports false when another
 // process (or another Get of this one) holds it.
 func lock(path string) (*os.File, bool) {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o666)
+	// Read-only: another user's test may have made the file (0644 after
+	// its umask), and flock needs no write access.
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDONLY, 0o666)
 	if err != nil {
 		return nil, false
 	}
