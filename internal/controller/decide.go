@@ -12,7 +12,7 @@ import (
 )
 
 // decide places queued jobs, plans nodes and applies both.
-func (c *Controller) decide(ctx context.Context, s *snapshot, serverlessWaits map[string]string, now time.Time) (time.Time, error) {
+func (c *Controller) decide(ctx context.Context, s *snapshot, serverlessWaits map[string]string, now time.Time, tr *turnTrace) (time.Time, error) {
 	computes := map[string]*api.Compute{}
 	caps := map[string]int{}
 	for i := range s.computes {
@@ -49,8 +49,10 @@ func (c *Controller) decide(ctx context.Context, s *snapshot, serverlessWaits ma
 	placed, rests := s.queue.q.Place(snodes, caps)
 	placed.Waiting = slices.DeleteFunc(placed.Waiting, func(w scheduler.Waiting) bool { return computes[w.Compute] == nil })
 	rests = slices.DeleteFunc(rests, func(r scheduler.Rest) bool { return computes[r.Compute] == nil })
+	tr.phase("place")
 	busy := c.assign(ctx, placed.Assignments, computes, now)
 	c.publishFree(snodes, busy)
+	tr.phase("assign")
 
 	snap := autoscaler.Snapshot{}
 	gaps := c.gaps.observe(s, computes, c.startTimes, c.gapChanges(s))
@@ -98,6 +100,7 @@ func (c *Controller) decide(ctx context.Context, s *snapshot, serverlessWaits ma
 		waitingByCompute[w.Compute] = append(waitingByCompute[w.Compute], w)
 	}
 	plan := autoscaler.Plan(snap, now, c.policies)
+	tr.phase("plan")
 	for _, w := range plan.Warnings {
 		c.log.Warn("autoscaler", "compute", w.Compute, "warning", w.Message)
 	}
@@ -113,15 +116,20 @@ func (c *Controller) decide(ctx context.Context, s *snapshot, serverlessWaits ma
 		}
 	}
 	// The pending reasons and the computes' status are written together.
+	tr.phase("nodes")
 	why := c.reasons(placed, rests, plan, s, serverlessWaits, now)
+	tr.phase("reasons")
 	status, err := c.status(ctx, s, plan)
+	tr.phase("status")
 	if err != nil {
 		if why.failed != nil {
 			why.failed()
 		}
 		return time.Time{}, err
 	}
-	if err := c.commit(ctx, why, status); err != nil {
+	err = c.commit(ctx, why, status)
+	tr.phase("commit")
+	if err != nil {
 		return time.Time{}, err
 	}
 	return plan.NextWake, nil
