@@ -258,9 +258,7 @@ func (c *Controller) Run(ctx context.Context) error {
 		case <-timerC:
 		case <-liveness.C:
 		case <-resync.C:
-			if err := c.startChecks(ctx); err != nil {
-				c.log.Warn("checking providers", "err", err)
-			}
+			c.startChecks(ctx)
 		}
 	}
 }

@@ -213,6 +213,12 @@ type Tx interface {
 	// with those that never sent one (LastSeen zero): what liveness
 	// checks.
 	NodesSeenBefore(ctx context.Context, t time.Time) ([]NodeSeen, error)
+	// ComputeUtilizations sums, by compute ({workspace, name}), what its
+	// nodes used at their last written heartbeat: the figures of a
+	// compute sample, aggregated by the database instead of decoding
+	// every node. A compute none of whose nodes reported utilization is
+	// absent.
+	ComputeUtilizations(ctx context.Context) (map[[2]string]ComputeUtilization, error)
 	GetBudget(ctx context.Context, workspace, name string) (*api.Budget, error)
 	ListBudgets(ctx context.Context, workspace string) ([]api.Budget, error)
 	PutBudget(ctx context.Context, b *api.Budget, ifMatch string) error
