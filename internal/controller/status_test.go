@@ -89,3 +89,71 @@ func TestStatusWritesWithoutReading(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestOneWriteATurn checks that a turn whose plan creates and removes no
+// node writes its placements, the pending reasons and the computes' status
+// in one transaction (it waited for the store's writer twice), and that
+// the status counts the nodes it placed jobs on as running.
+func TestOneWriteATurn(t *testing.T) {
+	ctx := context.Background()
+	st := openSQLite(t)
+	now := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
+	mustUpdate(t, st, func(tx store.Tx) error {
+		if err := tx.PutWorkspace(ctx, &api.Workspace{Name: "ws"}); err != nil {
+			return err
+		}
+		if err := tx.PutCompute(ctx, &api.Compute{Workspace: "ws", Name: "cpu", Location: "local", Size: "Standard_DS3_v2",
+			MinInstances: 2, MaxInstances: 2, ProvisioningState: api.ProvisioningSucceeded}, ""); err != nil {
+			return err
+		}
+		for i := range 2 {
+			if err := tx.PutNode(ctx, &api.Node{ID: fmt.Sprintf("n%d", i), Workspace: "ws", Compute: "cpu", Location: "local",
+				State: api.NodeIdle, StateSince: now, LastHeartbeat: now}); err != nil {
+				return err
+			}
+		}
+		for i := range 3 {
+			if err := tx.PutJob(ctx, &api.Job{Workspace: "ws", Name: fmt.Sprintf("j%d", i), Type: api.JobTypeCommand, Command: "true",
+				Compute: "cpu", Status: api.JobQueued, CreatedOn: now.Add(time.Duration(i) * time.Second)}, ""); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	cfg := config.Default()
+	cfg.SampleInterval = 0 // no sample written beside the turn
+	c := New(Options{Store: st, Catalog: catalog.Default(), Config: cfg, Log: slog.New(slog.DiscardHandler), Now: func() time.Time { return now },
+		Changes: NewBroadcast()})
+	w0 := c.store.(*writeCounter).n.Load()
+	if _, err := c.Step(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := c.store.(*writeCounter).n.Load() - w0; n != 1 {
+		t.Errorf("the turn ran %d write transactions, want 1", n)
+	}
+	err := st.View(ctx, func(tx store.Tx) error {
+		js, err := tx.ListJobs(ctx, store.JobFilter{Workspace: "ws"})
+		for _, j := range js {
+			if want := map[string]string{"j0": api.JobPreparing, "j1": api.JobPreparing, "j2": api.JobQueued}[j.Name]; j.Status != want {
+				t.Errorf("job %s is %s, want %s", j.Name, j.Status, want)
+			}
+			if j.Name == "j2" && j.PendingReason == "" {
+				t.Errorf("job %s has no pending reason", j.Name)
+			}
+		}
+		if err != nil {
+			return err
+		}
+		cp, err := tx.GetCompute(ctx, "ws", "cpu")
+		if err != nil {
+			return err
+		}
+		if want := (api.NodeStateCounts{Running: 2}); cp.NodeStateCounts != want || cp.CurrentNodeCount != 2 {
+			t.Errorf("compute status: %d nodes, %+v; want 2, %+v", cp.CurrentNodeCount, cp.NodeStateCounts, want)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}

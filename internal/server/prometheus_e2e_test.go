@@ -118,7 +118,15 @@ scrape_configs:
 			}
 			return ok && c.want(v)
 		}) {
-			t.Fatalf("prometheus never saw %s (%s) in 15s; it last answered %s", c.what, c.query, last)
+			// What the compute went through, to tell a metric counted
+			// wrongly from a run that did something else (this failed
+			// once under load, cause unknown).
+			var history strings.Builder
+			evs, _ := in.client.ComputeEvents(context.Background(), "default", "obs")
+			for _, e := range evs {
+				fmt.Fprintf(&history, "\n  %s %s: %s", e.Time.Format("15:04:05.000"), e.Kind, e.Message)
+			}
+			t.Fatalf("prometheus never saw %s (%s) in 15s; it last answered %s; the compute's events:%s", c.what, c.query, last, history.String())
 		}
 	}
 	// Every query of the shipped Grafana dashboard is valid PromQL over
