@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"slices"
 	"strconv"
@@ -12,6 +11,8 @@ import (
 	"testing"
 	"text/tabwriter"
 	"time"
+
+	"github.com/tideml/tide/internal/freeport"
 )
 
 // sizes are how much work each benchmark does. The short form (the default,
@@ -148,14 +149,15 @@ func readProc(pid int) (procUsage, error) {
 	return u, nil
 }
 
+// freePort is a port for a daemon the benchmark starts, one nothing else
+// takes before the daemon binds it (see freeport).
 func freePort(t testing.TB) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := freeport.Get()
 	if err != nil {
-		t.Fatalf("finding a free port: %v", err)
+		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return p
 }
 
 // poll calls cond every interval until it returns true or d passes.

@@ -50,6 +50,7 @@ func run() int {
 // runAgent runs `tide agent` with the flags a provider passed and the token
 // from the environment (never from argv, where other users can read it).
 func runAgent(ctx context.Context, args []string, log *slog.Logger) error {
+	agent.LimitProcs()
 	f, err := agent.ParseFlags(args)
 	if err != nil {
 		return &cli.UsageError{Err: err}

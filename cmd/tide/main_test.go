@@ -13,7 +13,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -27,6 +26,7 @@ import (
 	"github.com/rogpeppe/go-internal/testscript"
 
 	"github.com/tideml/tide/internal/demo"
+	"github.com/tideml/tide/internal/freeport"
 )
 
 func TestMain(m *testing.M) {
@@ -54,12 +54,14 @@ func TestScripts(t *testing.T) {
 // writes its client config into the script's work folder and the CLI reads
 // it from there.
 func setup(env *testscript.Env) error {
-	port, err := freePort()
+	// The scripts start `tide server` on these ports, and restart it on
+	// them: ports nothing else takes meanwhile (see freeport).
+	port, err := freeport.Get()
 	if err != nil {
 		return err
 	}
 	env.Setenv("PORT", strconv.Itoa(port))
-	port2, err := freePort()
+	port2, err := freeport.Get()
 	if err != nil {
 		return err
 	}
@@ -83,18 +85,6 @@ func setup(env *testscript.Env) error {
 		stopAgents(filepath.Join(env.WorkDir, "data2"))
 	})
 	return nil
-}
-
-// freePort asks the kernel for a port that is free now. Another process
-// could take it before the server binds it; on this test machine that is
-// unlikely enough.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("finding a free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // waitServer waits until the server on $PORT answers /readyz and has

@@ -489,22 +489,29 @@ func (a *agent) heartbeatLoop(ctx context.Context) {
 }
 
 // measure samples what each running job and the whole node use, from one
-// read of /proc and one of nvidia-smi.
+// read of the process trees of the agent and of the jobs' processes (a
+// container runtime's are not the agent's children) and one of
+// nvidia-smi.
 func (a *agent) measure(ctx context.Context, jobs []*job) (map[string]api.JobUsage, *api.NodeUtilization) {
-	procs := readProcs()
+	roots := []int{os.Getpid()}
+	pids := make([][]int, len(jobs))
+	for i, j := range jobs {
+		j.mu.Lock()
+		pids[i] = handlePids(j.handle)
+		j.mu.Unlock()
+		roots = append(roots, pids[i]...)
+	}
+	procs := readProcs(roots...)
 	gpu := readGPUs(ctx)
 	var out map[string]api.JobUsage
-	for _, j := range jobs {
-		j.mu.Lock()
-		pids := handlePids(j.handle)
-		j.mu.Unlock()
-		if len(pids) == 0 {
+	for i, j := range jobs {
+		if len(pids[i]) == 0 {
 			continue // still preparing
 		}
 		if out == nil {
 			out = map[string]api.JobUsage{}
 		}
-		out[j.as.ID] = j.use.add(procs, pids, gpu, j.dir)
+		out[j.as.ID] = j.use.add(procs, pids[i], gpu, j.dir)
 	}
 	return out, a.nodeUse.sample(procs, gpu, time.Now())
 }

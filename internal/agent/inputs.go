@@ -184,6 +184,7 @@ func (j *job) prepareData(ctx context.Context) error {
 		for k, v := range bound {
 			j.as.Inputs[k] = v
 		}
+		j.asJSON = nil
 		j.mu.Unlock()
 	}
 	return nil

@@ -124,30 +124,64 @@ func (ia *instanceAgent) report(ctx context.Context, rep api.SetupReport) {
 
 const jupyterMissing = "jupyter-notebook is not installed on the node (Debian: apt-get install jupyter-notebook)"
 
+// jupyterPort picks the port Jupyter is told to use on host (a variable
+// for the test that takes it first).
+var jupyterPort = freePort
+
 // runJupyter runs Debian's jupyter-notebook on a free port of the node's
 // address, serving the node folder under the path the server proxies,
 // until ctx ends. Without it the application is reported unavailable.
+// The port is free when chosen, but another program may bind it before
+// Jupyter does: Jupyter then exits without answering (or another server
+// answers there), and it is started again on another port.
 func (ia *instanceAgent) runJupyter(ctx context.Context) {
 	bin, err := exec.LookPath("jupyter-notebook")
 	if err != nil {
 		ia.setJupyter(api.JupyterServer{Reason: jupyterMissing})
 		return
 	}
-	port, err := freePort()
-	if err != nil {
-		ia.setJupyter(api.JupyterServer{Reason: "no free port: " + err.Error()})
-		return
-	}
-	b := make([]byte, 24)
-	_, _ = rand.Read(b)
-	token := hex.EncodeToString(b)
 	logf, err := os.OpenFile(filepath.Join(ia.a.cfg.Dir, "jupyter.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		ia.setJupyter(api.JupyterServer{Reason: err.Error()})
 		return
 	}
 	defer logf.Close()
-	args := []string{"--no-browser", "--ip=" + cmp.Or(ia.a.cfg.Address, "127.0.0.1"), "--port=" + strconv.Itoa(port), "--port-retries=0",
+	host := cmp.Or(ia.a.cfg.Address, "127.0.0.1")
+	for attempt := 1; ; attempt++ {
+		port, err := jupyterPort(host)
+		if err != nil {
+			ia.setJupyter(api.JupyterServer{Reason: "no free port: " + err.Error()})
+			return
+		}
+		j, exited, err := ia.startJupyter(ctx, bin, logf, host, port)
+		if err != nil {
+			ia.setJupyter(api.JupyterServer{Reason: "starting jupyter-notebook: " + err.Error()})
+			return
+		}
+		if j.Port != 0 {
+			ia.setJupyter(j)
+			ia.jupyterExited(ctx, <-exited)
+			return
+		}
+		err = <-exited
+		if ctx.Err() != nil || attempt == 3 {
+			ia.jupyterExited(ctx, err)
+			return
+		}
+		ia.a.log.Info("jupyter did not answer on its port; starting it on another",
+			slog.Int("port", port), slog.Any("exit", err))
+	}
+}
+
+// startJupyter starts jupyter-notebook on host:port and waits until it
+// answers there with the token it was given. It returns the server
+// (Port 0 when Jupyter exited first, or when another server answered: it
+// is then stopped) and the channel that gets the process's exit.
+func (ia *instanceAgent) startJupyter(ctx context.Context, bin string, logf *os.File, host string, port int) (api.JupyterServer, <-chan error, error) {
+	b := make([]byte, 24)
+	_, _ = rand.Read(b)
+	token := hex.EncodeToString(b)
+	args := []string{"--no-browser", "--ip=" + host, "--port=" + strconv.Itoa(port), "--port-retries=0",
 		"--notebook-dir=" + ia.a.cfg.Dir, "--NotebookApp.base_url=" + ia.setup.JupyterBaseURL,
 		// The server proxies with its own credentials and removes Origin.
 		"--NotebookApp.allow_origin=*"}
@@ -156,7 +190,8 @@ func (ia *instanceAgent) runJupyter(ctx context.Context) {
 		// shell and jobs) runs as root on this node already.
 		args = append(args, "--allow-root")
 	}
-	cmd := exec.CommandContext(ctx, bin, args...)
+	jctx, stop := context.WithCancel(ctx)
+	cmd := exec.CommandContext(jctx, bin, args...)
 	cmd.Dir = ia.a.cfg.Dir
 	// The token goes through the environment, not argv (readable by all).
 	cmd.Env = append(os.Environ(), "JUPYTER_TOKEN="+token, "HOME="+ia.a.cfg.Dir)
@@ -165,28 +200,50 @@ func (ia *instanceAgent) runJupyter(ctx context.Context) {
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM) }
 	cmd.WaitDelay = 5 * time.Second
 	if err := cmd.Start(); err != nil {
-		ia.setJupyter(api.JupyterServer{Reason: "starting jupyter-notebook: " + err.Error()})
-		return
+		stop()
+		return api.JupyterServer{}, nil, err
 	}
 	ia.setJupyter(api.JupyterServer{Reason: "Jupyter is starting"})
 	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	// Listed as available only once it answers.
-	addr := net.JoinHostPort(cmp.Or(ia.a.cfg.Address, "127.0.0.1"), strconv.Itoa(port))
-	for up := false; !up; {
+	go func() { exited <- cmd.Wait(); stop() }()
+	// Listed as available only once it answers, and only Jupyter knows
+	// the token: a server that took the port first does not.
+	status := fmt.Sprintf("http://%s%sapi/status", net.JoinHostPort(host, strconv.Itoa(port)), ia.setup.JupyterBaseURL)
+	for {
 		select {
-		case err = <-exited:
-			ia.jupyterExited(ctx, err)
-			return
+		case err := <-exited:
+			exited <- err
+			return api.JupyterServer{}, exited, nil
 		case <-time.After(200 * time.Millisecond):
 		}
-		if c, derr := net.DialTimeout("tcp", addr, time.Second); derr == nil {
-			c.Close()
-			up = true
+		switch code := jupyterStatus(ctx, status, token); {
+		case code == http.StatusOK:
+			return api.JupyterServer{Port: port, Token: token}, exited, nil
+		case code != 0 && code != http.StatusServiceUnavailable:
+			// Another server answers on Jupyter's port: Jupyter
+			// cannot have it.
+			stop()
+			return api.JupyterServer{}, exited, nil
 		}
 	}
-	ia.setJupyter(api.JupyterServer{Port: port, Token: token})
-	ia.jupyterExited(ctx, <-exited)
+}
+
+// jupyterStatus asks Jupyter's status with the token; 0 when nothing
+// answered.
+func jupyterStatus(ctx context.Context, url, token string) int {
+	sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(sctx, http.MethodGet, url, nil)
+	if err != nil {
+		return 0
+	}
+	req.Header.Set("Authorization", "token "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0
+	}
+	resp.Body.Close()
+	return resp.StatusCode
 }
 
 func (ia *instanceAgent) jupyterExited(ctx context.Context, err error) {
@@ -204,8 +261,9 @@ func (ia *instanceAgent) setJupyter(j api.JupyterServer) {
 	}
 }
 
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+// freePort returns a port free on host now.
+func freePort(host string) (int, error) {
+	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 	if err != nil {
 		return 0, err
 	}
@@ -236,7 +294,9 @@ func (ia *instanceAgent) activity(ctx context.Context, node *api.NodeUtilization
 func (ia *instanceAgent) kernels(ctx context.Context, j api.JupyterServer, act *api.NodeActivity) {
 	kctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
-	url := fmt.Sprintf("http://127.0.0.1:%d%sapi/kernels", j.Port, ia.setup.JupyterBaseURL)
+	// On the address Jupyter listens on (127.0.0.1 reaches only a loopback one).
+	addr := net.JoinHostPort(cmp.Or(ia.a.cfg.Address, "127.0.0.1"), strconv.Itoa(j.Port))
+	url := fmt.Sprintf("http://%s%sapi/kernels", addr, ia.setup.JupyterBaseURL)
 	req, err := http.NewRequestWithContext(kctx, http.MethodGet, url, nil)
 	if err != nil {
 		return

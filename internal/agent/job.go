@@ -68,6 +68,9 @@ type job struct {
 	// content as last written.
 	stateFile  *stateFile
 	savedState []byte
+	// asJSON is the assignment's encoding in the state file, made once
+	// (nil again when the job's inputs are bound: they are part of it).
+	asJSON []byte
 	// cancelPrep stops fetching code and inputs when the job is stopped
 	// before its command starts.
 	cancelPrep context.CancelFunc
@@ -541,16 +544,7 @@ func (w *lineWriter) flush() {
 // procStartTime returns field 22 of /proc/<pid>/stat (start time in clock
 // ticks since boot), which tells a process from a later one with the same pid.
 func procStartTime(pid int) string {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return ""
-	}
-	// The command name (field 2) may contain spaces; fields restart after ')'.
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return ""
-	}
-	f := strings.Fields(string(b[i+1:]))
+	f := procStat(pid)
 	if len(f) < 20 {
 		return ""
 	}

@@ -3,6 +3,7 @@ package agent
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -125,4 +126,37 @@ func stateFilesEmpty(t *testing.T, dir string) bool {
 		}
 	}
 	return true
+}
+
+// The state file keeps the inputs bound after the first save: the
+// assignment's encoding, made once per job, is made again when they are
+// bound. And the encoding is json.Marshal's, so that readState reads it.
+func TestSavedStateHasTheBoundInputs(t *testing.T) {
+	a := &agent{cfg: Config{Dir: t.TempDir()}, log: slog.New(slog.DiscardHandler)}
+	as := assignment("s", "true")
+	as.Data = map[string]api.JobInput{"d": {Type: "uri_folder", Mode: "direct", Path: "https://example.com/d"}}
+	j := newJob(a, as)
+	j.dir = filepath.Join(a.cfg.Dir, "jobs", "1")
+	j.saveState()
+	if err := j.prepare(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	j.startTime = `1"2`
+	j.handle = nil
+	j.final = &api.AssignmentStatus{ID: j.as.ID, Status: api.JobCompleted}
+	j.saveState()
+	st, err := readState(j.statePath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := st.Assignment.Inputs["d"]; got != "https://example.com/d" {
+		t.Errorf("saved inputs.d = %q, want the bound https://example.com/d", got)
+	}
+	want, err := json.Marshal(jobState{Assignment: j.as, StartTime: j.startTime, Final: j.final})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(j.savedState, want) {
+		t.Errorf("saved state\n%s\nis not json.Marshal's\n%s", j.savedState, want)
+	}
 }

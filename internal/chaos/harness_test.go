@@ -3,17 +3,18 @@ package chaos
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/tideml/tide/api"
+	"github.com/tideml/tide/internal/freeport"
 	"github.com/tideml/tide/internal/spec"
 )
 
@@ -49,13 +50,15 @@ type options struct {
 	clientConfig string
 }
 
+// freeAddr is an address for a `tide server` process, kept across its
+// restarts: nothing else takes its port meanwhile (see freeport).
 func freeAddr(t *testing.T) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	t.Helper()
+	p, err := freeport.Get()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().String()
+	return "127.0.0.1:" + strconv.Itoa(p)
 }
 
 // newServer writes the config and starts the server. The local location

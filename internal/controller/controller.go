@@ -258,9 +258,7 @@ func (c *Controller) Run(ctx context.Context) error {
 		case <-timerC:
 		case <-liveness.C:
 		case <-resync.C:
-			if err := c.startChecks(ctx); err != nil {
-				c.log.Warn("checking providers", "err", err)
-			}
+			c.startChecks(ctx)
 		}
 	}
 }
@@ -298,36 +296,48 @@ var unfinished = []string{api.JobNotStarted, api.JobQueued, api.JobPreparing, ap
 // Step runs one turn of the loop and returns when the next timer is due
 // (zero: none).
 func (c *Controller) Step(ctx context.Context) (time.Time, error) {
+	tr := c.newTrace(ctx)
+	defer c.traceDone(ctx, tr)
 	s, err := c.load(ctx)
 	if err != nil {
 		return time.Time{}, err
 	}
+	tr.phase("load")
 	now := c.now().UTC()
 	writes := c.store.(*writeCounter).n.Load()
 	var errs []error
 	errs = append(errs, c.provisioning(ctx, s, now))
+	tr.phase("provisioning")
 	errs = append(errs, c.applyChecks(ctx, s, now))
+	tr.phase("checks")
 	waits, err := c.serverless(ctx, s, now)
 	errs = append(errs, err)
+	tr.phase("serverless")
 	errs = append(errs, c.liveness(ctx, s, now))
+	tr.phase("liveness")
 	errs = append(errs, c.preempting(ctx, s, now))
+	tr.phase("preempting")
 	errs = append(errs, c.stopping(ctx, s, now))
+	tr.phase("stopping")
 	instWake, err := c.instances(ctx, s, now)
 	errs = append(errs, err)
 	advanced, err := c.advanceParents(ctx, s)
 	errs = append(errs, err)
+	tr.phase("instances")
 	// Read the state again only when something was written meanwhile (by
 	// these phases, or by a provider call finishing in the background).
 	if advanced || c.store.(*writeCounter).n.Load() != writes {
 		if s, err = c.load(ctx); err != nil {
 			return time.Time{}, err
 		}
+		tr.phase("reload")
 	}
 	c.recovered(s)
 	c.learnStartTimes()
-	wake, err := c.decide(ctx, s, waits, now)
+	wake, err := c.decide(ctx, s, waits, now, tr)
 	errs = append(errs, err)
 	c.sample(ctx, s, now)
+	tr.phase("sample")
 	if !instWake.IsZero() && (wake.IsZero() || instWake.Before(wake)) {
 		wake = instWake
 	}
@@ -354,8 +364,8 @@ func (c *Controller) advanceParents(ctx context.Context, s *snapshot) (bool, err
 }
 
 // status returns the write of each compute's node counts and allocation
-// state, from the nodes' figures kept per compute (computeNodes), for the
-// computes whose figures changed.
+// state, from the nodes' figures kept per compute (computeNodes), read
+// again for what the turn wrote, for the computes whose figures changed.
 func (c *Controller) status(ctx context.Context, s *snapshot, plan autoscaler.Result) (write, error) {
 	if err := c.store.View(ctx, func(tx store.Tx) error {
 		_, err := c.nodes.read(ctx, tx)
@@ -363,11 +373,25 @@ func (c *Controller) status(ctx context.Context, s *snapshot, plan autoscaler.Re
 	}); err != nil {
 		return write{}, err
 	}
+	return c.statusWrite(s, plan, nil), nil
+}
+
+// statusWrite returns the write of status, from the kept figures, with
+// the idle nodes of placed (by node id), which the turn's placements take
+// in the same transaction, counted running.
+func (c *Controller) statusWrite(s *snapshot, plan autoscaler.Result, placed map[string]string) write {
+	taken := map[string]int{} // by compute key
+	for id := range placed {
+		if n := c.nodes.node(id); n != nil && free(n) {
+			taken[key(n.Workspace, n.Compute)]++
+		}
+	}
 	var changed []api.Compute // with the figures to write
 	for _, cp := range s.computes {
 		k := key(cp.Workspace, cp.Name)
 		cn := c.nodes.of(k)
 		current, counts := cn.current, cn.counts
+		counts.Idle, counts.Running = counts.Idle-taken[k], counts.Running+taken[k]
 		target, ok := plan.Targets[k]
 		if cp.IsInstance() {
 			// An instance's one node is wanted while it is to run.
@@ -399,24 +423,34 @@ func (c *Controller) status(ctx context.Context, s *snapshot, plan autoscaler.Re
 		changed = append(changed, cp)
 	}
 	if len(changed) == 0 {
-		return write{}, nil
+		return write{}
 	}
 	return write{do: func(ctx context.Context, tx store.Tx) error {
 		for _, w := range changed {
-			cp, err := tx.GetCompute(ctx, w.Workspace, w.Name)
+			// Written over the turn's copy, if the stored compute is
+			// still that one (its etag): a read of each compute cost a
+			// statement and a decoding. One written since (a user's
+			// update) is read again and the figures written over it.
+			put, err := w, store.ErrPrecondition
+			if w.Etag != "" {
+				err = tx.PutCompute(ctx, &put, w.Etag)
+			}
+			if errors.Is(err, store.ErrPrecondition) {
+				var cp *api.Compute
+				if cp, err = tx.GetCompute(ctx, w.Workspace, w.Name); err == nil {
+					cp.CurrentNodeCount, cp.TargetNodeCount, cp.NodeStateCounts, cp.AllocationState = w.CurrentNodeCount, w.TargetNodeCount, w.NodeStateCounts, w.AllocationState
+					err = tx.PutCompute(ctx, cp, "")
+				}
+			}
 			if store.IsNotFound(err) {
 				continue
 			}
 			if err != nil {
 				return err
 			}
-			cp.CurrentNodeCount, cp.TargetNodeCount, cp.NodeStateCounts, cp.AllocationState = w.CurrentNodeCount, w.TargetNodeCount, w.NodeStateCounts, w.AllocationState
-			if err := tx.PutCompute(ctx, cp, ""); err != nil {
-				return err
-			}
 		}
 		return nil
-	}}, nil
+	}}
 }
 
 func (c *Controller) updateCompute(ctx context.Context, ws, name string, fn func(*api.Compute) bool) error {

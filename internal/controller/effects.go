@@ -96,21 +96,17 @@ func checkable(n api.Node, instanceNode bool) bool {
 // its nodes' agents still run (without waiting for the heartbeat timeout)
 // and why a preparing node waits (a Slurm job's pending reason). A
 // location whose previous round still runs is skipped.
-func (c *Controller) startChecks(ctx context.Context) error {
-	var computes []api.Compute
-	var nodes []api.Node
-	if err := c.store.View(ctx, func(tx store.Tx) (err error) {
-		if computes, err = tx.ListComputes(ctx, ""); err != nil {
-			return err
-		}
-		nodes, err = tx.ListNodes(ctx, "", "")
-		return err
-	}); err != nil {
-		return err
-	}
-	instanceNodes := instanceNodes(computes)
+//
+// The nodes and computes are those the last turn read (the feeds'), not
+// the store's: a check is applied only to a node still as it was when
+// the check began (applyChecks), so a node the last turn did not see
+// waits for the next round. At 10,000 nodes reading and decoding every
+// node here was 8 % of the server's CPU while the nodes only heartbeat.
+// It runs on the loop's goroutine, between turns, as the feeds' reads.
+func (c *Controller) startChecks(ctx context.Context) {
+	instanceNodes := instanceNodes(c.computes.list)
 	byLocation := map[string][]api.Node{}
-	for _, n := range nodes {
+	for _, n := range c.nodes.list {
 		if checkable(n, instanceNodes[n.ID]) && !c.isInflight(n.ID) {
 			byLocation[n.Location] = append(byLocation[n.Location], n)
 		}
@@ -153,7 +149,6 @@ func (c *Controller) startChecks(ctx context.Context) error {
 			wg.Wait()
 		}()
 	}
-	return nil
 }
 
 func instanceNodes(computes []api.Compute) map[string]bool {

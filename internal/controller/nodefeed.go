@@ -17,7 +17,8 @@ import (
 // turn. Heartbeats are no writes here (store.Tx.PutNodeBeats), so the kept
 // nodes' heartbeat fields (LastHeartbeat, Utilization, JobUsage, Cache) are
 // those of their last write: liveness reads the heartbeat times from the
-// store (NodesSeenBefore) and samples read the nodes whole.
+// store (NodesSeenBefore) and samples have the store sum the nodes'
+// utilization (ComputeUtilizations).
 //
 // It also keeps, per compute, what a turn needs of the compute's nodes
 // (computeNodes: counts by state, the starting nodes, how long nodes took

@@ -36,9 +36,8 @@ func jobSamples(s *snapshot, at time.Time) map[string]api.ComputeSample {
 }
 
 // addNodes adds to the samples of jobSamples their computes' nodes by
-// state and what they used at their last heartbeat.
+// state.
 func addNodes(out map[string]api.ComputeSample, nodes []api.Node) {
-	gpus := map[string][]float64{}
 	for _, n := range nodes {
 		k := key(n.Workspace, n.Compute)
 		smp, ok := out[k]
@@ -59,35 +58,33 @@ func addNodes(out map[string]api.ComputeSample, nodes []api.Node) {
 		case api.NodePreempted:
 			smp.Nodes.Preempted++
 		}
-		if u := n.Utilization; u != nil {
-			smp.CPUPercent += u.CPUPercent
-			smp.MemoryBytes += u.MemoryBytes
-			if u.GPUPercent != nil {
-				gpus[k] = append(gpus[k], *u.GPUPercent)
-			}
-		}
 		out[k] = smp
 	}
-	for k, g := range gpus {
-		smp := out[k]
-		sum := 0.0
-		for _, v := range g {
-			sum += v
+}
+
+// addUtilization adds to the samples what their computes' nodes used at
+// their last heartbeat.
+func addUtilization(out map[string]api.ComputeSample, use map[[2]string]store.ComputeUtilization) {
+	for k, u := range use {
+		smp, ok := out[key(k[0], k[1])]
+		if !ok {
+			continue
 		}
-		mean := sum / float64(len(g))
-		smp.GPUPercent = &mean
-		out[k] = smp
+		smp.CPUPercent, smp.MemoryBytes, smp.GPUPercent = u.CPUPercent, u.MemoryBytes, u.GPUPercent
+		out[key(k[0], k[1])] = smp
 	}
 }
 
 // sample records every compute's state once per SampleInterval, and
 // drops samples older than a week once an hour. The turn takes what it
-// keeps (the jobs); the nodes' figures need their last heartbeats, which
-// the kept nodes do not carry (see nodeFeed), so a goroutine of its own
-// reads the nodes whole and writes the samples: at 10,000 nodes that read
-// and its decoding took about 150 ms, and held the turn, and every
-// placement waiting on it, once a minute. A sample not written is taken
-// again at the next turn.
+// keeps (the jobs, the nodes by state); the nodes' utilization needs
+// their last heartbeats, which the kept nodes do not carry (see
+// nodeFeed), so a goroutine of its own has the store sum them
+// (ComputeUtilizations) and writes the samples. At 10,000 nodes reading
+// and decoding every node for them took about 150 ms, and held the turn,
+// and every placement waiting on it, once a minute; in a goroutine, it
+// still cost as much CPU as the heartbeats of a few seconds. A sample
+// not written is taken again at the next turn.
 func (c *Controller) sample(ctx context.Context, s *snapshot, now time.Time) {
 	if c.cfg.SampleInterval <= 0 {
 		return // a controller built without the server's defaults
@@ -102,6 +99,7 @@ func (c *Controller) sample(ctx context.Context, s *snapshot, now time.Time) {
 		return
 	}
 	samples := jobSamples(s, at)
+	addNodes(samples, s.nodes)
 	go func() {
 		err := c.writeSamples(ctx, samples, prune, now)
 		c.mu.Lock()
@@ -120,16 +118,17 @@ func (c *Controller) sample(ctx context.Context, s *snapshot, now time.Time) {
 	}()
 }
 
-// writeSamples adds the nodes to samples (by compute key) and writes them.
+// writeSamples adds the nodes' utilization to samples (by compute key)
+// and writes them.
 func (c *Controller) writeSamples(ctx context.Context, samples map[string]api.ComputeSample, prune bool, now time.Time) error {
-	var nodes []api.Node
+	var use map[[2]string]store.ComputeUtilization
 	if err := c.store.View(ctx, func(tx store.Tx) (err error) {
-		nodes, err = tx.ListNodes(ctx, "", "")
+		use, err = tx.ComputeUtilizations(ctx)
 		return err
 	}); err != nil {
 		return err
 	}
-	addNodes(samples, nodes)
+	addUtilization(samples, use)
 	return c.store.Update(ctx, func(tx store.Tx) error {
 		for k, smp := range samples {
 			ws, name, _ := strings.Cut(k, "/")

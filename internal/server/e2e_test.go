@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/tideml/tide/api"
 	"github.com/tideml/tide/internal/config"
+	"github.com/tideml/tide/internal/freeport"
 	"github.com/tideml/tide/internal/server"
 	"github.com/tideml/tide/internal/spec"
 	"github.com/tideml/tide/internal/store/pgtest"
@@ -95,7 +97,9 @@ func testConfig(dataDir string) config.Server {
 	return cfg
 }
 
-// start runs a server on dataDir on the given address ("" picks a port).
+// start runs a server on dataDir on the given address ("" picks a port,
+// one nothing else takes while the server is down for a restart on it:
+// see freeport).
 func start(t testing.TB, dataDir, addr, token string) *instance {
 	t.Helper()
 	return startWith(t, dataDir, addr, token, nil)
@@ -105,7 +109,11 @@ func start(t testing.TB, dataDir, addr, token string) *instance {
 func startWith(t testing.TB, dataDir, addr, token string, configure func(*config.Server)) *instance {
 	t.Helper()
 	if addr == "" {
-		addr = "127.0.0.1:0"
+		p, err := freeport.Get()
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr = "127.0.0.1:" + strconv.Itoa(p)
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {

@@ -10,11 +10,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -23,6 +23,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/tideml/tide/api"
+	"github.com/tideml/tide/internal/freeport"
 	"github.com/tideml/tide/internal/spec"
 	"github.com/tideml/tide/internal/store/pgtest"
 	"github.com/tideml/tide/internal/tidetest"
@@ -35,13 +36,15 @@ type replicaProc struct {
 	log                *os.File
 }
 
+// freeAddr is an address for a `tide server` process, kept across its
+// restarts: nothing else takes its port meanwhile (see freeport).
 func freeAddr(t *testing.T) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	t.Helper()
+	p, err := freeport.Get()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().String()
+	return "127.0.0.1:" + strconv.Itoa(p)
 }
 
 // replicaClients returns clients of the two replicas at addrs, with the

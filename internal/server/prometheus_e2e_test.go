@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -16,6 +15,7 @@ import (
 	"time"
 
 	"github.com/tideml/tide/api"
+	"github.com/tideml/tide/internal/freeport"
 	"github.com/tideml/tide/internal/server/servertest"
 )
 
@@ -118,7 +118,15 @@ scrape_configs:
 			}
 			return ok && c.want(v)
 		}) {
-			t.Fatalf("prometheus never saw %s (%s) in 15s; it last answered %s", c.what, c.query, last)
+			// What the compute went through, to tell a metric counted
+			// wrongly from a run that did something else (this failed
+			// once under load, cause unknown).
+			var history strings.Builder
+			evs, _ := in.client.ComputeEvents(context.Background(), "default", "obs")
+			for _, e := range evs {
+				fmt.Fprintf(&history, "\n  %s %s: %s", e.Time.Format("15:04:05.000"), e.Kind, e.Message)
+			}
+			t.Fatalf("prometheus never saw %s (%s) in 15s; it last answered %s; the compute's events:%s", c.what, c.query, last, history.String())
 		}
 	}
 	// Every query of the shipped Grafana dashboard is valid PromQL over
@@ -183,12 +191,13 @@ func promValid(q func(string) (float64, bool), expr string) error {
 	return nil
 }
 
+// freeTCPPort is a port for a program the test starts, one nothing else
+// takes before the program binds it (see freeport).
 func freeTCPPort(t *testing.T) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := freeport.Get()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return p
 }

@@ -106,19 +106,38 @@ func dominanceWindow(pts []fixedPoint, f fixedPoint, jobs int, boot float64) flo
 	return (f.meanWait - lo) * float64(jobs) / boot
 }
 
-// judge replays tr with the fixed idle times 0 to 3600 s every step
-// seconds and with the adaptive policy (the compute's idle time 120 s, a
-// 180 s boot, no node cap).
+// judge replays tr (replayAll) and judges the adaptive policy against the
+// fixed idle times.
 func judge(t *testing.T, name string, tr *Trace, step int) generalisation {
 	t.Helper()
-	cfg := Config{BootTime: 180 * time.Second}
-	g := generalisation{name: name}
-	var pts []fixedPoint
+	pts, adaptive := replayAll(t, tr, step)
+	return judgePoints(name, pts, adaptive, len(tr.Jobs))
+}
+
+// replayAll replays tr with the fixed idle times 0 to 3600 s every step
+// seconds and with the adaptive policy (the compute's idle time 120 s, a
+// 180 s boot, no node cap).
+func replayAll(t *testing.T, tr *Trace, step int) (pts []fixedPoint, adaptive fixedPoint) {
+	t.Helper()
+	cfg := Config{BootTime: genBoot}
 	for idle := 0; idle <= 3600; idle += step {
 		res := runTrace(t, tr, fmt.Sprintf("max_instances: 1000\nidle_time_before_scale_down: %d\n", idle), cfg)
-		p := fixedPoint{idle, res.NodeHours.Total, res.Wait.Mean}
-		pts = append(pts, p)
-		if idle == 120 {
+		pts = append(pts, fixedPoint{idle, res.NodeHours.Total, res.Wait.Mean})
+	}
+	cfg.Policy = autoscaler.AdaptivePolicy
+	res := runTrace(t, tr, "max_instances: 1000\nidle_time_before_scale_down: 120\n", cfg)
+	return pts, fixedPoint{-1, res.NodeHours.Total, res.Wait.Mean}
+}
+
+// genBoot is the boot time of every replay of a generated trace.
+const genBoot = 180 * time.Second
+
+// judgePoints judges adaptive against the fixed points pts (which hold
+// fixed 120 s) of a trace of jobs jobs.
+func judgePoints(name string, pts []fixedPoint, adaptive fixedPoint, jobs int) generalisation {
+	g := generalisation{name: name, adaptive: adaptive}
+	for _, p := range pts {
+		if p.idle == 120 {
 			g.fixed120 = p
 		}
 	}
@@ -128,14 +147,11 @@ func judge(t *testing.T, name string, tr *Trace, step int) generalisation {
 			g.oracle = p
 		}
 	}
-	cfg.Policy = autoscaler.AdaptivePolicy
-	res := runTrace(t, tr, "max_instances: 1000\nidle_time_before_scale_down: 120\n", cfg)
-	g.adaptive = fixedPoint{-1, res.NodeHours.Total, res.Wait.Mean}
 	g.frontier = frontierAt(pts, g.adaptive.meanWait)
 	g.frontier120 = frontierAt(pts, g.fixed120.meanWait)
 	g.curve = curveAt(pts, g.adaptive.meanWait)
 	g.curve120 = curveAt(pts, g.fixed120.meanWait)
-	g.window = dominanceWindow(pts, g.fixed120, len(tr.Jobs), cfg.BootTime.Seconds())
+	g.window = dominanceWindow(pts, g.fixed120, jobs, genBoot.Seconds())
 	const eps = 1e-9
 	g.dominates = g.adaptive.nodeHours <= g.fixed120.nodeHours+eps && g.adaptive.meanWait <= g.fixed120.meanWait+eps
 	g.onOrBelow = g.adaptive.nodeHours <= g.frontier*(1+eps)
@@ -194,25 +210,7 @@ func TestAdaptiveGeneralises(t *testing.T) {
 	days, step := 7, 60
 	fmt.Sscan(os.Getenv("TIDE_GEN_DAYS"), &days)
 	fmt.Sscan(os.Getenv("TIDE_GEN_STEP"), &step)
-	seeds := testSeeds
-	switch os.Getenv("TIDE_GEN_SEEDS") {
-	case "train":
-		seeds = trainSeeds
-	case "seen":
-		seeds = seenSeeds
-	case "test":
-		seeds = testSeeds
-	case "":
-	default: // a list of seeds: 3001,3002
-		seeds = nil
-		for _, f := range strings.Split(os.Getenv("TIDE_GEN_SEEDS"), ",") {
-			n, err := strconv.ParseUint(f, 10, 64)
-			if err != nil {
-				t.Fatalf("TIDE_GEN_SEEDS: %q is not train, seen, test or a list of seeds", os.Getenv("TIDE_GEN_SEEDS"))
-			}
-			seeds = append(seeds, n)
-		}
-	}
+	seeds := genSeeds(t, testSeeds)
 	for _, sh := range shapes {
 		if only := os.Getenv("TIDE_GEN_SHAPES"); only != "" && !slices.Contains(strings.Split(only, ","), sh.name) {
 			continue
@@ -230,6 +228,30 @@ func TestAdaptiveGeneralises(t *testing.T) {
 			}
 		}
 	}
+}
+
+// genSeeds returns the seeds TIDE_GEN_SEEDS names: train, seen, test or a
+// list (3001,3002); def when it is unset.
+func genSeeds(t *testing.T, def []uint64) []uint64 {
+	switch os.Getenv("TIDE_GEN_SEEDS") {
+	case "train":
+		return trainSeeds
+	case "seen":
+		return seenSeeds
+	case "test":
+		return testSeeds
+	case "":
+		return def
+	}
+	var seeds []uint64
+	for _, f := range strings.Split(os.Getenv("TIDE_GEN_SEEDS"), ",") {
+		n, err := strconv.ParseUint(f, 10, 64)
+		if err != nil {
+			t.Fatalf("TIDE_GEN_SEEDS: %q is not train, seen, test or a list of seeds", os.Getenv("TIDE_GEN_SEEDS"))
+		}
+		seeds = append(seeds, n)
+	}
+	return seeds
 }
 
 // TestFrontierReadings pins the two readings of the frontier on points

@@ -21,6 +21,35 @@ type NodeBeat struct {
 	Cache         *api.NodeCache       `json:"cache,omitempty"`
 }
 
+// ComputeUtilization is what the nodes of a compute used at their last
+// written heartbeat (Tx.ComputeUtilizations).
+type ComputeUtilization struct {
+	CPUPercent  float64 // summed over the nodes
+	MemoryBytes int64   // summed over the nodes
+	// GPUPercent is the mean over the nodes that measured one; nil:
+	// none did.
+	GPUPercent *float64
+}
+
+// ScanComputeUtilizations reads both stores' answer to
+// Tx.ComputeUtilizations: workspace, compute, the summed CPU and memory,
+// and the mean GPU (NULL: none).
+func ScanComputeUtilizations(rows Rows) (map[[2]string]ComputeUtilization, error) {
+	out := map[[2]string]ComputeUtilization{}
+	for rows.Next() {
+		var k [2]string
+		var u ComputeUtilization
+		if err := rows.Scan(&k[0], &k[1], &u.CPUPercent, &u.MemoryBytes, &u.GPUPercent); err != nil {
+			return nil, fmt.Errorf("summing the nodes' utilization: %w", err)
+		}
+		out[k] = u
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("summing the nodes' utilization: %w", err)
+	}
+	return out, nil
+}
+
 // NodeJobBeat is a node's job and heartbeat fields (Tx.NodeBeats).
 type NodeJobBeat struct {
 	Job  string

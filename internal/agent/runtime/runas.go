@@ -1,9 +1,10 @@
 package runtime
 
 import (
+	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"os/exec"
 	"os/user"
@@ -13,6 +14,8 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // User is the Unix user the process runtime runs jobs as (a location's
@@ -120,13 +123,7 @@ func (u *User) handOver(spec Spec) error {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return err
 		}
-		err := filepath.WalkDir(d, func(p string, _ fs.DirEntry, err error) error {
-			if err != nil {
-				return err
-			}
-			return os.Lchown(p, int(u.UID), int(u.GID))
-		})
-		if err != nil {
+		if err := chownTree(d, int(u.UID), int(u.GID)); err != nil {
 			return fmt.Errorf("run_as %s: giving it %s: %w", u.Name, d, err)
 		}
 		if err := u.letPass(d); err != nil {
@@ -203,4 +200,84 @@ func idOf(fi os.FileInfo) dirID {
 
 func (u *User) credential() *syscall.Credential {
 	return &syscall.Credential{Uid: u.UID, Gid: u.GID, Groups: []uint32{}}
+}
+
+// chownTree gives path and everything below it to uid and gid, symbolic
+// links themselves and not what they point to. It works relative to each
+// folder's descriptor: filepath.WalkDir with os.Lchown resolved every
+// path from the root again, and listed, sorted and stat'ed entries, which
+// made handOver a third of the cost of starting a no-op job's process.
+func chownTree(path string, uid, gid int) error {
+	fd, err := syscall.Open(path, syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
+	if err == syscall.ENOTDIR || err == syscall.ELOOP {
+		return os.Lchown(path, uid, gid) // a file, or a symbolic link
+	}
+	if err != nil {
+		return &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	defer syscall.Close(fd)
+	if err := syscall.Fchown(fd, uid, gid); err != nil {
+		return &os.PathError{Op: "chown", Path: path, Err: err}
+	}
+	return chownBelow(fd, path, uid, gid, make([]byte, 8192))
+}
+
+// chownBelow gives what the open folder fd (at path, for errors) holds to
+// uid and gid; buf is for its listing, and is reused below it once read.
+func chownBelow(fd int, path string, uid, gid int, buf []byte) error {
+	var dirs []string
+	for {
+		n, err := syscall.Getdents(fd, buf)
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil {
+			return &os.PathError{Op: "readdirent", Path: path, Err: err}
+		}
+		if n <= 0 {
+			break
+		}
+		for off := 0; off < n; {
+			// struct linux_dirent64: ino (8), off (8), reclen (2), type (1), name.
+			rec := buf[off:]
+			reclen := int(binary.NativeEndian.Uint16(rec[16:18]))
+			typ := rec[18]
+			name := rec[19:reclen]
+			if i := bytes.IndexByte(name, 0); i >= 0 {
+				name = name[:i]
+			}
+			off += reclen
+			if string(name) == "." || string(name) == ".." {
+				continue
+			}
+			nm := string(name)
+			if err := unix.Fchownat(fd, nm, uid, gid, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+				return &os.PathError{Op: "chown", Path: filepath.Join(path, nm), Err: err}
+			}
+			if typ == syscall.DT_UNKNOWN {
+				var st unix.Stat_t
+				if err := unix.Fstatat(fd, nm, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+					return &os.PathError{Op: "lstat", Path: filepath.Join(path, nm), Err: err}
+				}
+				if st.Mode&syscall.S_IFMT == syscall.S_IFDIR {
+					typ = syscall.DT_DIR
+				}
+			}
+			if typ == syscall.DT_DIR {
+				dirs = append(dirs, nm)
+			}
+		}
+	}
+	for _, nm := range dirs {
+		sub, err := syscall.Openat(fd, nm, syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
+		if err != nil {
+			return &os.PathError{Op: "open", Path: filepath.Join(path, nm), Err: err}
+		}
+		err = chownBelow(sub, filepath.Join(path, nm), uid, gid, buf)
+		syscall.Close(sub)
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -8,7 +8,6 @@ package azuritetest
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/tideml/tide/api"
 	"github.com/tideml/tide/internal/azureblob"
+	"github.com/tideml/tide/internal/freeport"
 )
 
 // Azurite's well-known development account.
@@ -65,12 +65,10 @@ func Start(t testing.TB) *Azurite {
 // Azurite exited (its port was taken) or another server answered.
 func start(t testing.TB, bin string) (*Azurite, string, bool) {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := freeport.Get()
 	if err != nil {
 		t.Fatal(err)
 	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
 	dir := t.TempDir()
 	var out strings.Builder
 	cmd := exec.Command(bin, "--blobHost", "127.0.0.1", "--blobPort", fmt.Sprint(port),

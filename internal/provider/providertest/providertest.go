@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"os/signal"
 	"slices"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/tideml/tide/api"
 	"github.com/tideml/tide/internal/agent"
+	"github.com/tideml/tide/internal/freeport"
 	"github.com/tideml/tide/internal/provider"
 )
 
@@ -274,22 +274,16 @@ func DeleteAll(t *testing.T, open func() provider.Provider) {
 }
 
 // FreePorts returns n distinct TCP ports free on 127.0.0.1, for the
-// daemons a provider's tests start.
+// daemons a provider's tests start: ports nothing else takes before the
+// daemons bind them (see freeport).
 func FreePorts(n int) ([]int, error) {
 	var ports []int
-	var lns []net.Listener
-	defer func() {
-		for _, l := range lns {
-			l.Close()
-		}
-	}()
 	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+		p, err := freeport.Get()
 		if err != nil {
 			return nil, err
 		}
-		lns = append(lns, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+		ports = append(ports, p)
 	}
 	return ports, nil
 }

@@ -10,11 +10,13 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strconv"
 	"testing"
 	"time"
 
 	"github.com/tideml/tide/api"
 	"github.com/tideml/tide/internal/config"
+	"github.com/tideml/tide/internal/freeport"
 	"github.com/tideml/tide/internal/server"
 	"github.com/tideml/tide/internal/spec"
 )
@@ -24,7 +26,7 @@ type Options struct {
 	// DataDir is the server's data folder; reuse it to restart a server.
 	DataDir string
 	// Addr is the HOST:PORT to listen on; agents must reach it.
-	// Default 127.0.0.1:0.
+	// Default 127.0.0.1:0; port 0 is a port from freeport.
 	Addr string
 	// Token is the admin token; empty on a first start (the server makes
 	// one), the first server's on a restart.
@@ -54,6 +56,15 @@ func Start(t *testing.T, o Options) *Server {
 	t.Helper()
 	if o.Addr == "" {
 		o.Addr = "127.0.0.1:0"
+	}
+	if host, port, err := net.SplitHostPort(o.Addr); err == nil && port == "0" {
+		// A port nothing else takes while the server is down between a
+		// Shutdown and its restart on Addr (see freeport).
+		p, err := freeport.Get()
+		if err != nil {
+			t.Fatal(err)
+		}
+		o.Addr = net.JoinHostPort(host, strconv.Itoa(p))
 	}
 	ln, err := net.Listen("tcp", o.Addr)
 	if err != nil {

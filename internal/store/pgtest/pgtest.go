@@ -19,7 +19,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/url"
 	"os"
 	"os/exec"
@@ -34,6 +33,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/tideml/tide/internal/freeport"
 )
 
 // EnvURL names the environment variable that points tests at an existing
@@ -221,9 +221,10 @@ func startCluster(ctx context.Context) (*cluster, error) {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("initdb: %w\n%s", err, out)
 	}
-	// A free port can be taken between choosing and binding it; try again.
+	// A port nothing else takes (see freeport), kept across Restart; should
+	// a program outside the tests bind it first, try another.
 	for attempt := 1; ; attempt++ {
-		c.port, err = freePort()
+		c.port, err = freeport.Get()
 		if err != nil {
 			os.RemoveAll(dir)
 			return nil, err
@@ -345,13 +346,4 @@ func (c *cluster) run(ctx context.Context, name string, args ...string) ([]byte,
 		}
 	}
 	return cmd.CombinedOutput()
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("finding a free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }

@@ -244,3 +244,17 @@ func (x *tx) NodesSeenBefore(ctx context.Context, t time.Time) ([]store.NodeSeen
 	}
 	return out, nil
 }
+
+// ComputeUtilizations implements store.Tx (a record from before
+// heartbeats had their column holds the utilization in doc).
+func (x *tx) ComputeUtilizations(ctx context.Context) (map[[2]string]store.ComputeUtilization, error) {
+	rows, err := x.tx.Query(ctx, `SELECT workspace, compute, coalesce(sum((u->>'cpu_percent')::float8), 0),
+		coalesce(sum((u->>'memory_bytes')::bigint), 0)::bigint, avg((u->>'gpu_percent')::float8)
+		FROM (SELECT workspace, compute, coalesce(beat, doc)->'utilization' AS u FROM nodes) n
+		WHERE u IS NOT NULL GROUP BY workspace, compute`)
+	if err != nil {
+		return nil, fmt.Errorf("summing the nodes' utilization: %w", err)
+	}
+	defer rows.Close()
+	return store.ScanComputeUtilizations(rows)
+}

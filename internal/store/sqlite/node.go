@@ -261,3 +261,18 @@ func (x *tx) NodesSeenBefore(ctx context.Context, t time.Time) ([]store.NodeSeen
 	}
 	return out, nil
 }
+
+// computeUtilizationsQuery sums the utilization of each compute's nodes
+// (a record from before heartbeats had their column holds it in doc).
+const computeUtilizationsQuery = `SELECT workspace, compute, total(u ->> '$.cpu_percent'), coalesce(sum(u ->> '$.memory_bytes'), 0), avg(u ->> '$.gpu_percent')
+	FROM (SELECT workspace, compute, coalesce(beat, doc) -> '$.utilization' AS u FROM nodes) WHERE u IS NOT NULL GROUP BY workspace, compute`
+
+// ComputeUtilizations implements store.Tx.
+func (x *tx) ComputeUtilizations(ctx context.Context) (map[[2]string]store.ComputeUtilization, error) {
+	rows, err := x.query(ctx, computeUtilizationsQuery)
+	if err != nil {
+		return nil, fmt.Errorf("summing the nodes' utilization: %w", err)
+	}
+	defer rows.Close()
+	return store.ScanComputeUtilizations(rows)
+}

@@ -1,8 +1,10 @@
 package storetest
 
 import (
+	"fmt"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -224,4 +226,58 @@ func testReleaseNode(t *testing.T, open Opener) {
 			t.Errorf("ChangedNodes after ReleaseNode = %v, without %s", ids, id)
 		}
 	}
+}
+
+// testComputeUtilizations checks the compute samples' sums: by compute,
+// over the nodes that reported utilization, as written by PutNode or by
+// a heartbeat (PutNodeBeats), GPU as the mean of those that measured one.
+func testComputeUtilizations(t *testing.T, open Opener) {
+	s := openStore(t, open)
+	ctx := t.Context()
+	gpu := func(v float64) *float64 { return &v }
+	node := func(id, ws, compute string, u *api.NodeUtilization) *api.Node {
+		return &api.Node{ID: id, Workspace: ws, Compute: compute, State: api.NodeIdle, LastHeartbeat: when(1), Utilization: u}
+	}
+	update(t, s, func(tx store.Tx) error {
+		for _, n := range []*api.Node{
+			node("a", "ws", "gpu", &api.NodeUtilization{CPUPercent: 10.25, MemoryBytes: 100, GPUPercent: gpu(50)}),
+			node("b", "ws", "gpu", nil),
+			node("c", "ws", "gpu", &api.NodeUtilization{CPUPercent: 1, MemoryBytes: 1 << 40}),
+			node("d", "other", "gpu", &api.NodeUtilization{CPUPercent: 3}),
+			node("e", "ws", "idle", nil),
+		} {
+			if err := tx.PutNode(ctx, n); err != nil {
+				return err
+			}
+		}
+		return tx.PutNodeBeats(ctx, map[string]store.NodeBeat{"b": {LastHeartbeat: when(2),
+			Utilization: &api.NodeUtilization{CPUPercent: 20.5, MemoryBytes: 200, GPUPercent: gpu(70)}}})
+	})
+	view(t, s, func(tx store.Tx) error {
+		got, err := tx.ComputeUtilizations(ctx)
+		if err != nil {
+			t.Fatalf("ComputeUtilizations: %v", err)
+		}
+		want := map[[2]string]store.ComputeUtilization{
+			{"ws", "gpu"}:    {CPUPercent: 31.75, MemoryBytes: 300 + 1<<40, GPUPercent: gpu(60)},
+			{"other", "gpu"}: {CPUPercent: 3},
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("ComputeUtilizations = %s, want %s", fmtUtilizations(got), fmtUtilizations(want))
+		}
+		return nil
+	})
+}
+
+func fmtUtilizations(m map[[2]string]store.ComputeUtilization) string {
+	var out []string
+	for k, u := range m {
+		g := "nil"
+		if u.GPUPercent != nil {
+			g = strconv.FormatFloat(*u.GPUPercent, 'g', -1, 64)
+		}
+		out = append(out, fmt.Sprintf("%s/%s: cpu %g, memory %d, gpu %s", k[0], k[1], u.CPUPercent, u.MemoryBytes, g))
+	}
+	slices.Sort(out)
+	return strings.Join(out, "; ")
 }

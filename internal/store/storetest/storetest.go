@@ -51,6 +51,7 @@ func Run(t *testing.T, newDB func(t *testing.T) Opener) {
 		{"Metrics", testMetrics},
 		{"Nodes", testNodes},
 		{"ChangedNodes", testChangedNodes},
+		{"ComputeUtilizations", testComputeUtilizations},
 		{"ReleaseNode", testReleaseNode},
 		{"Tokens", testTokens},
 		{"Settings", testSettings},

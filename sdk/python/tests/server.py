@@ -3,9 +3,11 @@ folder and port, started from $TIDE_BIN (make test builds bin/tide)."""
 
 from __future__ import annotations
 
+import fcntl
 import glob
 import json
 import os
+import random
 import shutil
 import signal
 import socket
@@ -29,10 +31,6 @@ class Server:
 
     def __init__(self) -> None:
         self.dir = tempfile.mkdtemp(prefix="tide-sdk-test-")
-        s = socket.socket()
-        s.bind(("127.0.0.1", 0))
-        self.port = s.getsockname()[1]
-        s.close()
         self.env = dict(os.environ, XDG_CONFIG_HOME=os.path.join(self.dir, "config"),
                         XDG_DATA_HOME=os.path.join(self.dir, "share"), HOME=os.path.join(self.dir, "home"))
         for k in ("TIDE_SERVER", "TIDE_TOKEN", "TIDE_WORKSPACE", "TIDE_CONTEXT"):
@@ -40,27 +38,38 @@ class Server:
         os.makedirs(self.env["HOME"])
         self.log = open(os.path.join(self.dir, "server.log"), "wb")
         self.data = os.path.join(self.dir, "data")
+        self.config = os.path.join(self.env["XDG_CONFIG_HOME"], "tide", "config.json")
+        # Should a program outside the tests take the port first, the
+        # server exits (it listens before anything else): try another.
+        for _ in range(3):
+            if self._start(free_port()):
+                return
+        raise RuntimeError("tide server did not start:\n" + self.tail())
+
+    def _start(self, port: int) -> bool:
+        """Starts the server on port and waits until it is ready; False
+        when it exited first."""
+        self.port = port
+        self.endpoint = "http://127.0.0.1:%d" % port
         self.proc = subprocess.Popen([tide_bin(), "server", "--data-dir", self.data,
-                                     "--listen", "127.0.0.1:%d" % self.port],
+                                     "--listen", "127.0.0.1:%d" % port],
                                     env=self.env, stdout=self.log, stderr=subprocess.STDOUT)
-        self.endpoint = "http://127.0.0.1:%d" % self.port
         deadline = time.monotonic() + 60
         while True:
+            # Ready once /readyz answers and this server wrote its client
+            # config (after it has its port: another server that answers
+            # there writes none here).
             try:
                 with urllib.request.urlopen(self.endpoint + "/readyz", timeout=2):
-                    break
+                    if os.path.exists(self.config):
+                        return True
             except OSError:
-                if self.proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError("tide server did not start:\n" + self.tail())
-                time.sleep(0.1)
-        self.config = self._config_path()
-
-    def _config_path(self) -> str:
-        deadline = time.monotonic() + 10
-        path = os.path.join(self.env["XDG_CONFIG_HOME"], "tide", "config.json")
-        while not os.path.exists(path) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        return path
+                pass
+            if self.proc.poll() is not None:
+                return False
+            if time.monotonic() > deadline:
+                raise RuntimeError("tide server did not start:\n" + self.tail())
+            time.sleep(0.1)
 
     def tail(self) -> str:
         self.log.flush()
@@ -85,3 +94,43 @@ class Server:
                 pass
         self.log.close()
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+_held = []  # the port locks, open until this process exits
+
+
+def free_port() -> int:
+    """A port for a server, taken as Go's internal/freeport takes them:
+    below the kernel's ephemeral range, which the kernel never hands out
+    by itself (a port from binding port 0 and closing is handed out again
+    to other listeners and connections), locked for this process's life
+    in $TMPDIR/tide-ports (shared with the Go tests' locks), and free now."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            eph = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        eph = 0
+    if eph - 10000 < 1024:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            return s.getsockname()[1]
+    lo, n = eph - 10000, 10000
+    d = os.path.join(tempfile.gettempdir(), "tide-ports")
+    os.makedirs(d, mode=0o777, exist_ok=True)
+    start = random.randrange(n)
+    for i in range(n):
+        port = lo + (start + i) % n
+        try:
+            fd = os.open(os.path.join(d, str(port)), os.O_CREAT | os.O_RDONLY, 0o666)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            with socket.socket() as s:
+                s.bind(("0.0.0.0", port))
+        except OSError:
+            os.close(fd)
+            continue
+        _held.append(fd)
+        return port
+    raise RuntimeError("no free port in %d-%d" % (lo, lo + n - 1))
