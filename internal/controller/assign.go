@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -28,34 +29,63 @@ type push struct {
 // all of a turn's placements, not one per job) and, once it is committed,
 // pushes each assignment to its nodes. computes are the turn's, by key (an
 // attempt's identity token is made from its compute). It returns the nodes
-// now busy, by node id.
+// now busy, by node id; a failure is logged, and nothing is busy.
 //
 // The transaction reads the jobs and their nodes in one statement each and
 // writes the nodes, and the jobs with their events, in one each (store.Tx's
 // batch methods): a statement per job and node cost a turn placing 100 jobs
 // about 20 ms at 10,000 nodes.
 func (c *Controller) assign(ctx context.Context, as []scheduler.Assignment, computes map[string]*api.Compute, now time.Time) map[string]string {
+	busy, err := c.placeAndWrite(ctx, as, computes, now)
+	if err != nil {
+		c.log.Error("assigning jobs", "jobs", len(as), "err", err)
+	}
+	return busy
+}
+
+// placeAndWrite writes placements as assign does and, in the same
+// transaction, ws (a turn's pending reasons and computes' status), so that
+// a turn waits for the store's writer once, not once for its placements
+// and again for the rest. It returns the nodes now busy; when the
+// transaction fails, none, and each write's failed is called.
+func (c *Controller) placeAndWrite(ctx context.Context, as []scheduler.Assignment, computes map[string]*api.Compute, now time.Time, ws ...write) (map[string]string, error) {
+	ws = slices.DeleteFunc(ws, func(w write) bool { return w.do == nil })
 	busy := map[string]string{}
-	if len(as) == 0 {
-		return busy
+	if len(as) == 0 && len(ws) == 0 {
+		return busy, nil
 	}
 	var pushes []push
 	err := c.store.Update(ctx, func(tx store.Tx) error {
 		// A store may run fn again: start from nothing each time.
-		busy = map[string]string{}
-		var err error
-		pushes, err = c.place(ctx, tx, as, computes, busy, now)
-		return err
+		busy, pushes = map[string]string{}, nil
+		if len(as) > 0 {
+			var err error
+			if pushes, err = c.place(ctx, tx, as, computes, busy, now); err != nil {
+				return err
+			}
+		}
+		for _, w := range ws {
+			if err := w.do(ctx, tx); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 	if err != nil {
-		c.log.Error("assigning jobs", "jobs", len(as), "err", err)
-		return map[string]string{}
+		for _, w := range ws {
+			if w.failed != nil {
+				w.failed()
+			}
+		}
+		return map[string]string{}, err
 	}
 	for _, p := range pushes {
 		c.hub.Push(p.node, Message{Kind: "assign", Data: p.a})
 	}
-	c.changes.Notify()
-	return busy
+	if len(as) > 0 {
+		c.changes.Notify()
+	}
+	return busy, nil
 }
 
 // place writes, in tx, each placement's attempt on its nodes and returns

@@ -364,8 +364,8 @@ func (c *Controller) advanceParents(ctx context.Context, s *snapshot) (bool, err
 }
 
 // status returns the write of each compute's node counts and allocation
-// state, from the nodes' figures kept per compute (computeNodes), for the
-// computes whose figures changed.
+// state, from the nodes' figures kept per compute (computeNodes), read
+// again for what the turn wrote, for the computes whose figures changed.
 func (c *Controller) status(ctx context.Context, s *snapshot, plan autoscaler.Result) (write, error) {
 	if err := c.store.View(ctx, func(tx store.Tx) error {
 		_, err := c.nodes.read(ctx, tx)
@@ -373,11 +373,25 @@ func (c *Controller) status(ctx context.Context, s *snapshot, plan autoscaler.Re
 	}); err != nil {
 		return write{}, err
 	}
+	return c.statusWrite(s, plan, nil), nil
+}
+
+// statusWrite returns the write of status, from the kept figures, with
+// the idle nodes of placed (by node id), which the turn's placements take
+// in the same transaction, counted running.
+func (c *Controller) statusWrite(s *snapshot, plan autoscaler.Result, placed map[string]string) write {
+	taken := map[string]int{} // by compute key
+	for id := range placed {
+		if n := c.nodes.node(id); n != nil && free(n) {
+			taken[key(n.Workspace, n.Compute)]++
+		}
+	}
 	var changed []api.Compute // with the figures to write
 	for _, cp := range s.computes {
 		k := key(cp.Workspace, cp.Name)
 		cn := c.nodes.of(k)
 		current, counts := cn.current, cn.counts
+		counts.Idle, counts.Running = counts.Idle-taken[k], counts.Running+taken[k]
 		target, ok := plan.Targets[k]
 		if cp.IsInstance() {
 			// An instance's one node is wanted while it is to run.
@@ -409,7 +423,7 @@ func (c *Controller) status(ctx context.Context, s *snapshot, plan autoscaler.Re
 		changed = append(changed, cp)
 	}
 	if len(changed) == 0 {
-		return write{}, nil
+		return write{}
 	}
 	return write{do: func(ctx context.Context, tx store.Tx) error {
 		for _, w := range changed {
@@ -436,7 +450,7 @@ func (c *Controller) status(ctx context.Context, s *snapshot, plan autoscaler.Re
 			}
 		}
 		return nil
-	}}, nil
+	}}
 }
 
 func (c *Controller) updateCompute(ctx context.Context, ws, name string, fn func(*api.Compute) bool) error {

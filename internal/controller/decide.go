@@ -50,13 +50,83 @@ func (c *Controller) decide(ctx context.Context, s *snapshot, serverlessWaits ma
 	placed.Waiting = slices.DeleteFunc(placed.Waiting, func(w scheduler.Waiting) bool { return computes[w.Compute] == nil })
 	rests = slices.DeleteFunc(rests, func(r scheduler.Rest) bool { return computes[r.Compute] == nil })
 	tr.phase("place")
+	gaps := c.gaps.observe(s, computes, c.startTimes, c.gapChanges(s))
+	c.saveGaps(ctx, now)
+	// The nodes the placements take, as the turn read them; the plan
+	// counts them busy.
+	planned := map[string]string{}
+	for _, a := range placed.Assignments {
+		for _, n := range a.Nodes {
+			planned[n] = a.Job
+		}
+	}
+	plan := c.plan(s, computes, placed, gaps, planned, now)
+	tr.phase("plan")
+	if len(plan.Actions) == 0 {
+		// Nothing to create or remove: the placements, the pending
+		// reasons and the computes' status go in one transaction, and
+		// the status counts the placed nodes busy without reading them
+		// back. A placement the transaction finds moved (its node taken
+		// meanwhile) leaves a count off by one until the next turn,
+		// which the change that moved it wakes.
+		c.warn(plan)
+		why := c.reasons(placed, rests, plan, s, serverlessWaits, now)
+		tr.phase("reasons")
+		status := c.statusWrite(s, plan, planned)
+		tr.phase("status")
+		busy, err := c.placeAndWrite(ctx, placed.Assignments, computes, now, why, status)
+		c.publishFree(snodes, busy)
+		tr.phase("commit")
+		return plan.NextWake, err
+	}
+	// Nodes to create or remove: the placements first, and the plan made
+	// again from the nodes they did take.
 	busy := c.assign(ctx, placed.Assignments, computes, now)
 	c.publishFree(snodes, busy)
 	tr.phase("assign")
+	plan = c.plan(s, computes, placed, gaps, busy, now)
+	c.warn(plan)
+	waitingByCompute := map[string][]scheduler.Waiting{}
+	for _, w := range placed.Waiting {
+		waitingByCompute[w.Compute] = append(waitingByCompute[w.Compute], w)
+	}
+	for _, a := range plan.Actions {
+		cp := computes[a.Compute]
+		switch a.Kind {
+		case autoscaler.ActionCreate:
+			c.createNodes(ctx, cp, a.Count, a.Reason, firstWaiting(s.queue, waitingByCompute[a.Compute], rests, a.Compute), now)
+		case autoscaler.ActionDelete:
+			if n := c.nodes.node(a.Node); n != nil {
+				c.scaleDown(ctx, *n, a.Reason, now)
+			}
+		}
+	}
+	tr.phase("nodes")
+	// The pending reasons and the computes' status are written together.
+	why := c.reasons(placed, rests, plan, s, serverlessWaits, now)
+	tr.phase("reasons")
+	status, err := c.status(ctx, s, plan)
+	tr.phase("status")
+	if err != nil {
+		if why.failed != nil {
+			why.failed()
+		}
+		return time.Time{}, err
+	}
+	err = c.commit(ctx, why, status)
+	tr.phase("commit")
+	if err != nil {
+		return time.Time{}, err
+	}
+	return plan.NextWake, nil
+}
 
+// plan asks the autoscaler what to do with the computes' nodes, busy the
+// nodes the turn's placements take (by node id) and gaps the adaptive
+// computes' idle-gap histories.
+func (c *Controller) plan(s *snapshot, computes map[string]*api.Compute, placed scheduler.Result, gaps map[string]*autoscaler.GapHistory,
+	busy map[string]string, now time.Time) autoscaler.Result {
 	snap := autoscaler.Snapshot{}
-	gaps := c.gaps.observe(s, computes, c.startTimes, c.gapChanges(s))
-	c.saveGaps(ctx, now)
 	for k, cp := range computes {
 		if cp.IsInstance() {
 			continue
@@ -95,44 +165,14 @@ func (c *Controller) decide(ctx context.Context, s *snapshot, serverlessWaits ma
 			sc.Queued = append(sc.Queued, autoscaler.Demand{Job: j.Key, Instances: j.Instances})
 		}
 	}
-	waitingByCompute := map[string][]scheduler.Waiting{}
-	for _, w := range placed.Waiting {
-		waitingByCompute[w.Compute] = append(waitingByCompute[w.Compute], w)
-	}
-	plan := autoscaler.Plan(snap, now, c.policies)
-	tr.phase("plan")
+	return autoscaler.Plan(snap, now, c.policies)
+}
+
+// warn logs the autoscaler's warnings.
+func (c *Controller) warn(plan autoscaler.Result) {
 	for _, w := range plan.Warnings {
 		c.log.Warn("autoscaler", "compute", w.Compute, "warning", w.Message)
 	}
-	for _, a := range plan.Actions {
-		cp := computes[a.Compute]
-		switch a.Kind {
-		case autoscaler.ActionCreate:
-			c.createNodes(ctx, cp, a.Count, a.Reason, firstWaiting(s.queue, waitingByCompute[a.Compute], rests, a.Compute), now)
-		case autoscaler.ActionDelete:
-			if n := c.nodes.node(a.Node); n != nil {
-				c.scaleDown(ctx, *n, a.Reason, now)
-			}
-		}
-	}
-	// The pending reasons and the computes' status are written together.
-	tr.phase("nodes")
-	why := c.reasons(placed, rests, plan, s, serverlessWaits, now)
-	tr.phase("reasons")
-	status, err := c.status(ctx, s, plan)
-	tr.phase("status")
-	if err != nil {
-		if why.failed != nil {
-			why.failed()
-		}
-		return time.Time{}, err
-	}
-	err = c.commit(ctx, why, status)
-	tr.phase("commit")
-	if err != nil {
-		return time.Time{}, err
-	}
-	return plan.NextWake, nil
 }
 
 // free reports whether scheduler.Place may give node n a job (its pools

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"slices"
 	"strings"
 	"time"
 
@@ -174,25 +173,7 @@ type write struct {
 // commit runs the writes in one transaction: a turn waits for the store's
 // writer once for them all.
 func (c *Controller) commit(ctx context.Context, ws ...write) error {
-	ws = slices.DeleteFunc(ws, func(w write) bool { return w.do == nil })
-	if len(ws) == 0 {
-		return nil
-	}
-	err := c.store.Update(ctx, func(tx store.Tx) error {
-		for _, w := range ws {
-			if err := w.do(ctx, tx); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		for _, w := range ws {
-			if w.failed != nil {
-				w.failed()
-			}
-		}
-	}
+	_, err := c.placeAndWrite(ctx, nil, nil, time.Time{}, ws...)
 	return err
 }
 

@@ -30,7 +30,7 @@ func TestTurnTrace(t *testing.T) {
 			}
 			continue
 		}
-		for _, phase := range []string{"load=", "liveness=", "place=", "assign=", "plan=", "reasons=", "status=", "commit=", "total=", "gc="} {
+		for _, phase := range []string{"load=", "liveness=", "place=", "plan=", "reasons=", "status=", "commit=", "total=", "gc="} {
 			if !strings.Contains(logged, phase) {
 				t.Errorf("the turn's trace lacks %q:\n%s", phase, logged)
 			}
