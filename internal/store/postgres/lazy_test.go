@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tideml/tide/api"
 	"github.com/tideml/tide/internal/store"
 	"github.com/tideml/tide/internal/store/pgtest"
 )
@@ -154,5 +155,40 @@ func TestSavepointsHeld(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestComputeReadOnce: a transaction reads a compute once however often it
+// asks (a batch of submissions to one compute), in one round trip.
+func TestComputeReadOnce(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(ctx, pgtest.Start(t), slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	err = s.Update(ctx, func(x store.Tx) error {
+		if err := x.PutWorkspace(ctx, &api.Workspace{Name: "ws"}); err != nil {
+			return err
+		}
+		return x.PutCompute(ctx, &api.Compute{Workspace: "ws", Name: "cpu", MaxInstances: 2}, "")
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	trips := s.RoundTrips()
+	err = s.View(ctx, func(x store.Tx) error {
+		for range 3 {
+			if _, err := x.GetCompute(ctx, "ws", "cpu"); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := s.RoundTrips() - trips; n != 2 {
+		t.Errorf("three reads of a compute took %d round trips, want 2 (with BEGIN, and COMMIT)", n)
 	}
 }

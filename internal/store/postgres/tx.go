@@ -19,6 +19,17 @@ import (
 type tx struct {
 	tx    *lazyTx
 	after []func()
+	// computes are the computes this transaction read, by workspace and
+	// name: a batch of submissions to one compute reads it once. Its
+	// snapshot makes a second read return the same row but for its own
+	// writes, which drop them (as a savepoint rolled back does).
+	computes map[[2]string]computeRow
+}
+
+// computeRow is a compute as read.
+type computeRow struct {
+	etag int64
+	doc  string
 }
 
 // OnCommit queues fn to run after the transaction commits.
@@ -40,6 +51,7 @@ func (t *tx) Savepoint(ctx context.Context, fn func() error) error {
 		rollback := strings.HasPrefix(q, "ROLLBACK")
 		if rollback {
 			t.tx.dropWrites()
+			t.computes = nil
 		} else if !t.tx.healthyAfterHeld() {
 			return errors.New("a statement failed in this transaction, outside of a savepoint rolled back")
 		}
@@ -144,18 +156,26 @@ func (x *tx) PutWorkspace(ctx context.Context, w *api.Workspace) error {
 	return nil
 }
 
-// GetCompute implements store.Tx.
+// GetCompute implements store.Tx. A compute read before in the transaction
+// is not read again (tx.computes).
 func (x *tx) GetCompute(ctx context.Context, workspace, name string) (*api.Compute, error) {
-	var doc string
-	var etag int64
-	err := x.tx.QueryRow(ctx, `SELECT etag, doc FROM computes WHERE workspace = $1 AND name = $2`,
-		workspace, name).Scan(&etag, &doc)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, store.NotFound("compute", name)
+	key := [2]string{workspace, name}
+	r, ok := x.computes[key]
+	if !ok {
+		err := x.tx.QueryRow(ctx, `SELECT etag, doc FROM computes WHERE workspace = $1 AND name = $2`,
+			workspace, name).Scan(&r.etag, &r.doc)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil, store.NotFound("compute", name)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("getting compute %s: %w", name, err)
+		}
+		if x.computes == nil {
+			x.computes = map[[2]string]computeRow{}
+		}
+		x.computes[key] = r
 	}
-	if err != nil {
-		return nil, fmt.Errorf("getting compute %s: %w", name, err)
-	}
+	doc, etag := r.doc, r.etag
 	var c api.Compute
 	if err := json.Unmarshal([]byte(doc), &c); err != nil {
 		return nil, fmt.Errorf("decoding compute %s: %w", name, err)
@@ -203,6 +223,7 @@ func (x *tx) PutCompute(ctx context.Context, c *api.Compute, ifMatch string) err
 	if err != nil {
 		return fmt.Errorf("encoding compute %s: %w", c.Name, err)
 	}
+	delete(x.computes, [2]string{c.Workspace, c.Name})
 	rev, err := x.nextRevision(ctx)
 	if err != nil {
 		return err
@@ -247,6 +268,7 @@ func (x *tx) ChangedComputes(ctx context.Context, cursor string) ([]api.Compute,
 
 // DeleteCompute implements store.Tx.
 func (x *tx) DeleteCompute(ctx context.Context, workspace, name string) error {
+	delete(x.computes, [2]string{workspace, name})
 	return x.deleteOne(ctx, "compute", name, `DELETE FROM computes WHERE workspace = $1 AND name = $2`, workspace, name)
 }
 

@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"errors"
 	"reflect"
 	"testing"
 
@@ -186,6 +187,54 @@ func testListComputesAcrossWorkspaces(t *testing.T, open Opener) {
 					t.Errorf("ListComputes(%q): %s has no etag", tt.workspace, c.Name)
 				}
 			}
+		}
+		return nil
+	})
+}
+
+// testComputeReadAgain: a transaction that reads a compute again sees its
+// own writes of it (a put, a delete) and, after a savepoint that wrote it
+// was rolled back, the compute as before that savepoint. (A store may keep
+// what a transaction read, so a batch of submissions reads their compute
+// once.)
+func testComputeReadAgain(t *testing.T, open Opener) {
+	s := openStore(t, open)
+	ctx := t.Context()
+	putWorkspaces(t, s, "default")
+	update(t, s, func(tx store.Tx) error { return tx.PutCompute(ctx, newCompute("default", "cpu"), "") })
+	refused := errors.New("refused")
+	update(t, s, func(tx store.Tx) error {
+		max := func(want int) {
+			t.Helper()
+			c, err := tx.GetCompute(ctx, "default", "cpu")
+			if err != nil || c.MaxInstances != want {
+				t.Errorf("GetCompute: %v, %v; want max_instances %d", c, err, want)
+			}
+		}
+		max(2)
+		c, _ := tx.GetCompute(ctx, "default", "cpu")
+		c.MaxInstances = 5
+		if err := tx.PutCompute(ctx, c, ""); err != nil {
+			return err
+		}
+		max(5)
+		err := tx.Savepoint(ctx, func() error {
+			c.MaxInstances = 7
+			if err := tx.PutCompute(ctx, c, ""); err != nil {
+				return err
+			}
+			max(7)
+			return refused
+		})
+		if !errors.Is(err, refused) {
+			return err
+		}
+		max(5)
+		if err := tx.DeleteCompute(ctx, "default", "cpu"); err != nil {
+			return err
+		}
+		if _, err := tx.GetCompute(ctx, "default", "cpu"); !store.IsNotFound(err) {
+			t.Errorf("GetCompute after DeleteCompute: %v, want not found", err)
 		}
 		return nil
 	})

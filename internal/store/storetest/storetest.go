@@ -33,6 +33,7 @@ func Run(t *testing.T, newDB func(t *testing.T) Opener) {
 		{"ComputeCRUD", testComputeCRUD},
 		{"ComputeEtags", testComputeEtags},
 		{"ComputeNeedsWorkspace", testComputeNeedsWorkspace},
+		{"ComputeReadAgain", testComputeReadAgain},
 		{"ListComputesAcrossWorkspaces", testListComputesAcrossWorkspaces},
 		{"ChangedComputes", testChangedComputes},
 		{"JobRoundTrip", testJobRoundTrip},
