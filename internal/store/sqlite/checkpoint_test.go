@@ -34,8 +34,6 @@ func TestCheckpointsBesideTheWriter(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	// What Open wrote (the migrations) is in the file already.
-	time.Sleep(2 * checkpointEvery)
 	s0 := fileSize(t, path)
 	val := strings.Repeat("x", 2000)
 	for i := range 150 { // about 300 KB, some 500 pages of log
