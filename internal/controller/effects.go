@@ -36,12 +36,20 @@ const reconcileWait = 5 * time.Second
 // location's nodes on a host that hangs do not hold up the others'.
 const checkWorkers = 8
 
-// nodeCheck is what a provider said about a node, as the check saw the
-// node.
+// nodeCheck is what a provider said about a node, and the node's state as
+// the check saw it (not the whole node: a round checks every node, and
+// copies of 10,000 records were most of what a heartbeating server
+// allocated).
 type nodeCheck struct {
-	node api.Node
-	pn   *provider.Node
-	err  error
+	id, state string
+	since     time.Time // StateSince
+	pn        *provider.Node
+	err       error
+}
+
+// checkOf is a check of node n, which the provider answered pn, err.
+func checkOf(n *api.Node, pn *provider.Node, err error) nodeCheck {
+	return nodeCheck{id: n.ID, state: n.State, since: n.StateSince, pn: pn, err: err}
 }
 
 // effectRun is a background call started by effect.
@@ -105,10 +113,11 @@ func checkable(n api.Node, instanceNode bool) bool {
 // It runs on the loop's goroutine, between turns, as the feeds' reads.
 func (c *Controller) startChecks(ctx context.Context) {
 	instanceNodes := instanceNodes(c.computes.list)
-	byLocation := map[string][]api.Node{}
-	for _, n := range c.nodes.list {
-		if checkable(n, instanceNodes[n.ID]) && !c.isInflight(n.ID) {
-			byLocation[n.Location] = append(byLocation[n.Location], n)
+	byLocation := map[string][]nodeCheck{}
+	for i := range c.nodes.list {
+		n := &c.nodes.list[i]
+		if checkable(*n, instanceNodes[n.ID]) && !c.isInflight(n.ID) {
+			byLocation[n.Location] = append(byLocation[n.Location], checkOf(n, nil, nil))
 		}
 	}
 	for loc, ns := range byLocation {
@@ -130,20 +139,20 @@ func (c *Controller) startChecks(ctx context.Context) {
 				c.mu.Unlock()
 				c.Notify()
 			}()
-			work := make(chan api.Node)
+			work := make(chan *nodeCheck)
 			var wg sync.WaitGroup
 			for range min(checkWorkers, len(ns)) {
 				wg.Go(func() {
-					for n := range work {
+					for ch := range work {
 						ctx, cancel := context.WithTimeout(ctx, callTimeout)
-						pn, err := p.Get(ctx, n.ID)
+						ch.pn, ch.err = p.Get(ctx, ch.id)
 						cancel()
-						c.reportChecks(nodeCheck{node: n, pn: pn, err: err})
+						c.reportChecks(*ch)
 					}
 				})
 			}
-			for _, n := range ns {
-				work <- n
+			for i := range ns {
+				work <- &ns[i]
 			}
 			close(work)
 			wg.Wait()
@@ -213,14 +222,14 @@ func (c *Controller) applyChecks(ctx context.Context, s *snapshot, now time.Time
 	if len(checks) == 0 {
 		return nil
 	}
-	nodes := map[string]api.Node{}
-	for _, n := range s.nodes {
-		nodes[n.ID] = n
-	}
 	instanceNodes := instanceNodes(s.computes)
 	for _, ch := range checks {
-		n, ok := nodes[ch.node.ID]
-		if !ok || n.State != ch.node.State || !n.StateSince.Equal(ch.node.StateSince) || !checkable(n, instanceNodes[n.ID]) || c.isInflight(n.ID) {
+		kept := c.nodes.node(ch.id) // s.nodes, by id
+		if kept == nil {
+			continue
+		}
+		n := *kept
+		if n.State != ch.state || !n.StateSince.Equal(ch.since) || !checkable(n, instanceNodes[n.ID]) || c.isInflight(n.ID) {
 			continue
 		}
 		verdict, reason := judgeCheck(n, ch.pn, ch.err, now, c.cfg.UnusableAfter+c.cfg.PreemptGrace)

@@ -91,7 +91,7 @@ func (c *Controller) reconcileLocation(ctx context.Context, loc string, p provid
 	var gone []nodeCheck
 	for _, n := range nodes {
 		if n.Location == loc && !held[n.ID] && n.State != api.NodeUnusable && n.CreatedOn.Before(listed) {
-			gone = append(gone, nodeCheck{node: n, err: &provider.NotFoundError{ID: n.ID}})
+			gone = append(gone, checkOf(&n, nil, &provider.NotFoundError{ID: n.ID}))
 		}
 	}
 	if len(gone) > 0 {

@@ -21,6 +21,7 @@
 package freeport
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"net"
@@ -106,9 +107,20 @@ func lock(path string) (*os.File, bool) {
 }
 
 // free reports whether port can be bound on every IPv4 address (so on
-// 127.0.0.1 too) right now.
+// 127.0.0.1 too) right now, even by a program that does not set
+// SO_REUSEADDR (Go does): a connection of a previous owner still in
+// TIME_WAIT makes it not free.
 func free(port int) bool {
-	l, err := net.Listen("tcp4", ":"+strconv.Itoa(port))
+	lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
+		var err error
+		if cerr := c.Control(func(fd uintptr) {
+			err = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_REUSEADDR, 0)
+		}); cerr != nil {
+			return cerr
+		}
+		return err
+	}}
+	l, err := lc.Listen(context.Background(), "tcp4", ":"+strconv.Itoa(port))
 	if err != nil {
 		return false
 	}

@@ -122,3 +122,31 @@ func TestABusyPortIsSkipped(t *testing.T) {
 		t.Fatalf("port %d reported free while a listener has it", busy.Port)
 	}
 }
+
+// TestAPortInTimeWaitIsSkipped: a port whose last connection is in
+// TIME_WAIT is free to Go's servers (SO_REUSEADDR) but not to a program
+// that binds without it, so it is not handed out.
+func TestAPortInTimeWaitIsSkipped(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	c, err := net.Dial("tcp", l.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := l.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The server side closes first: its end (on port) goes to TIME_WAIT.
+	s.Close()
+	buf := make([]byte, 1)
+	c.Read(buf)
+	c.Close()
+	l.Close()
+	if free(port) {
+		t.Fatalf("port %d reported free while its connection is in TIME_WAIT", port)
+	}
+}

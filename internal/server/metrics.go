@@ -48,12 +48,14 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	var computes []api.Compute
-	var jobs []api.Job
+	var counts map[[3]string]int
 	err := c.st.View(ctx, func(tx store.Tx) (err error) {
 		if computes, err = tx.ListComputes(ctx, ""); err != nil {
 			return err
 		}
-		jobs, err = tx.ListJobs(ctx, store.JobFilter{Statuses: []string{api.JobQueued, api.JobPreparing, api.JobRunning, api.JobFinalizing, api.JobCancelRequested}})
+		// Counted by the database: a scrape decoded every unfinished
+		// job before (100,000 in the scale benchmark).
+		counts, err = tx.CountJobs(ctx, []string{api.JobQueued, api.JobPreparing, api.JobRunning, api.JobFinalizing, api.JobCancelRequested})
 		return err
 	})
 	if err != nil {
@@ -68,10 +70,6 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.target, prometheus.GaugeValue, float64(cp.TargetNodeCount), cp.Workspace, cp.Name)
 		ch <- prometheus.MustNewConstMetric(c.minNodes, prometheus.GaugeValue, float64(cp.MinInstances), cp.Workspace, cp.Name)
 		ch <- prometheus.MustNewConstMetric(c.maxNodes, prometheus.GaugeValue, float64(cp.MaxInstances), cp.Workspace, cp.Name)
-	}
-	counts := map[[3]string]int{}
-	for _, j := range jobs {
-		counts[[3]string{j.Workspace, j.Compute, j.Status}]++
 	}
 	for k, v := range counts {
 		ch <- prometheus.MustNewConstMetric(c.jobs, prometheus.GaugeValue, float64(v), k[0], k[1], k[2])

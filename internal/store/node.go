@@ -31,13 +31,6 @@ type ComputeUtilization struct {
 	GPUPercent *float64
 }
 
-// Rows is what ScanComputeUtilizations reads: *sql.Rows and pgx.Rows.
-type Rows interface {
-	Next() bool
-	Scan(dest ...any) error
-	Err() error
-}
-
 // ScanComputeUtilizations reads both stores' answer to
 // Tx.ComputeUtilizations: workspace, compute, the summed CPU and memory,
 // and the mean GPU (NULL: none).

@@ -90,6 +90,10 @@ type Tx interface {
 
 	GetJob(ctx context.Context, workspace, name string) (*api.Job, error)
 	ListJobs(ctx context.Context, f JobFilter) ([]api.Job, error)
+	// CountJobs counts the jobs whose status is one of statuses, by
+	// {workspace, compute, status}, without decoding them (what /metrics
+	// reports).
+	CountJobs(ctx context.Context, statuses []string) (map[[3]string]int, error)
 	// ListJobDocs lists what ListJobs lists, in its order, with each job's
 	// document as stored, undecoded: a caller that sends the jobs on as
 	// JSON (the API's job list) neither decodes nor encodes them.
@@ -423,13 +427,17 @@ func InSavepoint(exec func(q string) error, after *[]func(), fn func() error) er
 	return nil
 }
 
-// ScanJobDocs reads the rows of ListJobDocs' columns (name, compute,
-// status, priority, etag, doc) of a SQL backend.
-func ScanJobDocs(rows interface {
+// Rows is what the SQL backends' queries answer (*sql.Rows, pgx.Rows),
+// for the scans both share.
+type Rows interface {
 	Next() bool
 	Scan(dest ...any) error
 	Err() error
-}) ([]JobDoc, error) {
+}
+
+// ScanJobDocs reads the rows of ListJobDocs' columns (name, compute,
+// status, priority, etag, doc) of a SQL backend.
+func ScanJobDocs(rows Rows) ([]JobDoc, error) {
 	var out []JobDoc
 	for rows.Next() {
 		var d JobDoc
@@ -442,6 +450,24 @@ func ScanJobDocs(rows interface {
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("listing jobs: %w", err)
+	}
+	return out, nil
+}
+
+// ScanJobCounts reads both stores' answer to Tx.CountJobs: workspace,
+// compute, status and the count.
+func ScanJobCounts(rows Rows) (map[[3]string]int, error) {
+	out := map[[3]string]int{}
+	for rows.Next() {
+		var k [3]string
+		var n int
+		if err := rows.Scan(&k[0], &k[1], &k[2], &n); err != nil {
+			return nil, fmt.Errorf("counting jobs: %w", err)
+		}
+		out[k] = n
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("counting jobs: %w", err)
 	}
 	return out, nil
 }

@@ -210,6 +210,9 @@ func (p Process) start(argv []string, spec Spec, unshare uintptr) (*handle, erro
 		pipes = append(pipes, stderr)
 	}
 	cmd.Stdout, cmd.Stderr = stdout.w, stderr.w
+	if f, err := devNull(); err == nil {
+		cmd.Stdin = f
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Unshareflags: unshare}
 	if p.User != nil {
 		if err := p.User.handOver(spec); err != nil {
@@ -237,6 +240,10 @@ func (p Process) start(argv []string, spec Spec, unshare uintptr) (*handle, erro
 	}
 	return &handle{cmd: cmd, pipes: pipes, outputDelay: delay, done: make(chan struct{})}, nil
 }
+
+// devNull is the jobs' standard input, opened once: exec.Cmd opened
+// /dev/null for each process it started (four system calls).
+var devNull = sync.OnceValues(func() (*os.File, error) { return os.Open(os.DevNull) })
 
 type handle struct {
 	cmd      *exec.Cmd

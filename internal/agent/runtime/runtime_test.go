@@ -36,6 +36,11 @@ func TestProcess(t *testing.T) {
 		// A background child holds stdout open: Wait still returns, and
 		// the child is killed with the group.
 		{name: "background child", command: "sleep 300 & echo $! > bg.pid; echo done", code: 0, out: "done\n"},
+		// Standard input is empty (/dev/null, shared by the jobs), and
+		// the output a blocking pipe: writes beyond what the pipe holds
+		// wait, and fail with EAGAIN on a non-blocking one.
+		{name: "stdin empty", command: "cat; wc -c < /dev/stdin; seq 1 100000", code: 0, partial: true, out: "0\n1\n2\n"},
+		{name: "large output", command: "seq 1 100000", code: 0, partial: true, out: "99999\n100000\n"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

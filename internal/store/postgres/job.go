@@ -54,6 +54,17 @@ func (x *tx) ListJobDocs(ctx context.Context, f store.JobFilter) ([]store.JobDoc
 	return store.ScanJobDocs(rows)
 }
 
+// CountJobs implements store.Tx.
+func (x *tx) CountJobs(ctx context.Context, statuses []string) (map[[3]string]int, error) {
+	rows, err := x.tx.Query(ctx, `SELECT workspace, compute, status, count(*) FROM jobs
+		WHERE status = ANY($1) GROUP BY workspace, compute, status`, statuses)
+	if err != nil {
+		return nil, fmt.Errorf("counting jobs: %w", err)
+	}
+	defer rows.Close()
+	return store.ScanJobCounts(rows)
+}
+
 // JobVersions implements store.Tx.
 func (x *tx) JobVersions(ctx context.Context, f store.JobFilter) ([]store.JobVersion, error) {
 	rows, err := x.queryJobs(ctx, "workspace, name, etag, compute, priority", f)

@@ -52,6 +52,21 @@ func (x *tx) ListJobDocs(ctx context.Context, f store.JobFilter) ([]store.JobDoc
 	return store.ScanJobDocs(rows)
 }
 
+// CountJobs implements store.Tx: the statuses go as one JSON array.
+func (x *tx) CountJobs(ctx context.Context, statuses []string) (map[[3]string]int, error) {
+	list, err := json.Marshal(statuses)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := x.query(ctx, `SELECT workspace, compute, status, count(*) FROM jobs
+		WHERE status IN (SELECT value FROM json_each(?)) GROUP BY workspace, compute, status`, string(list))
+	if err != nil {
+		return nil, fmt.Errorf("counting jobs: %w", err)
+	}
+	defer rows.Close()
+	return store.ScanJobCounts(rows)
+}
+
 // JobVersions implements store.Tx.
 func (x *tx) JobVersions(ctx context.Context, f store.JobFilter) ([]store.JobVersion, error) {
 	rows, err := x.queryJobs(ctx, "workspace, name, etag, compute, priority", f)

@@ -204,6 +204,22 @@ func testListJobs(t *testing.T, open Opener) {
 				}
 			}
 		}
+		// CountJobs counts what ListJobs lists, by workspace, compute
+		// and status.
+		for _, statuses := range [][]string{{api.JobQueued, api.JobRunning}, {api.JobCompleted}, {api.JobFailed}} {
+			js, err := tx.ListJobs(ctx, store.JobFilter{Statuses: statuses})
+			if err != nil {
+				t.Fatalf("ListJobs(%v): %v", statuses, err)
+			}
+			want := map[[3]string]int{}
+			for _, j := range js {
+				want[[3]string{j.Workspace, j.Compute, j.Status}]++
+			}
+			got, err := tx.CountJobs(ctx, statuses)
+			if err != nil || !reflect.DeepEqual(got, want) {
+				t.Errorf("CountJobs(%v) = %v, %v; want %v", statuses, got, err, want)
+			}
+		}
 		return nil
 	})
 }
