@@ -32,7 +32,7 @@ func TestOneJobsStatements(t *testing.T) {
 	// puts record their events in the job's statement, and its BEGIN goes
 	// with the first statement (both counted).
 	t.Run("sqlite", func(t *testing.T) {
-		oneJobsStatements(t, openSQLite(t).(counted), [3]int64{8, 9, 9})
+		oneJobsStatements(t, openSQLite(t).(counted), [3]int64{7, 9, 9}, [3]int64{})
 	})
 	t.Run("postgres", func(t *testing.T) {
 		st, err := postgres.Open(t.Context(), pgtest.Start(t), slog.New(slog.DiscardHandler))
@@ -40,7 +40,11 @@ func TestOneJobsStatements(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { st.Close() })
-		oneJobsStatements(t, st, [3]int64{6, 6, 5})
+		// Round trips: BEGIN and the queue's count, the compute, the job,
+		// COMMIT; BEGIN and the jobs, the nodes, the nodes' and jobs'
+		// writes, COMMIT; BEGIN and the job, the node's and job's
+		// writes, COMMIT.
+		oneJobsStatements(t, st, [3]int64{5, 6, 5}, [3]int64{4, 4, 3})
 	})
 }
 
@@ -50,7 +54,11 @@ type counted interface {
 	Statements() int64
 }
 
-func oneJobsStatements(t *testing.T, st counted, budgets [3]int64) {
+// oneJobsStatements holds a job's submission, assignment and report to
+// their budgets of statements, and of round trips when trips are given
+// (PostgreSQL's: a write transaction's round trips are what this
+// replica's other writes wait for).
+func oneJobsStatements(t *testing.T, st counted, budgets, trips [3]int64) {
 	ctx := context.Background()
 	now := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
 	cp := &api.Compute{Workspace: "ws", Name: "cpu", Location: "local", Size: "Standard_DS3_v2", MaxInstances: 2,
@@ -76,9 +84,15 @@ func oneJobsStatements(t *testing.T, st counted, budgets [3]int64) {
 	c := New(Options{Store: st, Config: config.Default(), Log: slog.New(slog.DiscardHandler), Now: func() time.Time { return now },
 		IdentityToken: mint, Changes: NewBroadcast()})
 
+	rt, _ := st.(interface{ RoundTrips() int64 })
+	step := 0
 	count := func(what string, budget int64, fn func() error) {
 		t.Helper()
 		n0 := st.Statements()
+		var r0 int64
+		if rt != nil {
+			r0 = rt.RoundTrips()
+		}
 		if err := fn(); err != nil {
 			t.Fatalf("%s: %v", what, err)
 		}
@@ -87,10 +101,19 @@ func oneJobsStatements(t *testing.T, st counted, budgets [3]int64) {
 		} else {
 			t.Logf("%s: %d statements", what, n)
 		}
+		if want := trips[step]; want > 0 {
+			if n := rt.RoundTrips() - r0; n > want {
+				t.Errorf("%s took %d round trips, more than its budget of %d", what, n, want)
+			} else {
+				t.Logf("%s: %d round trips", what, n)
+			}
+		}
+		step++
 	}
 	var j *api.Job
-	// On SQLite: BEGIN, the queue's count, the name's check, the compute,
-	// the revision, the job, its event, COMMIT.
+	// On SQLite: BEGIN, the queue's count, the compute, the revision, the
+	// job, its event, COMMIT. (No read of the name: the job's put creates
+	// it only if it is free.)
 	count("submission", budgets[0], func() (err error) {
 		j, err = svc.SubmitJob(ctx, "ws", &api.Job{Type: api.JobTypeCommand, Command: "true", Compute: "cpu"})
 		return err

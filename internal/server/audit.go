@@ -113,10 +113,8 @@ func (a *auditLog) flush(ctx context.Context) {
 		return
 	}
 	err := a.store.Update(ctx, func(tx store.Tx) error {
-		for i := range entries {
-			if err := tx.AddAudit(ctx, &entries[i]); err != nil {
-				return err
-			}
+		if err := tx.AddAudit(ctx, entries); err != nil {
+			return err
 		}
 		for hash, at := range touched {
 			t, err := tx.GetToken(ctx, hash)

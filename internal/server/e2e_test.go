@@ -97,9 +97,9 @@ func testConfig(dataDir string) config.Server {
 	return cfg
 }
 
-// start runs a server on dataDir on the given address ("" picks a port,
-// one nothing else takes while the server is down for a restart on it:
-// see freeport).
+// start runs a server on dataDir on the given address ("" is 127.0.0.1:0;
+// port 0 is a port from freeport, which nothing else takes while the
+// server is down for a restart on it).
 func start(t testing.TB, dataDir, addr, token string) *instance {
 	t.Helper()
 	return startWith(t, dataDir, addr, token, nil)
@@ -109,11 +109,14 @@ func start(t testing.TB, dataDir, addr, token string) *instance {
 func startWith(t testing.TB, dataDir, addr, token string, configure func(*config.Server)) *instance {
 	t.Helper()
 	if addr == "" {
+		addr = "127.0.0.1:0"
+	}
+	if host, port, err := net.SplitHostPort(addr); err == nil && port == "0" {
 		p, err := freeport.Get()
 		if err != nil {
 			t.Fatal(err)
 		}
-		addr = "127.0.0.1:" + strconv.Itoa(p)
+		addr = net.JoinHostPort(host, strconv.Itoa(p))
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {

@@ -11,11 +11,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/tideml/tide/api"
+	"github.com/tideml/tide/internal/freeport"
 	"github.com/tideml/tide/internal/store/pgtest"
 )
 
@@ -34,12 +36,12 @@ func TestReplicasShareTheCA(t *testing.T) {
 	dir := t.TempDir()
 	var addrs []string
 	for range 2 {
-		l, err := net.Listen("tcp", ip+":0")
+		// Ports nothing else takes before the replicas bind them.
+		p, err := freeport.Get()
 		if err != nil {
 			t.Fatal(err)
 		}
-		addrs = append(addrs, l.Addr().String())
-		l.Close()
+		addrs = append(addrs, net.JoinHostPort(ip, strconv.Itoa(p)))
 	}
 	layout := func(name string) replicaLayout {
 		return replicaLayout{dataDir: filepath.Join(dir, "data-"+name), machines: filepath.Join(dir, "machines"), scheme: "https",

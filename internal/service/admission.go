@@ -52,10 +52,21 @@ func (s *Service) admit(ctx context.Context, tx store.Tx, ws string, j *api.Job,
 	} else if sl != nil {
 		msg = fmt.Sprintf("submitted serverless: %d × %s (%s) in location %s, on nodes of its own (compute %s)", sl.InstanceCount, sl.InstanceType, sl.Tier, sl.Location, j.Compute)
 	}
-	if err := tx.PutJob(ctx, j, "", &api.Event{Time: now, Kind: "Queued", Message: msg}); err != nil {
+	err := tx.PutJob(ctx, j, store.IfAbsent, &api.Event{Time: now, Kind: "Queued", Message: msg})
+	if errors.Is(err, store.ErrExists) {
+		return nameTaken(ws, j.Name)
+	}
+	if err != nil {
 		return err
 	}
 	return ignoredSettings(ctx, tx, j)
+}
+
+// nameTaken is the refusal of a job whose name another job has.
+func nameTaken(ws, name string) *Error {
+	e := errorf(409, api.CodeConflict, "name: job %q already exists in workspace %s; job names are unique: choose another name or omit it to get a generated one", name, ws)
+	e.Field = "name"
+	return e
 }
 
 // CheckJob runs the checks SubmitJob runs, before the client uploads the
@@ -104,22 +115,19 @@ func (s *Service) engineCheck(ctx context.Context, j *api.Job) error {
 // inputs the client uploads after this check.
 func (s *Service) checkAdmission(ctx context.Context, tx store.Tx, ws string, j *api.Job, engineErr error, preUpload bool) error {
 	var ps problems
-	// The name comes first: a serverless job's compute carries it.
-	if j.Name == "" {
-		if !preUpload {
-			for {
-				j.Name = newJobName()
-				if _, err := tx.GetJob(ctx, ws, j.Name); store.IsNotFound(err) {
-					break
-				}
-			}
+	// The name comes first: a serverless job's compute carries it. At
+	// submission it is not read: the job's put creates it only if no job
+	// has its name (store.IfAbsent, in admit), which a read before would
+	// only repeat, one statement of each job's dispatch.
+	switch {
+	case j.Name == "" && !preUpload:
+		j.Name = newJobName()
+	case j.Name != "" && preUpload:
+		if _, err := tx.GetJob(ctx, ws, j.Name); err == nil {
+			ps.add(nameTaken(ws, j.Name))
+		} else if !store.IsNotFound(err) {
+			return err
 		}
-	} else if _, err := tx.GetJob(ctx, ws, j.Name); err == nil {
-		e := errorf(409, api.CodeConflict, "name: job %q already exists in workspace %s; job names are unique: choose another name or omit it to get a generated one", j.Name, ws)
-		e.Field = "name"
-		ps.add(e)
-	} else if !store.IsNotFound(err) {
-		return err
 	}
 	n := len(ps)
 	var c *api.Compute // the job's compute, when resolveCompute read it

@@ -238,7 +238,7 @@ func finishRank(ctx context.Context, tx store.Tx, j *api.Job, rank int, now time
 		// removes it.
 		state, reason = api.NodeLeaving, cmp.Or(r.Error, "its agent is stopping")
 	}
-	if _, err := tx.ReleaseNode(ctx, r.Node, AssignmentID(j.Workspace, j.Name, j.Attempt), state, reason, now); err != nil {
+	if err := tx.ReleaseNode(ctx, r.Node, AssignmentID(j.Workspace, j.Name, j.Attempt), state, reason, now); err != nil {
 		return nil, err
 	}
 	switch {

@@ -69,9 +69,7 @@ func (s *Service) submitPipeline(ctx context.Context, ws string, j *api.Job) (*a
 		if j.Name == "" {
 			j.Name = s.freeJobName(ctx, tx, ws, "")
 		} else if _, err := tx.GetJob(ctx, ws, j.Name); err == nil {
-			e := errorf(409, api.CodeConflict, "name: job %q already exists in workspace %s; job names are unique: choose another name or omit it to get a generated one", j.Name, ws)
-			e.Field = "name"
-			return e
+			return nameTaken(ws, j.Name)
 		}
 		order, err := spec.StepOrder(j)
 		if err != nil {

@@ -43,6 +43,11 @@ type Store interface {
 	Close() error
 }
 
+// IfAbsent, as PutJob's ifMatch, creates the job only: when one of its name
+// is stored, nothing is written and the error wraps ErrExists. A
+// submission relies on it instead of reading the name first.
+const IfAbsent = "<absent>"
+
 // Tx is one transaction. Put methods create or replace; when ifMatch is not
 // empty the stored etag must equal it (ErrPrecondition otherwise; ErrNotFound
 // when nothing is stored). Put methods set the resource's Etag field to the
@@ -181,16 +186,19 @@ type Tx interface {
 	// out), in id order, as GetNode returns each.
 	GetNodes(ctx context.Context, ids []string) ([]api.Node, error)
 	// PutNodes writes each node as PutNode does, in a few statements
-	// however many they are.
+	// however many they are. As ReleaseNode's, they may go with the
+	// transaction's next statement, whose error is then theirs.
 	PutNodes(ctx context.Context, ns []*api.Node) error
 	DeleteNode(ctx context.Context, id string) error
 	// ReleaseNode ends node id's run of assignment, in one statement and
 	// without reading the node: when the node's job is assignment, its job
 	// is cleared and, when it is Running, its state becomes state (since
-	// now) and, when reason is not empty, its error reason. It reports
-	// whether it wrote: not when the node is gone or runs something else.
-	// A write as PutNode's (ChangedNodes lists it).
-	ReleaseNode(ctx context.Context, id, assignment, state, reason string, now time.Time) (bool, error)
+	// now) and, when reason is not empty, its error reason. A node gone or
+	// running something else is left alone. A write as PutNode's
+	// (ChangedNodes lists it). A store may send it with the transaction's
+	// next statement, whose error (or the commit's) is then its own: a
+	// report frees its node and writes its job in one round trip.
+	ReleaseNode(ctx context.Context, id, assignment, state, reason string, now time.Time) error
 	// NodeCursor returns a position in the stream of node writes: where a
 	// caller that has just listed the nodes in this transaction starts
 	// ChangedNodes.
@@ -278,8 +286,10 @@ type Tx interface {
 	DeleteObject(ctx context.Context, kind, key string) error
 	ListObjects(ctx context.Context, kind, prefix string) ([][]byte, error)
 
-	// AddAudit appends an entry to the audit log and sets its Seq.
-	AddAudit(ctx context.Context, e *api.AuditEntry) error
+	// AddAudit appends entries to the audit log, in order, and sets their
+	// Seq, in one statement where the store can: the server writes a few
+	// milliseconds of calls at once.
+	AddAudit(ctx context.Context, es []api.AuditEntry) error
 	// ListAudit lists audit entries, newest first.
 	ListAudit(ctx context.Context, f AuditFilter) ([]api.AuditEntry, error)
 

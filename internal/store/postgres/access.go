@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -84,17 +86,35 @@ func (x *tx) ListObjects(ctx context.Context, kind, prefix string) ([][]byte, er
 	return out, rows.Err()
 }
 
-// AddAudit implements store.Tx.
-func (x *tx) AddAudit(ctx context.Context, e *api.AuditEntry) error {
-	c := *e
-	c.Seq = 0
-	doc, err := json.Marshal(c)
-	if err != nil {
-		return fmt.Errorf("encoding audit entry: %w", err)
+// AddAudit implements store.Tx: one statement, the entries as arrays. Their
+// seqs are taken in the order of the arrays, so the returned ones, sorted,
+// are theirs.
+func (x *tx) AddAudit(ctx context.Context, es []api.AuditEntry) error {
+	if len(es) == 0 {
+		return nil
 	}
-	err = x.tx.QueryRow(ctx, `INSERT INTO audit (at, "user", doc) VALUES ($1, $2, $3) RETURNING seq`, pgTime(e.Time), e.User, string(doc)).Scan(&e.Seq)
+	ats, users, docs := make([]time.Time, len(es)), make([]string, len(es)), make([]string, len(es))
+	for i, e := range es {
+		e.Seq = 0
+		doc, err := json.Marshal(e)
+		if err != nil {
+			return fmt.Errorf("encoding audit entry: %w", err)
+		}
+		ats[i], users[i], docs[i] = pgTime(e.Time), e.User, string(doc)
+	}
+	rows, err := x.tx.Query(ctx, `INSERT INTO audit (at, "user", doc)
+		SELECT a.at, a.u, a.doc::jsonb FROM unnest($1::timestamptz[], $2::text[], $3::text[]) WITH ORDINALITY AS a(at, u, doc, n)
+		ORDER BY a.n RETURNING seq`, ats, users, docs)
 	if err != nil {
-		return fmt.Errorf("adding an audit entry: %w", err)
+		return fmt.Errorf("adding %d audit entries: %w", len(es), err)
+	}
+	seqs, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil || len(seqs) != len(es) {
+		return fmt.Errorf("adding %d audit entries: %d written: %w", len(es), len(seqs), err)
+	}
+	slices.Sort(seqs)
+	for i := range es {
+		es[i].Seq = seqs[i]
 	}
 	return nil
 }

@@ -216,21 +216,44 @@ func jobsQuery(cols string, f store.JobFilter) (string, []any) {
 // events included: the revision is taken and the etag compared in the
 // write itself, and the events take their numbers from their counter in
 // it. Only when it writes nothing does a second read say why (no such job
-// or workspace, or another etag).
+// or workspace, another etag, or a job of that name with store.IfAbsent).
 func (x *tx) PutJob(ctx context.Context, j *api.Job, ifMatch string, events ...*api.Event) error {
+	p, err := jobPut(j, ifMatch, events)
+	if err != nil {
+		return err
+	}
+	err = p.scan(x.tx.QueryRow(ctx, p.q, p.args...))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return x.whyJobNotPut(ctx, j, ifMatch)
+	}
+	return err
+}
+
+// aJobPut is PutJob's statement for one job, and what it reads back.
+type aJobPut struct {
+	j       *api.Job
+	ifMatch string
+	events  []*api.Event
+	q       string
+	args    []any
+}
+
+// jobPut builds PutJob's statement.
+func jobPut(j *api.Job, ifMatch string, events []*api.Event) (*aJobPut, error) {
 	if j.Name == "" || j.Workspace == "" {
-		return fmt.Errorf("job %q in workspace %q: name and workspace must be set", j.Name, j.Workspace)
+		return nil, fmt.Errorf("job %q in workspace %q: name and workspace must be set", j.Name, j.Workspace)
 	}
 	doc, err := json.Marshal(utcJob(*j))
 	if err != nil {
-		return fmt.Errorf("encoding job %s: %w", j.Name, err)
+		return nil, fmt.Errorf("encoding job %s: %w", j.Name, err)
 	}
 	args := []any{j.Workspace, j.Name, j.Compute, j.Status, string(doc), j.Priority()}
 	var with, write string
-	if ifMatch == "" {
+	switch ifMatch {
+	case "", store.IfAbsent:
 		// The workspace is joined in so that a missing one writes nothing
 		// (instead of failing the foreign key, which would abort the
-		// transaction).
+		// transaction); so is a taken name with IfAbsent.
 		with = `r AS (SELECT nextval('revision') AS v)`
 		write = `INSERT INTO jobs (workspace, name, compute, status, created, etag, doc, priority, txid)
 			SELECT w.name, $2, $3, $4, r.v, r.v, $5, $6, pg_current_xact_id() FROM r, workspaces w WHERE w.name = $1
@@ -238,7 +261,11 @@ func (x *tx) PutJob(ctx context.Context, j *api.Job, ifMatch string, events ...*
 				compute = excluded.compute, status = excluded.status, etag = excluded.etag, doc = excluded.doc,
 				priority = excluded.priority, txid = excluded.txid
 			RETURNING etag`
-	} else {
+		if ifMatch == store.IfAbsent {
+			write = write[:strings.Index(write, "DO UPDATE")] + `DO NOTHING
+			RETURNING etag`
+		}
+	default:
 		write = `UPDATE jobs SET compute = $3, status = $4, etag = nextval('revision'), doc = $5,
 				priority = $6, txid = pg_current_xact_id()
 			WHERE workspace = $1 AND name = $2 AND etag::text = $7
@@ -274,21 +301,27 @@ func (x *tx) PutJob(ctx context.Context, j *api.Job, ifMatch string, events ...*
 	default:
 		q = write
 	}
+	return &aJobPut{j: j, ifMatch: ifMatch, events: events, q: q, args: args}, nil
+}
+
+// scan reads the answer of p's statement into its job and events. It
+// returns pgx.ErrNoRows when nothing was written.
+func (p *aJobPut) scan(row pgx.Row) error {
 	var rev, last int64
 	dest := []any{&rev}
-	if len(events) > 0 {
+	if len(p.events) > 0 {
 		dest = append(dest, &last)
 	}
-	err = x.tx.QueryRow(ctx, q, args...).Scan(dest...)
+	err := row.Scan(dest...)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return x.whyJobNotPut(ctx, j, ifMatch)
+		return err
 	}
 	if err != nil {
-		return fmt.Errorf("putting job %s: %w", j.Name, err)
+		return fmt.Errorf("putting job %s: %w", p.j.Name, err)
 	}
-	j.Etag = strconv.FormatInt(rev, 10)
-	for i, e := range events {
-		e.Seq = last - int64(len(events)) + int64(i) + 1
+	p.j.Etag = strconv.FormatInt(rev, 10)
+	for i, e := range p.events {
+		e.Seq = last - int64(len(p.events)) + int64(i) + 1
 	}
 	return nil
 }
@@ -323,6 +356,12 @@ func (x *tx) whyJobNotPut(ctx context.Context, j *api.Job, ifMatch string) error
 	found := err == nil
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		return fmt.Errorf("putting job %s: %w", j.Name, err)
+	}
+	if ifMatch == store.IfAbsent {
+		if found {
+			return fmt.Errorf("job %q: %w", j.Name, store.ErrExists)
+		}
+		ifMatch = ""
 	}
 	if err := checkEtag("job", j.Name, found, stored, ifMatch); err != nil {
 		return err

@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -14,11 +15,24 @@ import (
 // lazyTx is a transaction that begins with its first statement: BEGIN is
 // sent with that statement, in one round trip (a pgx batch), not in one of
 // its own. Most of tide's transactions are a few statements, so this saves
-// about one round trip in five.
+// about one round trip in five. Statements whose answer nothing waits for
+// (a savepoint's SAVEPOINT, RELEASE and ROLLBACK TO, and writes that
+// return nothing, as a node's release) are held likewise and go with the
+// next statement, or with COMMIT: a batch of submissions, each in its
+// savepoint, costs no round trip for them.
 type lazyTx struct {
 	s     *Store
 	begin string // BEGIN ... with the transaction's options
 	conn  *pgx.Conn
+	// held are the statements sent before the next.
+	held []held
+}
+
+// held is a statement sent with the next one.
+type held struct {
+	sql   string
+	args  []any
+	write bool // a write's (not a savepoint's)
 }
 
 var (
@@ -26,15 +40,95 @@ var (
 	beginRead  = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
 )
 
-// send sends BEGIN and the batch b that follows it (on the open
-// transaction when it has begun) and returns the results of b. Idle
+// hold queues a savepoint's statement q to be sent before the
+// transaction's next statement.
+func (l *lazyTx) hold(q string) { l.held = append(l.held, held{sql: q}) }
+
+// holdWrite queues a write, which returns nothing, to be sent before the
+// transaction's next statement: its error is that statement's (or the
+// commit's). Savepoint sends it before its RELEASE, so that it is said to
+// the savepoint that made it.
+func (l *lazyTx) holdWrite(q string, args ...any) {
+	l.held = append(l.held, held{sql: q, args: args, write: true})
+}
+
+// holdsWrites reports whether a write is held.
+func (l *lazyTx) holdsWrites() bool {
+	for _, h := range l.held {
+		if h.write {
+			return true
+		}
+	}
+	return false
+}
+
+// dropWrites forgets the held writes: those of a savepoint rolled back,
+// which would be undone (Savepoint sends the held writes at each of its
+// statements, so those held are the savepoint's).
+func (l *lazyTx) dropWrites() {
+	l.held = slices.DeleteFunc(l.held, func(h held) bool { return h.write })
+}
+
+// flush sends the held statements now.
+func (l *lazyTx) flush(ctx context.Context) error {
+	if len(l.held) == 0 {
+		return nil
+	}
+	br, err := l.send(ctx, &pgx.Batch{})
+	if err != nil {
+		return err
+	}
+	return br.Close()
+}
+
+// healthyAfterHeld reports whether the transaction takes statements once
+// the held ones ran: no statement failed, or one did in a savepoint that a
+// held ROLLBACK TO undoes (a failed statement makes PostgreSQL refuse
+// every other until then).
+func (l *lazyTx) healthyAfterHeld() bool {
+	if l.conn == nil || l.conn.PgConn().TxStatus() != 'E' {
+		return true
+	}
+	for _, h := range l.held {
+		if strings.HasPrefix(h.sql, "ROLLBACK") {
+			return true
+		}
+	}
+	return false
+}
+
+// send sends BEGIN, the held statements and the batch b that follows them
+// (on the open transaction when it has begun) and returns the results of
+// b; an error of a held statement is returned instead. Idle
 // connections may have died with a database restart: when the first send
 // finds its connection closed, nothing of the transaction was committed,
 // so it is sent again on the next one, and store.ErrUnavailable is
 // reported when none works.
 func (l *lazyTx) send(ctx context.Context, b *pgx.Batch) (pgx.BatchResults, error) {
-	if l.conn != nil && l.conn.PgConn().TxStatus() != 'I' {
-		return l.conn.SendBatch(ctx, b), nil
+	if l.begun() {
+		if n := l.savepointsFirst(); n > 0 && l.conn.PgConn().TxStatus() == 'E' {
+			// A statement failed: PostgreSQL refuses to prepare the
+			// statements that follow until the held ROLLBACK TO has
+			// run (pgx prepares a batch's new statements before it
+			// runs any), so the held savepoint statements go first,
+			// alone, in one simple query (a failed savepoint's cost).
+			qs := make([]string, n)
+			for i, h := range l.held[:n] {
+				qs[i] = h.sql
+			}
+			l.held = l.held[n:]
+			if _, err := l.conn.Exec(ctx, strings.Join(qs, "; ")); err != nil {
+				return nil, fmt.Errorf("%s: %w", strings.Join(qs, "; "), err)
+			}
+		}
+		if len(l.held) == 0 {
+			return l.conn.SendBatch(ctx, b), nil
+		}
+		br := l.conn.SendBatch(ctx, l.prefixed(nil, b))
+		if err := l.readHeld(br); err != nil {
+			return nil, err
+		}
+		return br, nil
 	}
 	var err error
 	for range maxConns + 1 {
@@ -46,15 +140,11 @@ func (l *lazyTx) send(ctx context.Context, b *pgx.Batch) (pgx.BatchResults, erro
 				return nil, fmt.Errorf("connecting to postgres: %w: %w", store.ErrUnavailable, err)
 			}
 		}
-		withBegin := &pgx.Batch{}
-		withBegin.Queue(l.begin)
-		for _, q := range b.QueuedQueries {
-			// New queued queries each time: pgx keeps what it prepared
-			// on a connection in them. (The store queues no callbacks.)
-			withBegin.Queue(q.SQL, q.Arguments...)
-		}
-		br := l.conn.SendBatch(ctx, withBegin)
+		br := l.conn.SendBatch(ctx, l.prefixed([]string{l.begin}, b))
 		if _, err = br.Exec(); err == nil {
+			if err := l.readHeld(br); err != nil {
+				return nil, err
+			}
 			return br, nil
 		}
 		_ = br.Close()
@@ -67,16 +157,62 @@ func (l *lazyTx) send(ctx context.Context, b *pgx.Batch) (pgx.BatchResults, erro
 	return nil, fmt.Errorf("beginning transaction: %w: %w", store.ErrUnavailable, err)
 }
 
-// first sends the statement that begins the transaction, with BEGIN.
+// savepointsFirst counts the savepoint statements held before any write.
+func (l *lazyTx) savepointsFirst() int {
+	n := 0
+	for n < len(l.held) && !l.held[n].write {
+		n++
+	}
+	return n
+}
+
+// prefixed is a new batch of first, the held statements and b's.
+func (l *lazyTx) prefixed(first []string, b *pgx.Batch) *pgx.Batch {
+	out := &pgx.Batch{}
+	for _, q := range first {
+		out.Queue(q)
+	}
+	for _, h := range l.held {
+		out.Queue(h.sql, h.args...)
+	}
+	for _, q := range b.QueuedQueries {
+		// New queued queries each time: pgx keeps what it prepared
+		// on a connection in them. (The store queues no callbacks.)
+		out.Queue(q.SQL, q.Arguments...)
+	}
+	return out
+}
+
+// readHeld reads the results of the held statements sent in br, and
+// closes br when one failed.
+func (l *lazyTx) readHeld(br pgx.BatchResults) error {
+	hs := l.held
+	l.held = nil
+	for _, h := range hs {
+		if _, err := br.Exec(); err != nil {
+			if h.write {
+				return closeBatch(br, err)
+			}
+			return closeBatch(br, fmt.Errorf("%s: %w", h.sql, err))
+		}
+	}
+	return nil
+}
+
+// first sends a statement that must go with BEGIN or held statements.
 func (l *lazyTx) first(ctx context.Context, sql string, args []any) (pgx.BatchResults, error) {
 	b := &pgx.Batch{}
 	b.Queue(sql, args...)
 	return l.send(ctx, b)
 }
 
+// direct reports whether a statement can go alone: the transaction has
+// begun and holds nothing.
+func (l *lazyTx) direct() bool { return l.begun() && len(l.held) == 0 }
+
 // Exec runs one statement.
 func (l *lazyTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
-	if l.begun() {
+	if l.direct() {
 		return l.conn.Exec(ctx, sql, args...)
 	}
 	br, err := l.first(ctx, sql, args)
@@ -89,7 +225,7 @@ func (l *lazyTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.Comm
 
 // QueryRow runs one statement that returns at most a row.
 func (l *lazyTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
-	if l.begun() {
+	if l.direct() {
 		return l.conn.QueryRow(ctx, sql, args...)
 	}
 	br, err := l.first(ctx, sql, args)
@@ -101,7 +237,7 @@ func (l *lazyTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row 
 
 // Query runs one statement that returns rows.
 func (l *lazyTx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
-	if l.begun() {
+	if l.direct() {
 		return l.conn.Query(ctx, sql, args...)
 	}
 	br, err := l.first(ctx, sql, args)
@@ -126,14 +262,16 @@ func (l *lazyTx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
 
 func (l *lazyTx) begun() bool { return l.conn != nil && l.conn.PgConn().TxStatus() != 'I' }
 
-// commit commits what the transaction wrote (nothing when no statement
-// began it). A transaction that failed commits nothing: PostgreSQL
-// answers COMMIT with ROLLBACK.
+// commit commits what the transaction wrote, held writes included
+// (nothing when no statement began it and no write is held: then the held
+// statements are savepoints of nothing). A transaction that failed
+// commits nothing: PostgreSQL answers COMMIT with ROLLBACK.
 func (l *lazyTx) commit(ctx context.Context) error {
-	if !l.begun() {
+	if !l.begun() && !l.holdsWrites() {
+		l.held = nil
 		return nil
 	}
-	tag, err := l.conn.Exec(ctx, "COMMIT")
+	tag, err := l.Exec(ctx, "COMMIT")
 	if err == nil && strings.EqualFold(tag.String(), "ROLLBACK") {
 		return pgx.ErrTxCommitRollback
 	}
@@ -141,6 +279,7 @@ func (l *lazyTx) commit(ctx context.Context) error {
 }
 
 func (l *lazyTx) rollback(ctx context.Context) error {
+	l.held = nil
 	if !l.begun() {
 		return nil
 	}

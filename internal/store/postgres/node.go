@@ -77,40 +77,48 @@ func scanNodes(rows pgx.Rows) ([]api.Node, error) {
 
 // PutNode implements store.Tx.
 func (x *tx) PutNode(ctx context.Context, n *api.Node) error {
-	if n.ID == "" {
-		return errors.New("node: id is empty")
-	}
-	doc, beat, seen, err := store.EncodeNode(n)
+	q, args, err := nodePut(n)
 	if err != nil {
 		return err
 	}
-	_, err = x.tx.Exec(ctx, `INSERT INTO nodes (id, workspace, compute, doc, beat, last_seen, txid) VALUES ($1, $2, $3, $4, $5, $6, pg_current_xact_id())
-		ON CONFLICT (id) DO UPDATE SET workspace = excluded.workspace, compute = excluded.compute, doc = excluded.doc,
-			beat = excluded.beat, last_seen = excluded.last_seen, txid = excluded.txid`,
-		n.ID, n.Workspace, n.Compute, string(doc), string(beat), seen)
-	if err != nil {
+	if _, err := x.tx.Exec(ctx, q, args...); err != nil {
 		return fmt.Errorf("putting node %s: %w", n.ID, err)
 	}
 	return nil
 }
 
-// ReleaseNode implements store.Tx. The document's fields are set as
+// nodePut is PutNode's statement and its arguments.
+func nodePut(n *api.Node) (string, []any, error) {
+	if n.ID == "" {
+		return "", nil, errors.New("node: id is empty")
+	}
+	doc, beat, seen, err := store.EncodeNode(n)
+	if err != nil {
+		return "", nil, err
+	}
+	return `INSERT INTO nodes (id, workspace, compute, doc, beat, last_seen, txid) VALUES ($1, $2, $3, $4, $5, $6, pg_current_xact_id())
+		ON CONFLICT (id) DO UPDATE SET workspace = excluded.workspace, compute = excluded.compute, doc = excluded.doc,
+			beat = excluded.beat, last_seen = excluded.last_seen, txid = excluded.txid`,
+		[]any{n.ID, n.Workspace, n.Compute, string(doc), string(beat), seen}, nil
+}
+
+// ReleaseNode implements store.Tx, in a held write (lazyTx.holdWrite).
+// The document's fields are set as
 // EncodeNode writes them (a time in RFC 3339 with nanoseconds, UTC; no job
 // field when there is none).
-func (x *tx) ReleaseNode(ctx context.Context, id, assignment, state, reason string, now time.Time) (bool, error) {
+func (x *tx) ReleaseNode(ctx context.Context, id, assignment, state, reason string, now time.Time) error {
 	args := []any{id, assignment, api.NodeRunning, state, now.UTC().Format(time.RFC3339Nano)}
 	set := `(doc - 'job') || jsonb_build_object('state', $4::text, 'state_since', $5::text)`
 	if reason != "" {
 		set = `(doc - 'job') || jsonb_build_object('state', $4::text, 'state_since', $5::text, 'error', $6::text)`
 		args = append(args, reason)
 	}
-	tag, err := x.tx.Exec(ctx, `UPDATE nodes SET txid = pg_current_xact_id(),
+	// Held: it goes with the transaction's next statement (the job's
+	// write, in a report), not in a round trip of its own.
+	x.tx.holdWrite(`UPDATE nodes SET txid = pg_current_xact_id(),
 			doc = CASE WHEN doc ->> 'state' = $3 THEN `+set+` ELSE doc - 'job' END
 		WHERE id = $1 AND doc ->> 'job' = $2`, args...)
-	if err != nil {
-		return false, fmt.Errorf("releasing node %s: %w", id, err)
-	}
-	return tag.RowsAffected() > 0, nil
+	return nil
 }
 
 // DeleteNode implements store.Tx.

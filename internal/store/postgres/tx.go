@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -25,11 +26,28 @@ func (t *tx) OnCommit(fn func()) { t.after = append(t.after, fn) }
 
 var _ store.Tx = (*tx)(nil)
 
-// Savepoint implements store.Tx.
+// Savepoint implements store.Tx. Its statements are held and sent with the
+// next one (lazyTx.hold): a savepoint costs no round trip of its own. On a
+// transaction that has not failed, or that a held ROLLBACK TO will bring
+// back, SAVEPOINT and RELEASE do not fail (but with the connection, which
+// the commit then finds broken), so their answers can wait. One that
+// failed under an fn that returned nil, where the release would fail, is
+// said to be broken at once. Writes held in fn (lazyTx.holdWrite) are sent
+// with its RELEASE, at once, so that their error is fn's; a savepoint
+// rolled back drops them unsent.
 func (t *tx) Savepoint(ctx context.Context, fn func() error) error {
 	err := store.InSavepoint(func(q string) error {
-		_, err := t.tx.Exec(ctx, q)
-		return err
+		rollback := strings.HasPrefix(q, "ROLLBACK")
+		if rollback {
+			t.tx.dropWrites()
+		} else if !t.tx.healthyAfterHeld() {
+			return errors.New("a statement failed in this transaction, outside of a savepoint rolled back")
+		}
+		t.tx.hold(q)
+		if t.tx.holdsWrites() {
+			return t.tx.flush(ctx)
+		}
+		return nil
 	}, &t.after, fn)
 	if err != nil && retryable(err) && !errors.Is(err, store.ErrTxBroken) {
 		// A serialization failure or deadlock is the whole

@@ -83,20 +83,24 @@ func (x *tx) ListObjects(ctx context.Context, kind, prefix string) ([][]byte, er
 	return out, rows.Err()
 }
 
-// AddAudit implements store.Tx.
-func (x *tx) AddAudit(ctx context.Context, e *api.AuditEntry) error {
-	c := *e
-	c.Seq = 0
-	doc, err := json.Marshal(c)
-	if err != nil {
-		return fmt.Errorf("encoding audit entry: %w", err)
-	}
-	res, err := x.exec(ctx, `INSERT INTO audit (at, user, doc) VALUES (?, ?, ?)`, formatTime(e.Time), e.User, string(doc))
-	if err != nil {
-		return fmt.Errorf("adding an audit entry: %w", err)
-	}
-	if e.Seq, err = res.LastInsertId(); err != nil {
-		return fmt.Errorf("adding an audit entry: %w", err)
+// AddAudit implements store.Tx: a statement per entry (SQLite runs in the
+// process, so one statement of many saves no round trip).
+func (x *tx) AddAudit(ctx context.Context, es []api.AuditEntry) error {
+	for i := range es {
+		e := &es[i]
+		c := *e
+		c.Seq = 0
+		doc, err := json.Marshal(c)
+		if err != nil {
+			return fmt.Errorf("encoding audit entry: %w", err)
+		}
+		res, err := x.exec(ctx, `INSERT INTO audit (at, user, doc) VALUES (?, ?, ?)`, formatTime(e.Time), e.User, string(doc))
+		if err != nil {
+			return fmt.Errorf("adding an audit entry: %w", err)
+		}
+		if e.Seq, err = res.LastInsertId(); err != nil {
+			return fmt.Errorf("adding an audit entry: %w", err)
+		}
 	}
 	return nil
 }

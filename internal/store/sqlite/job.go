@@ -246,8 +246,9 @@ func (x *tx) PutJob(ctx context.Context, j *api.Job, ifMatch string, events ...*
 	}
 	// Without ifMatch nothing is read first: a new job's created is its
 	// first revision, and the upsert keeps a stored job's (a read before
-	// every write was a statement of each job's every change).
-	if ifMatch != "" {
+	// every write was a statement of each job's every change). With
+	// IfAbsent a stored job makes the insert write nothing.
+	if ifMatch != "" && ifMatch != store.IfAbsent {
 		var stored int64
 		err := x.queryRow(ctx, `SELECT etag FROM jobs WHERE workspace = ? AND name = ?`, j.Workspace, j.Name).Scan(&stored)
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
@@ -265,12 +266,22 @@ func (x *tx) PutJob(ctx context.Context, j *api.Job, ifMatch string, events ...*
 	if err != nil {
 		return err
 	}
-	_, err = x.exec(ctx, `INSERT INTO jobs (workspace, name, compute, status, created, etag, doc, priority)
+	q := `INSERT INTO jobs (workspace, name, compute, status, created, etag, doc, priority)
 		VALUES (?1, ?2, ?3, ?4, ?5, ?5, ?6, ?7)
 		ON CONFLICT (workspace, name) DO UPDATE SET
 			compute = excluded.compute, status = excluded.status, etag = excluded.etag, doc = excluded.doc,
-			priority = excluded.priority`,
-		j.Workspace, j.Name, j.Compute, j.Status, rev, string(doc), j.Priority())
+			priority = excluded.priority`
+	if ifMatch == store.IfAbsent {
+		q = q[:strings.Index(q, "DO UPDATE")] + "DO NOTHING"
+	}
+	res, err := x.exec(ctx, q, j.Workspace, j.Name, j.Compute, j.Status, rev, string(doc), j.Priority())
+	if err == nil && ifMatch == store.IfAbsent {
+		if n, rerr := res.RowsAffected(); rerr != nil {
+			err = rerr
+		} else if n == 0 {
+			return fmt.Errorf("job %q: %w", j.Name, store.ErrExists)
+		}
+	}
 	if err != nil {
 		// A new job's missing workspace fails the foreign key: say which.
 		if werr := x.requireWorkspace(ctx, j.Workspace); store.IsNotFound(werr) {

@@ -92,10 +92,10 @@ func (x *tx) PutNode(ctx context.Context, n *api.Node) error {
 // ReleaseNode implements store.Tx. The document's fields are set as
 // EncodeNode writes them (a time in RFC 3339 with nanoseconds, UTC; no job
 // field when there is none).
-func (x *tx) ReleaseNode(ctx context.Context, id, assignment, state, reason string, now time.Time) (bool, error) {
+func (x *tx) ReleaseNode(ctx context.Context, id, assignment, state, reason string, now time.Time) error {
 	rev, err := x.nextRevision(ctx)
 	if err != nil {
-		return false, err
+		return err
 	}
 	args := []any{id, assignment, rev, api.NodeRunning, state, now.UTC().Format(time.RFC3339Nano)}
 	set := `json_set(json_remove(doc, '$.job'), '$.state', ?5, '$.state_since', ?6)`
@@ -103,17 +103,13 @@ func (x *tx) ReleaseNode(ctx context.Context, id, assignment, state, reason stri
 		set = `json_set(json_remove(doc, '$.job'), '$.state', ?5, '$.state_since', ?6, '$.error', ?7)`
 		args = append(args, reason)
 	}
-	res, err := x.exec(ctx, `UPDATE nodes SET rev = ?3,
+	_, err = x.exec(ctx, `UPDATE nodes SET rev = ?3,
 			doc = CASE WHEN doc ->> '$.state' = ?4 THEN `+set+` ELSE json_remove(doc, '$.job') END
 		WHERE id = ?1 AND doc ->> '$.job' = ?2`, args...)
 	if err != nil {
-		return false, fmt.Errorf("releasing node %s: %w", id, err)
+		return fmt.Errorf("releasing node %s: %w", id, err)
 	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return false, fmt.Errorf("releasing node %s: %w", id, err)
-	}
-	return n > 0, nil
+	return nil
 }
 
 // DeleteNode implements store.Tx.

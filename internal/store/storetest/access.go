@@ -69,16 +69,23 @@ func testAudit(t *testing.T, open Opener) {
 	t0 := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
 	var seqs []int64
 	update(t, s, func(tx store.Tx) error {
-		for i, u := range []string{"ana", "bo", "ana"} {
-			e := &api.AuditEntry{Time: t0.Add(time.Duration(i) * time.Minute), User: u, Method: "POST", Path: "/v1/x", Action: "Submit a job", Status: 201}
-			if err := tx.AddAudit(ctx, e); err != nil {
-				return err
-			}
+		var es []api.AuditEntry
+		for i, u := range []string{"ana", "bo"} {
+			es = append(es, api.AuditEntry{Time: t0.Add(time.Duration(i) * time.Minute), User: u, Method: "POST", Path: "/v1/x", Action: "Submit a job", Status: 201})
+		}
+		last := []api.AuditEntry{{Time: t0.Add(2 * time.Minute), User: "ana", Method: "POST", Path: "/v1/x", Action: "Submit a job", Status: 201}}
+		if err := tx.AddAudit(ctx, es); err != nil {
+			return err
+		}
+		if err := tx.AddAudit(ctx, last); err != nil {
+			return err
+		}
+		for _, e := range append(es, last...) {
 			seqs = append(seqs, e.Seq)
 		}
 		return nil
 	})
-	if !(seqs[0] < seqs[1] && seqs[1] < seqs[2]) {
+	if !(0 < seqs[0] && seqs[0] < seqs[1] && seqs[1] < seqs[2]) {
 		t.Fatalf("audit seqs = %v, want increasing", seqs)
 	}
 	view(t, s, func(tx store.Tx) error {

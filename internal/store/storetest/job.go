@@ -283,7 +283,8 @@ func testQueuedJobs(t *testing.T, open Opener) {
 
 // testPutJobEvents checks the events PutJob records with a job: after
 // the job's earlier events, in order, with their Seq set; none when the
-// job is not written (another etag, no such workspace).
+// job is not written (another etag, no such workspace, a name taken with
+// store.IfAbsent).
 func testPutJobEvents(t *testing.T, open Opener) {
 	s := openStore(t, open)
 	ctx := t.Context()
@@ -310,6 +311,24 @@ func testPutJobEvents(t *testing.T, open Opener) {
 		return tx.PutJob(ctx, newJob("nowhere", "j", "cpu", api.JobQueued), "", &api.Event{Time: when(5), Kind: "Lost", Message: "no workspace"})
 	})
 	wantErr(t, "PutJob in a missing workspace", err, store.ErrNotFound)
+	// IfAbsent: a job of that name is stored, so nothing is written.
+	taken := newJob("default", "j", "other", api.JobQueued)
+	err = s.Update(ctx, func(tx store.Tx) error {
+		return tx.PutJob(ctx, taken, store.IfAbsent, &api.Event{Time: when(5), Kind: "Lost", Message: "name taken"})
+	})
+	wantErr(t, "PutJob IfAbsent of a stored job", err, store.ErrExists)
+	fresh := newJob("default", "k", "cpu", api.JobQueued)
+	created := &api.Event{Time: when(6), Kind: "Queued", Message: "submitted"}
+	update(t, s, func(tx store.Tx) error { return tx.PutJob(ctx, fresh, store.IfAbsent, created) })
+	if fresh.Etag == "" || created.Seq != 1 {
+		t.Errorf("PutJob IfAbsent of a new job: etag %q, event seq %d; want an etag and seq 1", fresh.Etag, created.Seq)
+	}
+	view(t, s, func(tx store.Tx) error {
+		if got, err := tx.GetJob(ctx, "default", "j"); err != nil || got.Compute != "cpu" || got.Status != api.JobCompleted {
+			t.Errorf("job j after a PutJob IfAbsent of its name: %+v, %v; want it unchanged", got, err)
+		}
+		return nil
+	})
 	view(t, s, func(tx store.Tx) error {
 		es, err := tx.ListEvents(ctx, "default", "job/j", 0, 0)
 		if err != nil {
