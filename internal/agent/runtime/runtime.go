@@ -22,6 +22,8 @@ import (
 	"syscall"
 	"time"
 	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 // Spec is one process to run.
@@ -317,8 +319,15 @@ func (h *handle) Stop(grace time.Duration) {
 }
 
 // waitNoReap blocks until pid exited, leaving it a zombie (waitid with
-// WNOWAIT), so its pid and process group id stay reserved.
+// WNOWAIT), so its pid and process group id stay reserved. It waits in
+// the network poller on a pidfd (Linux 5.3 and later), which holds no
+// thread: a waitid blocked in the kernel held its thread and, until Go's
+// sysmon took it back, the agent's only processor (GOMAXPROCS=1), so the
+// job's first output line could wait for sysmon's next look, up to 10 ms.
 func waitNoReap(pid int) {
+	if pidfdWait(pid) {
+		return
+	}
 	const (
 		pPID    = 1
 		wExited = 4
@@ -332,6 +341,34 @@ func waitNoReap(pid int) {
 			return
 		}
 	}
+}
+
+// pidfdWait waits for pid to exit through a pidfd in the network poller;
+// it reports false, having waited for nothing, where it cannot.
+func pidfdWait(pid int) bool {
+	fd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		return false
+	}
+	if err := unix.SetNonblock(fd, true); err != nil {
+		unix.Close(fd)
+		return false
+	}
+	f := os.NewFile(uintptr(fd), "pidfd") // non-blocking: the poller's
+	defer f.Close()
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return false
+	}
+	exited := false
+	err = rc.Read(func(fd uintptr) bool {
+		// A pidfd is readable once its process exited.
+		p := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		n, err := unix.Poll(p, 0)
+		exited = err == nil && n > 0
+		return exited || err != nil && err != unix.EINTR
+	})
+	return err == nil && exited
 }
 
 // groupAlive reports whether process group pgid has a member that has not

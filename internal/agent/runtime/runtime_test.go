@@ -242,3 +242,48 @@ func TestOutputOfADaemonPrintingForEver(t *testing.T) {
 		t.Errorf("output %q lacks the job's own line", out.String())
 	}
 }
+
+// TestWaitHoldsNoThread: waiting for a job's process holds no thread (it
+// waits in the network poller on a pidfd), so an agent on one processor
+// runs its other goroutines, the job's output first, at once.
+func TestWaitHoldsNoThread(t *testing.T) {
+	const n = 40
+	threads := func() int {
+		b, _ := os.ReadFile("/proc/self/status")
+		for _, l := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(l, "Threads:"); ok {
+				n, _ := strconv.Atoi(strings.TrimSpace(v))
+				return n
+			}
+		}
+		t.Fatal("no Threads: in /proc/self/status")
+		return 0
+	}
+	before := threads()
+	var hs []Handle
+	done := make(chan struct{}, n)
+	for range n {
+		h, err := Process{OutputDelay: 100 * time.Millisecond}.Start(t.Context(), Spec{Command: "exec sleep 30", Dir: t.TempDir(), Env: os.Environ()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		hs = append(hs, h)
+		go func() { _, _ = h.Wait(); done <- struct{}{} }()
+	}
+	defer func() {
+		for _, h := range hs {
+			h.Stop(0)
+		}
+		for range hs {
+			<-done
+		}
+	}()
+	most := 0
+	for range 10 { // over half a second, while every Wait waits
+		<-time.After(50 * time.Millisecond)
+		most = max(most, threads())
+	}
+	if most >= before+n/2 {
+		t.Errorf("%d processes waited for with %d threads (%d before): each Wait holds a thread", n, most, before)
+	}
+}
