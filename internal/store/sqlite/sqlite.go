@@ -46,9 +46,6 @@ type Store struct {
 	readers *sql.DB
 	// writerStmts and readerStmts are the statements each has prepared.
 	writerStmts, readerStmts *stmts
-	// ckpt copies the log into the database file beside the writer
-	// (checkpoint.go).
-	ckpt *checkpointer
 
 	closeOnce sync.Once
 	closeErr  error
@@ -77,10 +74,9 @@ func Open(ctx context.Context, path string, log *slog.Logger) (*Store, error) {
 	// corrupt the file.
 	common.Add("_pragma", "synchronous(NORMAL)")
 
-	w, cv := url.Values{}, url.Values{}
+	w := url.Values{}
 	for k, v := range common {
 		w[k] = append([]string(nil), v...)
-		cv[k] = append([]string(nil), v...)
 	}
 	w.Add("_pragma", "journal_mode(WAL)")
 	w.Set("_txlock", "immediate")
@@ -114,13 +110,7 @@ func Open(ctx context.Context, path string, log *slog.Logger) (*Store, error) {
 	readers.SetMaxOpenConns(n)
 	readers.SetMaxIdleConns(n)
 
-	ckpt, err := sql.Open("sqlite", "file:"+path+"?"+cv.Encode())
-	if err != nil {
-		writer.Close()
-		readers.Close()
-		return nil, fmt.Errorf("opening sqlite database %s: %w", path, err)
-	}
-	s := &Store{log: log, writer: writer, readers: readers, writerStmts: newStmts(writer), readerStmts: newStmts(readers), ckpt: newCheckpointer(ckpt, log)}
+	s := &Store{log: log, writer: writer, readers: readers, writerStmts: newStmts(writer), readerStmts: newStmts(readers)}
 	if err := s.migrate(ctx); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("migrating sqlite database %s: %w", path, err)
@@ -178,7 +168,6 @@ func (s *Store) Update(ctx context.Context, fn func(store.Tx) error) error {
 	if err := t.Commit(); err != nil {
 		return fmt.Errorf("committing write transaction: %w", err)
 	}
-	s.ckpt.committed()
 	s.writerStmts.prepare(ctx, x.missed)
 	for _, f := range x.after {
 		f()
@@ -213,7 +202,7 @@ func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		s.readerStmts.close()
 		s.writerStmts.close()
-		s.closeErr = errors.Join(s.ckpt.close(), s.readers.Close(), s.writer.Close())
+		s.closeErr = errors.Join(s.readers.Close(), s.writer.Close())
 	})
 	return s.closeErr
 }
