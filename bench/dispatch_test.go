@@ -23,9 +23,6 @@ func TestDispatch(t *testing.T) {
 	if which == "" {
 		t.Skip("set TIDE_BENCH_DISPATCH=sqlite or postgres")
 	}
-	if b := os.Getenv("TIDE_BENCH_BIN"); b != "" {
-		tideBin = b
-	}
 	sz := benchSizes()
 	store := ""
 	if which == "postgres" {
@@ -65,9 +62,6 @@ func TestLatency(t *testing.T) {
 	which := os.Getenv("TIDE_BENCH_LATENCY")
 	if which == "" {
 		t.Skip("set TIDE_BENCH_LATENCY=sqlite or postgres")
-	}
-	if b := os.Getenv("TIDE_BENCH_BIN"); b != "" {
-		tideBin = b
 	}
 	m := benchSizes().Latency
 	if v, err := strconv.Atoi(os.Getenv("TIDE_BENCH_JOBS")); err == nil && v > 0 {

@@ -13,5 +13,6 @@
 // (internal/tidetest/simagent) for the nodes of a fake provider that hands over their
 // tokens. TIDE_SCALE_NODES, TIDE_SCALE_COMPUTES, TIDE_SCALE_JOBS,
 // TIDE_SCALE_ROUNDS and TIDE_SCALE_WINDOW change its size for a quick look;
-// TIDE_BENCH_BIN runs another commit's binary, as in TestDispatch.
+// TIDE_BENCH_BIN runs another commit's binary in every section, as in
+// TestDispatch.
 package bench

@@ -9,10 +9,15 @@ import (
 )
 
 // tideBin is the tide binary the benchmark runs as server and agents, built
-// without -race so that it measures what users run.
+// without -race so that it measures what users run, or TIDE_BENCH_BIN (then
+// nothing is built).
 var tideBin string
 
 func TestMain(m *testing.M) {
+	if b := os.Getenv("TIDE_BENCH_BIN"); b != "" {
+		tideBin = b // another commit's binary, to compare two back to back
+		os.Exit(m.Run())
+	}
 	dir, err := os.MkdirTemp("", "tide-bench-bin-")
 	if err != nil {
 		panic(err)

@@ -329,9 +329,6 @@ func TestScale(t *testing.T) {
 	if testing.Short() && os.Getenv("TIDE_BENCH") != "full" {
 		t.Skip("the scale benchmark starts a server and simulated agents; run without -short or with make bench")
 	}
-	if b := os.Getenv("TIDE_BENCH_BIN"); b != "" {
-		tideBin = b // another commit's binary, as in TestDispatch
-	}
 	r := scaleResult{sz: sz}
 	r.loadBefore = loadAvg()
 	s := startTide(t, "", sz.config())
