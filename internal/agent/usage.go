@@ -42,10 +42,14 @@ type proc struct {
 // process tree and not every process of the host (each beat read all of
 // /proc; on a host of a few hundred processes that was a few hundred
 // files a second per agent). Where the kernel lists no children
-// (CONFIG_PROC_CHILDREN unset) it reads every process, as tree needs.
+// (CONFIG_PROC_CHILDREN unset) it reads every process, as tree needs; and
+// so it does once the trees took more than maxTreeFiles files (a children
+// file per thread: jobs of many threaded processes), which bounds a beat's
+// reads by what reading every process costs, plus that budget.
 func readProcs(roots ...int) map[int]proc {
 	out := map[int]proc{}
 	todo := slices.Clone(roots)
+	files := 0
 	for len(todo) > 0 {
 		pid := todo[len(todo)-1]
 		todo = todo[:len(todo)-1]
@@ -57,8 +61,11 @@ func readProcs(roots ...int) map[int]proc {
 			continue
 		}
 		out[pid] = p
-		kids, ok := children(pid)
+		kids, n, ok := children(pid)
 		if !ok {
+			return readAllProcs()
+		}
+		if files += 1 + n; files > maxTreeFiles {
 			return readAllProcs()
 		}
 		todo = append(todo, kids...)
@@ -66,21 +73,25 @@ func readProcs(roots ...int) map[int]proc {
 	return out
 }
 
-// children lists pid's children from each of its threads' children file;
-// ok is false when the kernel has no such file (a process that ended
-// meanwhile has none either, and has no children left to list: ok).
-func children(pid int) (kids []int, ok bool) {
+// maxTreeFiles bounds the files readProcs reads by following trees; a
+// variable for tests.
+var maxTreeFiles = 512
+
+// children lists pid's children from each of its threads' children file
+// (n files); ok is false when the kernel has no such file (a process that
+// ended meanwhile has none either, and has no children left to list: ok).
+func children(pid int) (kids []int, n int, ok bool) {
 	dir := "/proc/" + strconv.Itoa(pid) + "/task"
 	tasks, err := os.ReadDir(dir)
 	if err != nil {
-		return nil, true
+		return nil, 0, true
 	}
 	var buf [512]byte
 	for _, t := range tasks {
 		b, err := readFile(dir+"/"+t.Name()+"/children", buf[:])
 		if errors.Is(err, fs.ErrNotExist) {
 			if _, serr := os.Stat(dir + "/" + t.Name()); serr == nil {
-				return nil, false // the thread is there, its children file is not
+				return nil, 0, false // the thread is there, its children file is not
 			}
 		}
 		for _, f := range strings.Fields(string(b)) {
@@ -89,7 +100,7 @@ func children(pid int) (kids []int, ok bool) {
 			}
 		}
 	}
-	return kids, true
+	return kids, len(tasks), true
 }
 
 // readAllProcs reads every process of the host.

@@ -42,3 +42,14 @@ func TestReadProcsReadsOnlyTheTrees(t *testing.T) {
 		t.Errorf("readProcs(self, 1) did not read pid 1")
 	}
 }
+
+// Past maxTreeFiles files (processes with many threads, each with its
+// children file), readProcs reads every process instead: a beat never
+// reads more than that budget beyond what reading every process costs.
+func TestReadProcsBudget(t *testing.T) {
+	defer func(n int) { maxTreeFiles = n }(maxTreeFiles)
+	maxTreeFiles = 0
+	if _, ok := readProcs(os.Getpid())[1]; !ok && os.Getpid() != 1 {
+		t.Errorf("readProcs(self) over its budget did not read every process (pid 1 missing)")
+	}
+}
