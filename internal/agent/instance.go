@@ -122,6 +122,12 @@ func (ia *instanceAgent) report(ctx context.Context, rep api.SetupReport) {
 	}
 }
 
+// jupyterClient asks the node's own Jupyter for its status and kernels.
+// It never goes through HTTP_PROXY: Jupyter listens on the node's own
+// address, which need not be a loopback one (those Go never proxies), and
+// a proxy's answer would be taken for Jupyter's.
+var jupyterClient = &http.Client{Transport: &http.Transport{Proxy: nil}}
+
 const jupyterMissing = "jupyter-notebook is not installed on the node (Debian: apt-get install jupyter-notebook)"
 
 // jupyterPort picks the port Jupyter is told to use on host (a variable
@@ -238,7 +244,7 @@ func jupyterStatus(ctx context.Context, url, token string) int {
 		return 0
 	}
 	req.Header.Set("Authorization", "token "+token)
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := jupyterClient.Do(req)
 	if err != nil {
 		return 0
 	}
@@ -302,7 +308,7 @@ func (ia *instanceAgent) kernels(ctx context.Context, j api.JupyterServer, act *
 		return
 	}
 	req.Header.Set("Authorization", "token "+j.Token)
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := jupyterClient.Do(req)
 	if err != nil {
 		return // starting: no kernels yet
 	}

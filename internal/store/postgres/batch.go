@@ -71,7 +71,7 @@ func (x *tx) PutNodes(ctx context.Context, ns []*api.Node) error {
 		if err != nil {
 			return err
 		}
-		x.tx.holdWrite(q, args...)
+		x.tx.holdWrite("putting node "+n.ID, q, args...)
 	}
 	return nil
 }

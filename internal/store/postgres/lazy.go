@@ -32,7 +32,8 @@ type lazyTx struct {
 type held struct {
 	sql   string
 	args  []any
-	write bool // a write's (not a savepoint's)
+	write bool   // a write's (not a savepoint's)
+	what  string // a write's resource, for its error ("putting node n1")
 }
 
 var (
@@ -45,11 +46,11 @@ var (
 func (l *lazyTx) hold(q string) { l.held = append(l.held, held{sql: q}) }
 
 // holdWrite queues a write, which returns nothing, to be sent before the
-// transaction's next statement: its error is that statement's (or the
-// commit's). Savepoint sends it before its RELEASE, so that it is said to
-// the savepoint that made it.
-func (l *lazyTx) holdWrite(q string, args ...any) {
-	l.held = append(l.held, held{sql: q, args: args, write: true})
+// transaction's next statement: its error, named by what ("putting node
+// n1"), is that statement's (or the commit's). Savepoint sends it before
+// its RELEASE, so that it is said to the savepoint that made it.
+func (l *lazyTx) holdWrite(what, q string, args ...any) {
+	l.held = append(l.held, held{sql: q, args: args, write: true, what: what})
 }
 
 // holdsWrites reports whether a write is held.
@@ -191,7 +192,7 @@ func (l *lazyTx) readHeld(br pgx.BatchResults) error {
 	for _, h := range hs {
 		if _, err := br.Exec(); err != nil {
 			if h.write {
-				return closeBatch(br, err)
+				return closeBatch(br, fmt.Errorf("%s: %w", h.what, err))
 			}
 			return closeBatch(br, fmt.Errorf("%s: %w", h.sql, err))
 		}

@@ -77,7 +77,7 @@ func TestSavepointsHeld(t *testing.T) {
 		// A held write goes with the RELEASE, or not at all when its
 		// savepoint is rolled back.
 		hold := func(k string) {
-			x.(*tx).tx.holdWrite(`INSERT INTO settings (key, value) VALUES ($1, '1')`, k)
+			x.(*tx).tx.holdWrite("putting setting", `INSERT INTO settings (key, value) VALUES ($1, '1')`, k)
 		}
 		if err := x.Savepoint(ctx, func() error { hold("g"); return refused }); !errors.Is(err, refused) {
 			t.Errorf("a refused savepoint with a held write: %v, want %v", err, refused)
@@ -125,11 +125,11 @@ func TestSavepointsHeld(t *testing.T) {
 	// A held write that fails fails its savepoint, not a later one.
 	err = s.Update(ctx, func(x store.Tx) error {
 		err := x.Savepoint(ctx, func() error {
-			x.(*tx).tx.holdWrite(`INSERT INTO settings (key, value) VALUES ($1, 1/0)`, "i")
+			x.(*tx).tx.holdWrite("putting setting", `INSERT INTO settings (key, value) VALUES ($1, 1/0)`, "i")
 			return nil
 		})
-		if err == nil {
-			t.Errorf("a savepoint whose held write failed: no error")
+		if err == nil || !strings.Contains(err.Error(), "putting setting") {
+			t.Errorf("a savepoint whose held write failed: %v; want an error naming the write", err)
 		}
 		return err
 	})
@@ -138,7 +138,7 @@ func TestSavepointsHeld(t *testing.T) {
 	}
 	// Held writes alone are committed.
 	err = s.Update(ctx, func(x store.Tx) error {
-		x.(*tx).tx.holdWrite(`INSERT INTO settings (key, value) VALUES ($1, '1')`, "j")
+		x.(*tx).tx.holdWrite("putting setting", `INSERT INTO settings (key, value) VALUES ($1, '1')`, "j")
 		return nil
 	})
 	if err != nil {

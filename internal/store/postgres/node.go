@@ -115,7 +115,7 @@ func (x *tx) ReleaseNode(ctx context.Context, id, assignment, state, reason stri
 	}
 	// Held: it goes with the transaction's next statement (the job's
 	// write, in a report), not in a round trip of its own.
-	x.tx.holdWrite(`UPDATE nodes SET txid = pg_current_xact_id(),
+	x.tx.holdWrite("releasing node "+id, `UPDATE nodes SET txid = pg_current_xact_id(),
 			doc = CASE WHEN doc ->> 'state' = $3 THEN `+set+` ELSE doc - 'job' END
 		WHERE id = $1 AND doc ->> 'job' = $2`, args...)
 	return nil
