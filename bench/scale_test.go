@@ -57,11 +57,10 @@ func scaleSizesFromEnv() scaleSizes {
 	return s
 }
 
-// scaleConfig is the server's: limits that let the benchmark's submissions
-// through (it measures the server, not its admission limits), the heartbeat
-// interval, and /metrics without a token (the turn histogram).
+// scaleConfig is the server's (beside startTide's open admission limits):
+// the heartbeat interval, and /metrics without a token (the turn histogram).
 func (sz scaleSizes) config() string {
-	return fmt.Sprintf("limits: {submit_rate: 1000000, submit_burst: 1000000, max_queued_jobs: 1000000}\nmetrics_open: true\nheartbeat_interval: %s\n", sz.Heartbeat)
+	return fmt.Sprintf("metrics_open: true\nheartbeat_interval: %s\n", sz.Heartbeat)
 }
 
 // heldPool is the sim agents holding an assignment, in the order they got it.
