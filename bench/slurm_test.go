@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/tideml/tide/internal/freeport"
 )
 
 // slurmCluster is one slurmctld and one slurmd per node on this host, with a
@@ -115,9 +117,9 @@ func startSlurm(t testing.TB, nodes int) *slurmCluster {
 	if os.Geteuid() != 0 {
 		user = os.Getenv("USER")
 	}
-	conf := strings.NewReplacer("{{dir}}", dir, "{{ctldPort}}", strconv.Itoa(freePort(t)), "{{user}}", user).Replace(slurmConf)
+	conf := strings.NewReplacer("{{dir}}", dir, "{{ctldPort}}", strconv.Itoa(freeport.For(t)), "{{user}}", user).Replace(slurmConf)
 	for i := 1; i <= nodes; i++ {
-		conf += fmt.Sprintf("NodeName=n%d NodeHostname=localhost Port=%d CPUs=1 State=UNKNOWN\n", i, freePort(t))
+		conf += fmt.Sprintf("NodeName=n%d NodeHostname=localhost Port=%d CPUs=1 State=UNKNOWN\n", i, freeport.For(t))
 	}
 	if err := os.WriteFile(filepath.Join(dir, "slurm.conf"), []byte(conf), 0o644); err != nil {
 		t.Fatal(err)

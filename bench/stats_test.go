@@ -11,8 +11,6 @@ import (
 	"testing"
 	"text/tabwriter"
 	"time"
-
-	"github.com/tideml/tide/internal/freeport"
 )
 
 // sizes are how much work each benchmark does. The short form (the default,
@@ -147,17 +145,6 @@ func readProc(pid int) (procUsage, error) {
 		}
 	}
 	return u, nil
-}
-
-// freePort is a port for a daemon the benchmark starts, one nothing else
-// takes before the daemon binds it (see freeport).
-func freePort(t testing.TB) int {
-	t.Helper()
-	p, err := freeport.Get()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
 }
 
 // poll calls cond every interval until it returns true or d passes.

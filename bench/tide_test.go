@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/tideml/tide/api"
+	"github.com/tideml/tide/internal/freeport"
 	"github.com/tideml/tide/internal/spec"
 )
 
@@ -44,7 +45,7 @@ const ws = "default"
 func startTide(t testing.TB, store, extra string) *tideServer {
 	t.Helper()
 	dir := t.TempDir()
-	port := freePort(t)
+	port := freeport.For(t)
 	cfg := fmt.Sprintf(`data_dir: %q
 listen: 127.0.0.1:%d
 store: %q

@@ -31,6 +31,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"testing"
 )
 
 // span is how many ports below the ephemeral range Get uses.
@@ -71,6 +72,16 @@ func Get() (int, error) {
 		return port, nil
 	}
 	return 0, fmt.Errorf("free port: none free in %d-%d", lo, hi-1)
+}
+
+// For returns a port as Get does, and fails t when there is none.
+func For(t testing.TB) int {
+	t.Helper()
+	p, err := Get()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
 
 // ownRange returns [lo, hi), the ports below the kernel's ephemeral range.

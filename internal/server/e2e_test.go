@@ -112,11 +112,7 @@ func startWith(t testing.TB, dataDir, addr, token string, configure func(*config
 		addr = "127.0.0.1:0"
 	}
 	if host, port, err := net.SplitHostPort(addr); err == nil && port == "0" {
-		p, err := freeport.Get()
-		if err != nil {
-			t.Fatal(err)
-		}
-		addr = net.JoinHostPort(host, strconv.Itoa(p))
+		addr = net.JoinHostPort(host, strconv.Itoa(freeport.For(t)))
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {

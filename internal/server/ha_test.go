@@ -40,11 +40,7 @@ type replicaProc struct {
 // restarts: nothing else takes its port meanwhile (see freeport).
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	p, err := freeport.Get()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return "127.0.0.1:" + strconv.Itoa(p)
+	return "127.0.0.1:" + strconv.Itoa(freeport.For(t))
 }
 
 // replicaClients returns clients of the two replicas at addrs, with the

@@ -37,11 +37,7 @@ func TestReplicasShareTheCA(t *testing.T) {
 	var addrs []string
 	for range 2 {
 		// Ports nothing else takes before the replicas bind them.
-		p, err := freeport.Get()
-		if err != nil {
-			t.Fatal(err)
-		}
-		addrs = append(addrs, net.JoinHostPort(ip, strconv.Itoa(p)))
+		addrs = append(addrs, net.JoinHostPort(ip, strconv.Itoa(freeport.For(t))))
 	}
 	layout := func(name string) replicaLayout {
 		return replicaLayout{dataDir: filepath.Join(dir, "data-"+name), machines: filepath.Join(dir, "machines"), scheme: "https",

@@ -34,7 +34,7 @@ func TestPrometheusScrapesScaleUpAndDown(t *testing.T) {
 	}
 	in, dir := newServer(t)
 	token := in.srv.AdminToken
-	promPort := freeTCPPort(t)
+	promPort := freeport.For(t)
 	cfg := fmt.Sprintf(`global:
   scrape_interval: 1s
   evaluation_interval: 1s
@@ -189,15 +189,4 @@ func promValid(q func(string) (float64, bool), expr string) error {
 		return fmt.Errorf("query %s: not valid PromQL", expr)
 	}
 	return nil
-}
-
-// freeTCPPort is a port for a program the test starts, one nothing else
-// takes before the program binds it (see freeport).
-func freeTCPPort(t *testing.T) int {
-	t.Helper()
-	p, err := freeport.Get()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
 }

@@ -60,11 +60,7 @@ func Start(t *testing.T, o Options) *Server {
 	if host, port, err := net.SplitHostPort(o.Addr); err == nil && port == "0" {
 		// A port nothing else takes while the server is down between a
 		// Shutdown and its restart on Addr (see freeport).
-		p, err := freeport.Get()
-		if err != nil {
-			t.Fatal(err)
-		}
-		o.Addr = net.JoinHostPort(host, strconv.Itoa(p))
+		o.Addr = net.JoinHostPort(host, strconv.Itoa(freeport.For(t)))
 	}
 	ln, err := net.Listen("tcp", o.Addr)
 	if err != nil {
